@@ -1,0 +1,37 @@
+# The two commands: `make demo` (embedded default, no services) and `make test`
+# (PostgreSQL + Redis, started here when installed but stopped).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/geo_collect
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/5
+
+.PHONY: demo test lint services bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) manage.py demo
+
+services:
+	bash scripts/ensure_services.sh
+
+test: $(STAMP) services
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+
+bench: $(STAMP) services
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/plan_expansion.py
+
+clean:
+	rm -rf var

@@ -1,0 +1,233 @@
+"""The connector interface every platform adapter implements (DESIGN.md §7).
+
+Adapters share no request code with each other, only these types. Everything here is plain
+Python (no Django models) so adapters, the simulator and `reparse` can use it anywhere.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+
+class ErrorClass(enum.StrEnum):
+    """What went wrong, in the terms the retry policy acts on (DESIGN.md §6)."""
+
+    INVALID = "invalid"  # bad parameters: fail, no retry
+    AUTH = "auth"  # authentication / permission / billing: fail, no retry
+    UNSUPPORTED = "unsupported"  # capability the platform lacks: fail, no retry
+    RATE_LIMITED = "rate_limited"  # 429: wait as told, bounded retries
+    TRANSIENT = "transient"  # 408/409/5xx/529 before acceptance: backoff with jitter
+    ACCEPTANCE_UNKNOWN = "acceptance_unknown"  # sent, no answer: verify upstream first
+    POLL_FAILED = "poll_failed"  # poll failed after acceptance: keep id, keep polling
+    PARSE_FAILED = "parse_failed"  # answer could not be parsed: keep raw, review, never re-ask
+    TRUNCATED = "truncated"  # stream ended without the completion event
+    UPSTREAM_FAILED = "upstream_failed"  # upstream reported the task itself failed
+    LOST = "lost"  # upstream no longer knows an accepted task
+
+
+RETRYABLE_BEFORE_ACCEPTANCE = frozenset({ErrorClass.RATE_LIMITED, ErrorClass.TRANSIENT})
+
+
+class UpstreamError(Exception):
+    """A classified failure talking to an upstream platform.
+
+    `retry_after` is the upstream's own hint in seconds, when it gave one. `should_retry` is the
+    upstream's explicit verdict (OpenAI's `x-should-retry`), which overrides the class's default.
+    """
+
+    def __init__(
+        self,
+        error_class: ErrorClass,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        request_id: str | None = None,
+        raw: bytes | None = None,
+        egress: str | None = None,
+        should_retry: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.message = message
+        self.status_code = status_code
+        self.retry_after = retry_after
+        self.request_id = request_id
+        self.raw = raw
+        self.egress = egress
+        self.should_retry = should_retry
+
+    def __str__(self) -> str:
+        code = f" (HTTP {self.status_code})" if self.status_code else ""
+        return f"{self.error_class.value}: {self.message}{code}"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    platform: str
+    devices: frozenset[str]
+    regions: frozenset[str]
+    modes: frozenset[str]
+    screenshots: bool
+    submission_limit: int
+    asynchronous: bool  # True: submit returns a task id to poll; False: submit answers
+    supports_lookup: bool  # can an uncertain submit be resolved by idempotency key?
+
+    def problems(self, *, device: str, region: str, mode: str, screenshot_policy: str) -> list[str]:
+        """Why this target cannot run here; empty when it can."""
+        found: list[str] = []
+        for label, value, allowed in (
+            ("device", device, self.devices),
+            ("region", region, self.regions),
+            ("mode", mode, self.modes),
+        ):
+            if value not in allowed:
+                found.append(
+                    f"platform {self.platform!r} does not support {label} {value!r} "
+                    f"(supported: {', '.join(sorted(allowed))})"
+                )
+        if screenshot_policy == "required" and not self.screenshots:
+            found.append(f"platform {self.platform!r} cannot take screenshots (policy 'required')")
+        return found
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """What a connector needs to ask one question. Never holds credentials."""
+
+    sample_id: int
+    idempotency_key: str
+    question: str
+    device: str
+    region: str
+    mode: str
+    screenshot: bool = False
+    model: str | None = None
+
+
+@dataclass
+class Citation:
+    id: str
+    url: str
+    normalized_url: str
+    title: str | None = None
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass
+class Attachment:
+    kind: str  # "screenshot", ...
+    content: bytes
+    mime: str
+
+
+@dataclass
+class NormalizedResult:
+    """The one shape every adapter produces (DESIGN.md §7)."""
+
+    sample_id: int | None
+    upstream_id: str | None
+    collection_state: str  # "completed" | "failed" | "truncated"
+    evidence_state: str  # "stored" | "partial" | "failed" (what the adapter could obtain)
+    answer_text: str
+    raw: bytes  # exactly as received on the wire
+    raw_mime: str
+    citations: list[Citation] = field(default_factory=list)
+    screenshot_key: str | None = None
+    captured_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    status_code: int | None = None
+    error: dict[str, Any] | None = None  # {"class": ErrorClass value, "message": str}
+    warnings: list[str] = field(default_factory=list)
+    cost: int | None = None  # upstream cost in minor units, when the upstream reports it
+    cost_currency: str | None = None
+    request_id: str | None = None
+    attachments: list[Attachment] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form of DESIGN.md §7; raw bytes are shown as text, attachments by size."""
+        data = asdict(self)
+        data["raw"] = self.raw.decode("utf-8", errors="replace")
+        data["captured_at"] = self.captured_at.isoformat().replace("+00:00", "Z")
+        data["attachments"] = [
+            {"kind": a.kind, "mime": a.mime, "size": len(a.content)} for a in self.attachments
+        ]
+        return data
+
+
+@dataclass(frozen=True)
+class SubmitOutcome:
+    """The upstream accepted the request.
+
+    Direct model APIs answer in the same call: `result` is set. Collection providers return a
+    task id to poll: `result` is None.
+    """
+
+    upstream_id: str
+    request_id: str | None = None
+    result: NormalizedResult | None = None
+    egress: str | None = None
+
+
+@dataclass(frozen=True)
+class PollOutcome:
+    state: str  # "queued" | "running" | "completed" | "failed" | "lost"
+    retry_after: float | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class ConnectorConfig:
+    """Per-platform settings. `api_key` comes from the environment or the database and is
+    never logged, queued or stored with evidence."""
+
+    platform: str
+    base_url: str
+    api_key: str = field(repr=False, default="")
+    model: str | None = None
+    timeout_seconds: float = 60.0
+    connect_timeout_seconds: float = 5.0
+    egress_proxies: tuple[str | None, ...] = (None,)  # None = direct
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Connector(abc.ABC):
+    platform: ClassVar[str]
+
+    def __init__(self, config: ConnectorConfig) -> None:
+        self.config = config
+
+    @abc.abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @abc.abstractmethod
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        """Ask the question. Raises UpstreamError; ACCEPTANCE_UNKNOWN when the request was
+        sent but no answer came back."""
+
+    def poll(self, upstream_id: str) -> PollOutcome:
+        """Asynchronous platforms only."""
+        raise UpstreamError(ErrorClass.UNSUPPORTED, f"{self.platform} has nothing to poll")
+
+    def fetch_evidence(self, upstream_id: str, *, sample_id: int | None = None) -> NormalizedResult:
+        """Asynchronous platforms only: the finished task's answer and attachments."""
+        raise UpstreamError(ErrorClass.UNSUPPORTED, f"{self.platform} has no separate evidence")
+
+    def cancel(self, upstream_id: str) -> bool:
+        """Record the intent to cancel; True when the upstream acknowledged it."""
+        return False
+
+    def lookup(self, idempotency_key: str) -> str | None:
+        """Resolve an uncertain submit: the upstream id for this key, or None when the upstream
+        has no such task. Raises UpstreamError(UNSUPPORTED) where the platform cannot tell."""
+        raise UpstreamError(ErrorClass.UNSUPPORTED, f"{self.platform} cannot look up by key")
+
+    @classmethod
+    @abc.abstractmethod
+    def parse(cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None) -> NormalizedResult:
+        """Derive the normalized result from a raw response exactly as received (a JSON body,
+        or an SSE / NDJSON transcript). The live path and `reparse` both call this."""

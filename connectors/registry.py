@@ -1,0 +1,66 @@
+"""Which adapter serves which platform key, and how it is configured.
+
+Configuration comes from the environment (or, later, the database); model names are
+configuration, never hard-coded aliases. Credentials are read here, when a connector is built
+inside a worker, and never travel in queue messages.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from functools import cache
+
+from django.conf import settings
+
+from .base import Connector, ConnectorConfig
+
+# platform key -> "module:Class". Adapters share no request code; each lives in its own module.
+ADAPTERS: dict[str, str] = {
+    "openai": "connectors.adapters.openai_responses:OpenAIResponsesConnector",
+    "collector": "connectors.adapters.collector:CollectorConnector",
+}
+
+
+class UnknownPlatform(LookupError):
+    pass
+
+
+def known_platforms() -> list[str]:
+    return sorted(ADAPTERS)
+
+
+@cache
+def adapter_class(platform: str) -> type[Connector]:
+    try:
+        module_name, class_name = ADAPTERS[platform].split(":")
+    except KeyError:
+        raise UnknownPlatform(
+            f"unknown platform {platform!r} (known: {', '.join(known_platforms())})"
+        ) from None
+    cls: type[Connector] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def connector_config(platform: str) -> ConnectorConfig:
+    cls = adapter_class(platform)
+    env = platform.upper()
+    simulator = settings.GEO_UPSTREAM_BASE_URL
+    base_url = os.environ.get(f"GEO_{env}_BASE_URL") or (
+        f"{simulator.rstrip('/')}/{platform}" if simulator else getattr(cls, "default_base_url", "")
+    )
+    # "direct,http://proxy:3128": attempts alternate between these egress paths.
+    egress = [p.strip() for p in os.environ.get(f"GEO_{env}_EGRESS", "").split(",") if p.strip()]
+    proxies = tuple(None if p == "direct" else p for p in egress)
+    return ConnectorConfig(
+        platform=platform,
+        base_url=base_url,
+        api_key=os.environ.get(f"GEO_{env}_API_KEY", "sim-key" if simulator else ""),
+        model=os.environ.get(f"GEO_{env}_MODEL") or settings.GEO_PLATFORM_MODELS.get(platform),
+        timeout_seconds=float(os.environ.get(f"GEO_{env}_TIMEOUT", "60")),
+        egress_proxies=proxies or (None,),
+    )
+
+
+def get_connector(platform: str) -> Connector:
+    return adapter_class(platform)(connector_config(platform))

@@ -1,0 +1,201 @@
+"""Settings, driven by the environment.
+
+With no environment at all this is the embedded default: SQLite, kombu's filesystem broker,
+local file storage and the in-project platform simulator. `DATABASE_URL`, `REDIS_URL` and
+`S3_*` switch to PostgreSQL, Redis and S3-compatible storage.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("GEO_VAR_DIR", BASE_DIR / "var"))
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "embedded-default-not-for-production")
+DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "sampling",
+    "connectors",
+    "evidence",
+    "analysis",
+    "billing",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "geo_collect.urls"
+WSGI_APPLICATION = "geo_collect.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict[str, Any]:
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        config: dict[str, Any] = dj_database_url.parse(url, conn_max_age=60)
+        config.setdefault("TEST", {})
+        return config
+    # Embedded default. Several processes (dispatcher, workers) share one file, so WAL mode,
+    # IMMEDIATE transactions (writers queue instead of failing on upgrade) and a busy timeout.
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("GEO_SQLITE_PATH", str(VAR_DIR / "geo.sqlite3")),
+        "OPTIONS": {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+    }
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+MEDIA_ROOT = VAR_DIR / "media"
+
+
+def _storages() -> dict[str, Any]:
+    bucket = os.environ.get("S3_BUCKET")
+    default: dict[str, Any]
+    if bucket:
+        default = {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": bucket,
+                "endpoint_url": os.environ.get("S3_ENDPOINT_URL") or None,
+                "region_name": os.environ.get("S3_REGION", "us-east-1"),
+                "access_key": os.environ.get("S3_ACCESS_KEY_ID"),
+                "secret_key": os.environ.get("S3_SECRET_ACCESS_KEY"),
+                "default_acl": "private",
+                "querystring_auth": True,
+                "querystring_expire": 300,
+                "file_overwrite": False,
+            },
+        }
+    else:
+        default = {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(MEDIA_ROOT)},
+        }
+    return {
+        "default": default,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+STORAGES = _storages()
+
+# --- Celery -------------------------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+BROKER_DIR = VAR_DIR / "broker"
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {
+        # Unacknowledged messages come back after this long if their worker vanished.
+        "visibility_timeout": int(os.environ.get("GEO_VISIBILITY_TIMEOUT", "300")),
+    }
+else:
+    for sub in ("out", "processed"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "out"),
+        "data_folder_out": str(BROKER_DIR / "out"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- Execution ----------------------------------------------------------------------------
+GEO_LEASE_SECONDS = int(os.environ.get("GEO_LEASE_SECONDS", "120"))
+GEO_MAX_SUBMIT_ATTEMPTS = int(os.environ.get("GEO_MAX_SUBMIT_ATTEMPTS", "5"))
+GEO_MAX_PLAN_SAMPLES = int(os.environ.get("GEO_MAX_PLAN_SAMPLES", "200000"))
+GEO_MAX_QUESTION_CHARS = int(os.environ.get("GEO_MAX_QUESTION_CHARS", "2000"))
+GEO_DEFAULT_SUBMISSION_LIMIT = int(os.environ.get("GEO_DEFAULT_SUBMISSION_LIMIT", "100"))
+# Where connectors send requests. Unset: each platform's real endpoint. The demo and the tests
+# point this at the simulator, which serves every platform under /<platform>/.
+GEO_UPSTREAM_BASE_URL = os.environ.get("GEO_UPSTREAM_BASE_URL", "")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "kv": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("GEO_LOG_LEVEL", "WARNING")},
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+# Model per platform: configuration, overridable with GEO_<PLATFORM>_MODEL. Never an alias map
+# in code; the vendors retire names on their own schedule.
+GEO_PLATFORM_MODELS: dict[str, str] = {
+    "openai": "gpt-4.1-mini",
+    "openai_chat": "gpt-4o-mini-search-preview",
+    "anthropic": "claude-sonnet-4-5",
+    "gemini": "gemini-2.5-flash",
+    "perplexity": "sonar",
+    "deepseek": "deepseek-chat",
+    "kimi": "kimi-k2-turbo-preview",
+    "doubao": "doubao-seed-1-6",
+    "qwen": "qwen-plus",
+    "ollama": "llama3.2",
+    "collector": "consumer-ui",
+}
+
+# Admission: at most this many samples of one platform leased at once (per dispatcher fleet).
+GEO_PLATFORM_CONCURRENCY = int(os.environ.get("GEO_PLATFORM_CONCURRENCY", "16"))

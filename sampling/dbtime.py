@@ -1,0 +1,19 @@
+"""Database time. Leases, due times and ages compare against the database clock, never a
+worker's, so a host with a skewed clock cannot steal or extend a lease."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.db import connection
+
+
+def db_now() -> datetime:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT now()")
+            value: datetime = cursor.fetchone()[0]
+            return value
+        # SQLite: every process on the host shares this clock; stored timestamps are UTC text.
+        cursor.execute("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+        return datetime.fromisoformat(cursor.fetchone()[0]).replace(tzinfo=UTC)

@@ -1,0 +1,471 @@
+"""Executing one step of one sample: submit, verify, poll, evidence, analyze.
+
+Each step is entered with a fencing token from a claim. The pattern is always the same:
+1. a short transaction records intent (the attempt and its idempotency key) before any call;
+2. the upstream call happens outside any transaction, with the lease renewed meanwhile;
+3. a second transaction, conditional on the token, records the outcome and the next step.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models.functions import Now
+
+from connectors.base import (
+    ErrorClass,
+    NormalizedResult,
+    SampleRequest,
+    SubmitOutcome,
+    UpstreamError,
+)
+from connectors.registry import get_connector
+from connectors.retry import RetryPolicy
+from evidence import services as evidence_services
+
+from .leases import StaleToken, fenced, renew_lease, save_fenced
+from .models import (
+    Attempt,
+    AttemptStatus,
+    CollectionState,
+    QueueState,
+    Sample,
+    Step,
+    SubmissionState,
+)
+
+log = logging.getLogger(__name__)
+
+# Poll interval grows with the task's age: quick answers are picked up quickly, slow ones do
+# not hammer the provider.
+POLL_MIN_SECONDS = 0.5
+POLL_MAX_SECONDS = 30.0
+MAX_POLL_FAILURES = 20
+
+
+@dataclass(frozen=True)
+class StepContext:
+    sample_id: int
+    token: int
+    worker: str
+
+
+def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
+    """Execute the step the sample is leased for. Returns what happened, for logs and tests.
+
+    A message for a stale token (a duplicate, or work taken over after lease expiry) does
+    nothing: the sample's current holder owns it.
+    """
+    sample = Sample.objects.filter(pk=sample_id).first()
+    if sample is None:
+        return "missing"
+    if sample.fencing_token != token or sample.queue_state != QueueState.LEASED:
+        return "stale-message"
+    handler = _HANDLERS.get(sample.step)
+    if handler is None:
+        return "nothing-to-do"
+    context = StepContext(sample_id=sample_id, token=token, worker=worker)
+    try:
+        with keep_lease(sample_id=sample_id, token=token):
+            return handler(context)
+    except StaleToken:
+        log.warning("stale write refused sample=%s token=%s", sample_id, token)
+        return "stale-write-refused"
+
+
+@contextmanager
+def keep_lease(*, sample_id: int, token: int) -> Iterator[None]:
+    """Renew the lease in the background while a step works (long streams, slow uploads)."""
+    lease = settings.GEO_LEASE_SECONDS
+    stop = threading.Event()
+
+    def renew() -> None:
+        from django.db import connection
+
+        try:
+            while not stop.wait(lease / 3):
+                if not renew_lease(sample_id=sample_id, token=token, lease_seconds=lease):
+                    return
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=renew, name=f"lease-{sample_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+# --- release helpers ----------------------------------------------------------------------
+
+
+def _release(sample: Sample, *, step: str, delay: float = 0.0, state: str = QueueState.READY) -> None:
+    if step != sample.step:
+        sample.claims = 0
+    sample.step = step
+    sample.queue_state = state if step != Step.NONE else QueueState.DONE
+    sample.due_at = Now() + timedelta(seconds=delay)  # type: ignore[assignment]
+    sample.lease_until = None
+    sample.lease_owner = ""
+
+
+_QUEUE_FIELDS = ("step", "queue_state", "due_at", "lease_until", "lease_owner", "claims")
+
+
+def _retry_policy() -> RetryPolicy:
+    return RetryPolicy(max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS)
+
+
+def _request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
+    snapshot = sample.run.config_snapshot
+    return SampleRequest(
+        sample_id=sample.pk,
+        idempotency_key=idempotency_key,
+        question=sample.question_revision.text,
+        device=sample.device,
+        region=sample.region,
+        mode=sample.mode,
+        screenshot=snapshot.get("screenshot_policy") != "none",
+    )
+
+
+# --- submit -------------------------------------------------------------------------------
+
+
+def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
+    """Persist the attempt and its idempotency key before calling the upstream."""
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker) as s:
+        if s.submission_state == SubmissionState.SUBMITTING:
+            # A previous holder sent a request and vanished before recording the outcome:
+            # the upstream may have accepted it. Verify before anything is sent again.
+            s.mark_uncertain()
+            _release(s, step=Step.VERIFY)
+            save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
+            return None
+        s.attempts += 1
+        attempt = Attempt.objects.create(
+            sample=s,
+            attempt_no=s.attempts,
+            idempotency_key=f"{s.run_id}:{s.pk}:{s.attempts}",
+            fencing_token=ctx.token,
+        )
+        s.begin_submit()
+        save_fenced(s, ctx.token, "submission_state", "attempts")
+    return s, attempt
+
+
+def handle_submit(ctx: StepContext) -> str:
+    begun = _begin_attempt(ctx)
+    if begun is None:
+        return "uncertain"
+    sample, attempt = begun
+    sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
+    connector = get_connector(sample.platform)
+    try:
+        outcome = connector.submit(
+            _request_for(sample, attempt.idempotency_key), attempt_no=attempt.attempt_no
+        )
+    except UpstreamError as error:
+        return _record_submit_error(ctx, attempt, error)
+    if outcome.result is None:
+        return _record_accepted(ctx, attempt, outcome)
+    return _record_direct_answer(ctx, sample, attempt, outcome)
+
+
+def _close_attempt(attempt: Attempt, *, status: str, error: UpstreamError | None = None,
+                   outcome: SubmitOutcome | None = None) -> None:
+    attempt.status = status
+    attempt.finished_at = Now()  # type: ignore[assignment]
+    if error is not None:
+        attempt.error_class = error.error_class.value
+        attempt.error_message = error.message[:2000]
+        attempt.status_code = error.status_code
+        attempt.retry_after_seconds = error.retry_after
+        attempt.request_id = error.request_id or ""
+        attempt.egress = error.egress or "direct"
+    if outcome is not None:
+        attempt.upstream_id = outcome.upstream_id
+        attempt.request_id = outcome.request_id or ""
+        attempt.egress = outcome.egress or "direct"
+    attempt.save()
+
+
+def _record_submit_error(ctx: StepContext, attempt: Attempt, error: UpstreamError) -> str:
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker) as s:
+        if error.error_class == ErrorClass.ACCEPTANCE_UNKNOWN:
+            _close_attempt(attempt, status=AttemptStatus.UNKNOWN, error=error)
+            s.mark_uncertain()
+            _release(s, step=Step.VERIFY)
+            save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
+            return "uncertain"
+        _close_attempt(attempt, status=AttemptStatus.FAILED, error=error)
+        s.reject_submit()
+        decision = _retry_policy().decide(error, attempt_no=attempt.attempt_no,
+                                          elapsed_seconds=0.0, rng=random.Random())
+        if decision.retry:
+            _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
+            save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
+            return f"retry:{error.error_class.value}"
+        s.fail_collection()
+        s.failure_reason = f"{error.error_class.value}: {error.message}"[:200]
+        _release(s, step=Step.NONE)
+        save_fenced(s, ctx.token, "submission_state", "collection_state", "failure_reason",
+                    *_QUEUE_FIELDS)
+    _after_terminal(s)
+    return f"failed:{error.error_class.value}"
+
+
+def _record_accepted(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> str:
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="accept", worker=ctx.worker) as s:
+        _close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
+        s.accept()
+        s.upstream_id = outcome.upstream_id
+        s.accepted_at = Now()  # type: ignore[assignment]
+        _release(s, step=Step.POLL, delay=POLL_MIN_SECONDS)
+        save_fenced(s, ctx.token, "submission_state", "upstream_id", "accepted_at", *_QUEUE_FIELDS)
+    return "accepted"
+
+
+def _record_direct_answer(ctx: StepContext, sample: Sample, attempt: Attempt,
+                          outcome: SubmitOutcome) -> str:
+    """A direct model API answered in the submit call itself."""
+    result = outcome.result
+    assert result is not None
+    archived = _archive(sample, result)
+    failed = result.collection_state != CollectionState.COMPLETED
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="answer", worker=ctx.worker) as s:
+        _close_attempt(attempt, outcome=outcome,
+                       status=AttemptStatus.FAILED if failed else AttemptStatus.ACCEPTED)
+        evidence_services.record_capture(sample_id=s.pk, attempt_no=attempt.attempt_no,
+                                         archived=archived)
+        if failed:
+            return _answer_failed(ctx, s, attempt, result)
+        s.accept()
+        s.upstream_id = outcome.upstream_id
+        s.accepted_at = Now()  # type: ignore[assignment]
+        s.start_collection()
+        s.complete_collection()
+        s.completed_at = Now()  # type: ignore[assignment]
+        _set_evidence_state(s, result)
+        _release(s, step=Step.ANALYZE)
+        save_fenced(s, ctx.token, "submission_state", "collection_state", "evidence_state",
+                    "evidence_reason", "upstream_id", "accepted_at", "completed_at", *_QUEUE_FIELDS)
+    return "answered"
+
+
+def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: NormalizedResult) -> str:
+    """Truncated stream or mid-stream error: the raw is kept (already archived); the question
+    is asked again as a new attempt while the retry budget lasts."""
+    error_class = ErrorClass((result.error or {}).get("class", ErrorClass.TRUNCATED))
+    decision = _retry_policy().decide(error_class, attempt_no=attempt.attempt_no,
+                                      elapsed_seconds=0.0, rng=random.Random())
+    attempt.error_class = error_class.value
+    attempt.error_message = str((result.error or {}).get("message", ""))[:2000]
+    attempt.save(update_fields=["error_class", "error_message"])
+    # No usable answer came back, so the question counts as not yet asked: a new attempt may
+    # ask it again. The raw of this attempt is already archived as its own capture revision.
+    s.reject_submit()
+    if decision.retry:
+        _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
+        save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
+        return f"retry:{error_class.value}"
+    s.fail_collection()
+    s.failure_reason = f"{error_class.value}: {attempt.error_message}"[:200]
+    _release(s, step=Step.NONE)
+    save_fenced(s, ctx.token, "submission_state", "collection_state", "failure_reason",
+                *_QUEUE_FIELDS)
+    _after_terminal(s)
+    return f"failed:{error_class.value}"
+
+
+def _archive(sample: Sample, result: NormalizedResult) -> evidence_services.ArchivedResult:
+    return evidence_services.archive_objects(
+        result=result,
+        tenant=sample.run.config_snapshot["tenant"],
+        run_id=str(sample.run_id),
+        sample_id=sample.pk,
+        revision=evidence_services.next_revision(sample_id=sample.pk),
+    )
+
+
+def _set_evidence_state(s: Sample, result: NormalizedResult) -> None:
+    wanted_screenshot = s.run.config_snapshot.get("screenshot_policy") != "none"
+    has_screenshot = any(a.kind == "screenshot" for a in result.attachments)
+    missing = [w for w in result.warnings if w.endswith("_UNAVAILABLE")]
+    if result.evidence_state == "partial" or missing:
+        s.store_partial_evidence()
+        s.evidence_reason = ", ".join(missing) or "partial evidence"
+    elif wanted_screenshot and not has_screenshot and get_connector(s.platform).capabilities().screenshots:
+        s.store_partial_evidence()
+        s.evidence_reason = "SCREENSHOT_UNAVAILABLE"
+    else:
+        s.store_evidence()
+
+
+# --- verify (uncertain acceptance) --------------------------------------------------------
+
+
+def handle_verify(ctx: StepContext) -> str:
+    sample = Sample.objects.get(pk=ctx.sample_id)
+    attempt = sample.attempt_set.order_by("-attempt_no").first()
+    if attempt is None:
+        raise RuntimeError(f"sample {sample.pk} is uncertain without an attempt")
+    try:
+        upstream_id = get_connector(sample.platform).lookup(attempt.idempotency_key)
+    except UpstreamError as error:
+        if error.error_class == ErrorClass.UNSUPPORTED:
+            return _park_uncertain(ctx, reason="platform cannot confirm acceptance; needs review")
+        return _retry_later(ctx, step=Step.VERIFY, delay=5.0)
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="verify", worker=ctx.worker) as s:
+        if upstream_id:
+            attempt.status = AttemptStatus.ACCEPTED
+            attempt.upstream_id = upstream_id
+            attempt.save(update_fields=["status", "upstream_id"])
+            s.confirm_accepted()
+            s.upstream_id = upstream_id
+            s.accepted_at = Now()  # type: ignore[assignment]
+            _release(s, step=Step.POLL)
+            save_fenced(s, ctx.token, "submission_state", "upstream_id", "accepted_at",
+                        *_QUEUE_FIELDS)
+            return "verified-accepted"
+        attempt.status = AttemptStatus.FAILED
+        attempt.error_message = "upstream has no task for this idempotency key"
+        attempt.save(update_fields=["status", "error_message"])
+        s.confirm_not_accepted()
+        _release(s, step=Step.SUBMIT)
+        save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
+    return "verified-not-accepted"
+
+
+def _park_uncertain(ctx: StepContext, *, reason: str) -> str:
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="verify", worker=ctx.worker) as s:
+        s.failure_reason = reason
+        _release(s, step=Step.VERIFY, state=QueueState.PARKED)
+        save_fenced(s, ctx.token, "failure_reason", *_QUEUE_FIELDS)
+    return "parked-uncertain"
+
+
+def _retry_later(ctx: StepContext, *, step: str, delay: float) -> str:
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation=step, worker=ctx.worker) as s:
+        _release(s, step=step, delay=delay)
+        save_fenced(s, ctx.token, *_QUEUE_FIELDS)
+    return f"retry-later:{step}"
+
+
+# --- poll ---------------------------------------------------------------------------------
+
+
+def _poll_delay(sample: Sample) -> float:
+    from .dbtime import db_now
+
+    age = (db_now() - sample.accepted_at).total_seconds() if sample.accepted_at else 0.0
+    return max(POLL_MIN_SECONDS, min(POLL_MAX_SECONDS, age / 10))
+
+
+def handle_poll(ctx: StepContext) -> str:
+    sample = Sample.objects.get(pk=ctx.sample_id)
+    try:
+        polled = get_connector(sample.platform).poll(sample.upstream_id)
+    except UpstreamError as error:
+        if sample.claims >= MAX_POLL_FAILURES:
+            return _fail_accepted(ctx, reason=f"poll failed {sample.claims} times: {error}")
+        # Keep the upstream id and keep polling, later.
+        return _retry_later(ctx, step=Step.POLL, delay=error.retry_after or _poll_delay(sample))
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="poll", worker=ctx.worker) as s:
+        if polled.state in ("running", "completed") and s.collection_state == CollectionState.QUEUED:
+            s.start_collection()
+        if polled.state in ("queued", "running"):
+            _release(s, step=Step.POLL, delay=polled.retry_after or _poll_delay(s))
+            s.claims = 0
+            save_fenced(s, ctx.token, "collection_state", *_QUEUE_FIELDS)
+            return f"poll:{polled.state}"
+        if polled.state == "completed":
+            _release(s, step=Step.EVIDENCE)
+            save_fenced(s, ctx.token, "collection_state", *_QUEUE_FIELDS)
+            return "poll:completed"
+    return _fail_accepted(ctx, reason=f"upstream reports {polled.state}: {polled.message or ''}")
+
+
+def _fail_accepted(ctx: StepContext, *, reason: str) -> str:
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="fail", worker=ctx.worker) as s:
+        s.fail_collection()
+        s.failure_reason = reason[:200]
+        _release(s, step=Step.NONE)
+        save_fenced(s, ctx.token, "collection_state", "failure_reason", *_QUEUE_FIELDS)
+    _after_terminal(s)
+    return "failed"
+
+
+# --- evidence -----------------------------------------------------------------------------
+
+
+def handle_evidence(ctx: StepContext) -> str:
+    sample = Sample.objects.select_related("run").get(pk=ctx.sample_id)
+    try:
+        result = get_connector(sample.platform).fetch_evidence(sample.upstream_id,
+                                                               sample_id=sample.pk)
+    except UpstreamError as error:
+        if sample.claims >= MAX_POLL_FAILURES:
+            return _fail_accepted(ctx, reason=f"evidence fetch failed: {error}")
+        return _retry_later(ctx, step=Step.EVIDENCE, delay=error.retry_after or 2.0)
+    archived = _archive(sample, result)
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="evidence", worker=ctx.worker) as s:
+        evidence_services.record_capture(sample_id=s.pk, attempt_no=s.attempts, archived=archived)
+        if result.collection_state != CollectionState.COMPLETED:
+            s.fail_collection()
+            s.failure_reason = str((result.error or {}).get("message", "collection failed"))[:200]
+            _release(s, step=Step.NONE)
+            save_fenced(s, ctx.token, "collection_state", "failure_reason", *_QUEUE_FIELDS)
+            terminal = True
+        else:
+            if s.collection_state == CollectionState.QUEUED:
+                s.start_collection()
+            s.complete_collection()
+            s.completed_at = Now()  # type: ignore[assignment]
+            _set_evidence_state(s, result)
+            _release(s, step=Step.ANALYZE)
+            save_fenced(s, ctx.token, "collection_state", "evidence_state", "evidence_reason",
+                        "completed_at", *_QUEUE_FIELDS)
+            terminal = False
+    if terminal:
+        _after_terminal(s)
+    return "evidence-stored"
+
+
+# --- analyze ------------------------------------------------------------------------------
+
+
+def handle_analyze(ctx: StepContext) -> str:
+    from analysis.services import analyse_sample
+
+    verdict = analyse_sample(sample_id=ctx.sample_id)
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="analyze", worker=ctx.worker) as s:
+        verdict.apply(s)
+        _release(s, step=Step.NONE)
+        save_fenced(s, ctx.token, "analysis_state", "validity", "validity_reason", *_QUEUE_FIELDS)
+    _after_terminal(s)
+    return f"analysed:{s.analysis_state}"
+
+
+def _after_terminal(sample: Sample) -> None:
+    from .runs import finish_run_if_done
+
+    finish_run_if_done(run_id=sample.run_id)
+
+
+_HANDLERS: dict[str, Callable[[StepContext], str]] = {
+    Step.SUBMIT: handle_submit,
+    Step.VERIFY: handle_verify,
+    Step.POLL: handle_poll,
+    Step.EVIDENCE: handle_evidence,
+    Step.ANALYZE: handle_analyze,
+}

@@ -1,0 +1,193 @@
+"""Claiming due work, leases and fencing tokens (DESIGN.md §6.2-6.3, seed 000 §四).
+
+A claim is one conditional UPDATE: it moves due `ready` samples to `leased`, sets
+`lease_until` from database time and increments `fencing_token`. Every later write of a
+result names the token it was given; a write with an older token is refused and recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.db.models.functions import Now
+
+from .models import QueueState, Sample, StaleWrite
+
+
+@dataclass(frozen=True)
+class Claim:
+    sample_id: int
+    token: int
+    step: str
+    platform: str
+    tenant_id: int
+
+
+_CLAIM_PG = """
+UPDATE sampling_sample AS s
+   SET queue_state = 'leased',
+       lease_until = now() + make_interval(secs => %(lease)s),
+       lease_owner = %(owner)s,
+       fencing_token = s.fencing_token + 1,
+       claims = s.claims + 1
+ WHERE s.id IN (
+        SELECT id FROM sampling_sample
+         WHERE queue_state = 'ready' AND platform = %(platform)s AND due_at <= now()
+           {tenant_filter}
+         ORDER BY due_at
+         LIMIT %(limit)s
+         FOR UPDATE SKIP LOCKED)
+RETURNING s.id, s.fencing_token, s.step, s.platform, s.tenant_id
+"""
+
+# SQLite has no row locks; the IMMEDIATE transaction serialises writers, and the state test in
+# the outer WHERE makes the update conditional all the same.
+_CLAIM_SQLITE = """
+UPDATE sampling_sample
+   SET queue_state = 'leased',
+       lease_until = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %(lease)s || ' seconds'),
+       lease_owner = %(owner)s,
+       fencing_token = fencing_token + 1,
+       claims = claims + 1
+ WHERE queue_state = 'ready' AND id IN (
+        SELECT id FROM sampling_sample
+         WHERE queue_state = 'ready' AND platform = %(platform)s
+           AND due_at <= strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')
+           {tenant_filter}
+         ORDER BY due_at
+         LIMIT %(limit)s)
+RETURNING id, fencing_token, step, platform, tenant_id
+"""
+
+
+def claim_ready(
+    *,
+    platform: str,
+    limit: int,
+    owner: str,
+    lease_seconds: int,
+    exclude_tenants: frozenset[int] = frozenset(),
+    only_tenant: int | None = None,
+) -> list[Claim]:
+    """Lease up to `limit` due samples of one platform. Concurrent callers never get the same
+    sample: on PostgreSQL locked candidates are skipped, not waited for."""
+    if limit <= 0:
+        return []
+    params: dict[str, object] = {
+        "lease": lease_seconds,
+        "owner": owner,
+        "platform": platform,
+        "limit": limit,
+    }
+    tenant_filter = ""
+    if only_tenant is not None:
+        tenant_filter = "AND tenant_id = %(only_tenant)s"
+        params["only_tenant"] = only_tenant
+    elif exclude_tenants:
+        tenant_filter = "AND NOT (tenant_id = ANY(%(excluded)s))" if _pg() else (
+            "AND tenant_id NOT IN (" + ",".join(str(int(t)) for t in exclude_tenants) + ")"
+        )
+        params["excluded"] = list(exclude_tenants)
+    sql = (_CLAIM_PG if _pg() else _CLAIM_SQLITE).format(tenant_filter=tenant_filter)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [Claim(*row) for row in rows]
+
+
+def claim_sample(*, sample_id: int, owner: str, lease_seconds: int) -> Claim | None:
+    """Lease one specific sample if it is ready or its lease has expired (takeover)."""
+    if _pg():
+        sql = """
+        UPDATE sampling_sample SET queue_state = 'leased',
+               lease_until = now() + make_interval(secs => %(lease)s), lease_owner = %(owner)s,
+               fencing_token = fencing_token + 1, claims = claims + 1
+         WHERE id = %(id)s AND (queue_state = 'ready'
+               OR (queue_state = 'leased' AND lease_until <= now()))
+        RETURNING id, fencing_token, step, platform, tenant_id"""
+    else:
+        sql = """
+        UPDATE sampling_sample SET queue_state = 'leased',
+               lease_until = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %(lease)s || ' seconds'),
+               lease_owner = %(owner)s, fencing_token = fencing_token + 1, claims = claims + 1
+         WHERE id = %(id)s AND (queue_state = 'ready' OR (queue_state = 'leased'
+               AND lease_until <= strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')))
+        RETURNING id, fencing_token, step, platform, tenant_id"""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, {"id": sample_id, "owner": owner, "lease": lease_seconds})
+        row = cursor.fetchone()
+    return Claim(*row) if row else None
+
+
+def renew_lease(*, sample_id: int, token: int, lease_seconds: int) -> bool:
+    """Extend a lease we still hold. False means it was taken over: stop working."""
+    if _pg():
+        sql = """UPDATE sampling_sample SET lease_until = now() + make_interval(secs => %s)
+                  WHERE id = %s AND fencing_token = %s AND queue_state = 'leased'"""
+    else:
+        sql = """UPDATE sampling_sample
+                    SET lease_until = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %s || ' seconds')
+                  WHERE id = %s AND fencing_token = %s AND queue_state = 'leased'"""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, [lease_seconds, sample_id, token])
+        return cursor.rowcount == 1
+
+
+def requeue_expired_leases(*, limit: int = 1000) -> int:
+    """Make samples whose lease ran out claimable again (the worker died or stalled). Their
+    token stays; the next claim increments it, which fences the old worker out."""
+    if _pg():
+        sql = """UPDATE sampling_sample SET queue_state = 'ready', lease_owner = ''
+                  WHERE id IN (SELECT id FROM sampling_sample
+                                WHERE queue_state = 'leased' AND lease_until <= now()
+                                LIMIT %s FOR UPDATE SKIP LOCKED)"""
+    else:
+        sql = """UPDATE sampling_sample SET queue_state = 'ready', lease_owner = ''
+                  WHERE id IN (SELECT id FROM sampling_sample WHERE queue_state = 'leased'
+                     AND lease_until <= strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now') LIMIT %s)"""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, [limit])
+        return cursor.rowcount
+
+
+class StaleToken(Exception):
+    """The sample's fencing token moved on: this worker's result must not be written."""
+
+
+@contextmanager
+def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> Iterator[Sample]:
+    """A transaction holding the sample's row, entered only with the current token.
+
+    A stale token is recorded (in its own transaction, so the record survives) and raises
+    StaleToken. Inside the block, write with `save_fenced`.
+    """
+    with transaction.atomic():
+        sample = Sample.objects.select_for_update().get(pk=sample_id)
+        current = sample.fencing_token == token and sample.queue_state == QueueState.LEASED
+        if current:
+            yield sample
+            return
+    StaleWrite.objects.create(
+        sample_id=sample_id,
+        operation=operation,
+        presented_token=token,
+        current_token=sample.fencing_token,
+        worker=worker,
+    )
+    raise StaleToken(f"sample {sample_id}: token {token} is stale ({sample.fencing_token} current)")
+
+
+def save_fenced(sample: Sample, token: int, *field_names: str) -> None:
+    """Conditional write of the named fields of `sample`: only while `token` is current."""
+    values: dict[str, object] = {name: getattr(sample, name) for name in field_names}
+    values["updated_at"] = Now()
+    updated = Sample.objects.filter(pk=sample.pk, fencing_token=token).update(**values)
+    if updated != 1:
+        raise StaleToken(f"sample {sample.pk}: conditional write with token {token} matched no row")
+
+
+def _pg() -> bool:
+    return connection.vendor == "postgresql"

@@ -1,0 +1,44 @@
+"""python manage.py dispatcher [--interval S] [--run RUN_ID] [--once]"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from sampling.dispatch import dispatch_once, relay_outbox
+from sampling.models import Run
+
+
+class Command(BaseCommand):
+    help = "Relay the outbox, recover expired leases and dispatch due samples, in a loop."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--interval", type=float, default=0.5, help="idle sleep, seconds")
+        parser.add_argument("--run", type=uuid.UUID, default=None, help="exit when this run finishes")
+        parser.add_argument("--once", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        owner = f"dispatcher:{socket.gethostname()}:{os.getpid()}"
+        while True:
+            report = dispatch_once(owner=owner)
+            if report.claimed or report.relayed or report.requeued:
+                self.stdout.write(
+                    f"claimed={report.claimed} relayed={report.relayed} requeued={report.requeued} "
+                    + " ".join(f"{q}={n}" for q, n in sorted(report.published.items()))
+                )
+            if options["once"] or _run_finished(options["run"]):
+                relay_outbox()  # the run's own end event, written by its last sample
+                return
+            if not report.claimed:
+                time.sleep(options["interval"])
+
+
+def _run_finished(run_id: uuid.UUID | None) -> bool:
+    if run_id is None:
+        return False
+    return Run.objects.filter(pk=run_id).exclude(finished_at=None).exists()

@@ -1,0 +1,465 @@
+"""Tenants, campaigns, immutable question revisions, runs, batches, samples, attempts, outbox.
+
+A campaign is editable configuration. A run freezes it (`config_snapshot`) and expands it
+into samples; nothing in a run ever reads the live campaign again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+from django_fsm import FSMField, transition
+
+
+class Tenant(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    # Fair share: at most this many of the tenant's samples are leased at once.
+    max_concurrency = models.PositiveIntegerField(default=50)
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Brand(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="brands")
+    name = models.CharField(max_length=200)
+    aliases = models.JSONField(default=list, blank=True)
+    domains = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="brand_unique_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ScreenshotPolicy(models.TextChoices):
+    NONE = "none", "No screenshot"
+    OPTIONAL = "optional", "Screenshot if the platform can"
+    REQUIRED = "required", "Screenshot required"
+
+
+class Campaign(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="campaigns")
+    name = models.CharField(max_length=200)
+    brand = models.ForeignKey(Brand, on_delete=models.PROTECT, related_name="campaigns")
+    repeats = models.PositiveSmallIntegerField(default=1)
+    screenshot_policy = models.CharField(
+        max_length=16, choices=ScreenshotPolicy.choices, default=ScreenshotPolicy.OPTIONAL
+    )
+    priority = models.SmallIntegerField(default=0)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="campaign_unique_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.name}"
+
+
+class Competitor(models.Model):
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="competitors")
+    name = models.CharField(max_length=200)
+    aliases = models.JSONField(default=list, blank=True)
+    domains = models.JSONField(default=list, blank=True)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Question(models.Model):
+    """A question slot in a campaign; its text lives in immutable revisions."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="questions")
+    position = models.PositiveIntegerField(default=0)
+    is_active = models.BooleanField(default=True)
+    current_revision = models.ForeignKey(
+        "QuestionRevision", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        return self.current_revision.text if self.current_revision else f"question {self.pk}"
+
+
+class ImmutableRowError(Exception):
+    pass
+
+
+class QuestionRevision(models.Model):
+    question = models.ForeignKey(Question, on_delete=models.PROTECT, related_name="revisions")
+    revision_no = models.PositiveIntegerField()
+    text = models.TextField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["question", "revision_no"], name="question_revision_unique"
+            )
+        ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ImmutableRowError("question revisions are immutable; create a new revision")
+        super().save(*args, **kwargs)
+
+    def __str__(self) -> str:
+        return f"r{self.revision_no}: {self.text[:60]}"
+
+
+class PlatformTarget(models.Model):
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="targets")
+    platform = models.CharField(max_length=32)
+    device = models.CharField(max_length=32, default="desktop")
+    region = models.CharField(max_length=16, default="us")
+    mode = models.CharField(max_length=32, default="web_search")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "platform", "device", "region", "mode"],
+                name="target_unique_per_campaign",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform}/{self.device}/{self.region}/{self.mode}"
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs")
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="runs")
+    config_snapshot = models.JSONField()
+    quote_snapshot = models.JSONField(null=True, blank=True)
+    planned_samples = models.PositiveIntegerField()
+    priority = models.SmallIntegerField(default=0)
+    created_at = models.DateTimeField(db_default=Now())
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @property
+    def run_id(self) -> uuid.UUID:
+        return self.id
+
+    def __str__(self) -> str:
+        return f"run {self.id}"
+
+
+class Batch(models.Model):
+    """A controlled slice of a run's samples on one platform, within its submission limit."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="batches")
+    index = models.PositiveIntegerField()
+    platform = models.CharField(max_length=32)
+    size = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="batch_unique_index"),
+            models.CheckConstraint(condition=Q(size__gt=0), name="batch_size_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"batch {self.index} ({self.platform}, {self.size})"
+
+
+class SubmissionState(models.TextChoices):
+    PLANNED = "planned"
+    SUBMITTING = "submitting"
+    ACCEPTED = "accepted"
+    UNCERTAIN = "uncertain"
+
+
+class CollectionState(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class EvidenceState(models.TextChoices):
+    PENDING = "pending"
+    STORED = "stored"
+    PARTIAL = "partial"
+    FAILED = "failed"
+
+
+class AnalysisState(models.TextChoices):
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    REVIEW = "review"
+    FAILED = "failed"
+
+
+class Step(models.TextChoices):
+    """The next piece of work a sample needs; the dispatcher routes it to a queue."""
+
+    SUBMIT = "submit"
+    VERIFY = "verify"  # resolve an uncertain submission with the upstream
+    POLL = "poll"
+    EVIDENCE = "evidence"
+    ANALYZE = "analyze"
+    NONE = "none"
+
+
+class QueueState(models.TextChoices):
+    READY = "ready"  # due work, claimable once due_at has passed
+    LEASED = "leased"  # claimed by a worker until lease_until
+    PARKED = "parked"  # waits for a person (uncertain without lookup, poison message)
+    DONE = "done"  # terminal
+
+
+class Sample(models.Model):
+    """One sampling event: (run, question revision, platform, device, region, mode, repeat).
+
+    Four independent state layers (DESIGN.md §5), each changed only through the transition
+    methods below. Queue fields (`step`, `queue_state`, `due_at`, lease, fencing token) say
+    what work is due; every result write is conditional on the fencing token.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="samples")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    question_revision = models.ForeignKey(
+        QuestionRevision, on_delete=models.PROTECT, related_name="samples"
+    )
+    platform = models.CharField(max_length=32)
+    device = models.CharField(max_length=32)
+    region = models.CharField(max_length=16)
+    mode = models.CharField(max_length=32)
+    repeat_index = models.PositiveSmallIntegerField()
+
+    submission_state = FSMField(default=SubmissionState.PLANNED, choices=SubmissionState.choices)
+    collection_state = FSMField(default=CollectionState.QUEUED, choices=CollectionState.choices)
+    evidence_state = FSMField(default=EvidenceState.PENDING, choices=EvidenceState.choices)
+    analysis_state = FSMField(default=AnalysisState.PENDING, choices=AnalysisState.choices)
+
+    step = models.CharField(max_length=16, choices=Step.choices, default=Step.SUBMIT)
+    queue_state = models.CharField(
+        max_length=16, choices=QueueState.choices, default=QueueState.READY
+    )
+    priority = models.SmallIntegerField(default=0)
+    due_at = models.DateTimeField(db_default=Now())
+    lease_until = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=128, blank=True, default="")
+    fencing_token = models.BigIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)  # submit attempts so far
+    claims = models.PositiveIntegerField(default=0)  # claims of the current step (poison cap)
+
+    upstream_id = models.CharField(max_length=200, blank=True, default="")
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    failure_reason = models.CharField(max_length=200, blank=True, default="")
+    validity = models.CharField(max_length=16, blank=True, default="")  # "", valid, invalid
+    validity_reason = models.CharField(max_length=64, blank=True, default="")
+    evidence_reason = models.CharField(max_length=200, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "run",
+                    "question_revision",
+                    "platform",
+                    "device",
+                    "region",
+                    "mode",
+                    "repeat_index",
+                ],
+                name="sample_identity_unique",
+            ),
+        ]
+        indexes = [
+            # The claim scans only due, unclaimed work; claimed and finished rows never enter
+            # this index, so claiming stays cheap however many rows are leased or done.
+            models.Index(
+                fields=["platform", "due_at"],
+                name="sample_ready_idx",
+                condition=Q(queue_state="ready"),
+            ),
+            models.Index(
+                fields=["lease_until"],
+                name="sample_leased_idx",
+                condition=Q(queue_state="leased"),
+            ),
+            models.Index(fields=["run", "collection_state"], name="sample_run_collection_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"sample {self.pk} ({self.platform} r{self.repeat_index})"
+
+    # --- submission layer ---------------------------------------------------------------
+    @transition(field=submission_state, source=SubmissionState.PLANNED, target="submitting")
+    def begin_submit(self) -> None:
+        pass
+
+    @transition(field=submission_state, source=SubmissionState.SUBMITTING, target="accepted")
+    def accept(self) -> None:
+        pass
+
+    @transition(field=submission_state, source=SubmissionState.SUBMITTING, target="planned")
+    def reject_submit(self) -> None:
+        """The upstream refused before accepting (we know it did not run)."""
+
+    @transition(field=submission_state, source=SubmissionState.SUBMITTING, target="uncertain")
+    def mark_uncertain(self) -> None:
+        """Sent, but we do not know whether the upstream accepted it."""
+
+    @transition(field=submission_state, source=SubmissionState.UNCERTAIN, target="accepted")
+    def confirm_accepted(self) -> None:
+        pass
+
+    @transition(field=submission_state, source=SubmissionState.UNCERTAIN, target="planned")
+    def confirm_not_accepted(self) -> None:
+        pass
+
+    # --- collection layer ---------------------------------------------------------------
+    @transition(field=collection_state, source=CollectionState.QUEUED, target="running")
+    def start_collection(self) -> None:
+        pass
+
+    @transition(field=collection_state, source=CollectionState.RUNNING, target="completed")
+    def complete_collection(self) -> None:
+        pass
+
+    @transition(
+        field=collection_state,
+        source=[CollectionState.QUEUED, CollectionState.RUNNING],
+        target="failed",
+    )
+    def fail_collection(self) -> None:
+        pass
+
+    # --- evidence layer -----------------------------------------------------------------
+    @transition(field=evidence_state, source=EvidenceState.PENDING, target="stored")
+    def store_evidence(self) -> None:
+        pass
+
+    @transition(field=evidence_state, source=EvidenceState.PENDING, target="partial")
+    def store_partial_evidence(self) -> None:
+        pass
+
+    @transition(field=evidence_state, source=EvidenceState.PENDING, target="failed")
+    def fail_evidence(self) -> None:
+        pass
+
+    @transition(field=evidence_state, source=EvidenceState.PARTIAL, target="stored")
+    def repair_evidence(self) -> None:
+        """A later revision supplied what was missing."""
+
+    # --- analysis layer -----------------------------------------------------------------
+    @transition(field=analysis_state, source=AnalysisState.PENDING, target="accepted")
+    def accept_analysis(self) -> None:
+        pass
+
+    @transition(field=analysis_state, source=AnalysisState.PENDING, target="review")
+    def send_to_review(self) -> None:
+        pass
+
+    @transition(field=analysis_state, source=AnalysisState.PENDING, target="failed")
+    def fail_analysis(self) -> None:
+        pass
+
+    @transition(field=analysis_state, source=AnalysisState.REVIEW, target="accepted")
+    def approve_review(self) -> None:
+        pass
+
+    @transition(field=analysis_state, source=AnalysisState.REVIEW, target="failed")
+    def reject_review(self) -> None:
+        pass
+
+
+class AttemptStatus(models.TextChoices):
+    STARTED = "started"
+    ACCEPTED = "accepted"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class Attempt(models.Model):
+    """One try at submitting a sample. Never counted as an extra answer."""
+
+    sample = models.ForeignKey(Sample, on_delete=models.CASCADE, related_name="attempt_set")
+    attempt_no = models.PositiveIntegerField()
+    idempotency_key = models.CharField(max_length=128, unique=True)
+    fencing_token = models.BigIntegerField()
+    status = models.CharField(
+        max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.STARTED
+    )
+    error_class = models.CharField(max_length=32, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    upstream_id = models.CharField(max_length=200, blank=True, default="")
+    request_id = models.CharField(max_length=200, blank=True, default="")
+    egress = models.CharField(max_length=200, blank=True, default="")
+    retry_after_seconds = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(db_default=Now())
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["sample", "attempt_no"]
+        constraints = [
+            models.UniqueConstraint(fields=["sample", "attempt_no"], name="attempt_unique_no")
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt_no} of sample {self.sample_id}"
+
+
+class StaleWrite(models.Model):
+    """A result write refused because its fencing token was no longer current."""
+
+    sample = models.ForeignKey(Sample, on_delete=models.CASCADE, related_name="stale_writes")
+    operation = models.CharField(max_length=32)
+    presented_token = models.BigIntegerField()
+    current_token = models.BigIntegerField()
+    worker = models.CharField(max_length=128, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+
+class OutboxMessage(models.Model):
+    """Work that must follow a commit: written in the business transaction, published after.
+
+    `payload` holds ids and routing fields only, never prompts, answers or credentials.
+    """
+
+    task = models.CharField(max_length=200)
+    payload = models.JSONField(default=dict)
+    queue = models.CharField(max_length=64, default="default")
+    dedupe_key = models.CharField(max_length=200, unique=True, null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    sent_at = models.DateTimeField(null=True, blank=True)
+    publish_attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["id"], name="outbox_unsent_idx", condition=Q(sent_at=None)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.payload}"

@@ -1,0 +1,281 @@
+"""Validate and normalise a campaign specification before anything is written.
+
+Every problem names the offending row (``questions[3]: ...``) so an operator can fix the file in
+one pass. This module is pure: it reads connector capabilities but touches no table.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from connectors.registry import UnknownPlatform, get_connector
+
+from .models import ScreenshotPolicy
+
+_WHITESPACE = re.compile(r"\s+")
+_NAME_MAX = 200
+
+
+class PlanError(ValueError):
+    """The specification cannot become a plan; `problems` lists every reason."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def normalize_text(text: str) -> str:
+    """NFKC, then strip and collapse runs of whitespace to one space."""
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip()
+
+
+@dataclass(frozen=True)
+class EntitySpec:
+    name: str
+    aliases: tuple[str, ...]
+    domains: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "aliases": list(self.aliases), "domains": list(self.domains)}
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    platform: str
+    device: str
+    region: str
+    mode: str
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "platform": self.platform,
+            "device": self.device,
+            "region": self.region,
+            "mode": self.mode,
+        }
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    row: int
+    duplicate_of: int
+    text: str
+
+
+@dataclass
+class CampaignSpec:
+    tenant: str
+    name: str
+    brand: EntitySpec
+    competitors: list[EntitySpec]
+    questions: list[str]  # normalised, duplicates removed, in file order
+    targets: list[TargetSpec]
+    repeats: int
+    screenshot_policy: str
+    priority: int = 0
+    duplicates: list[Duplicate] = field(default_factory=list)
+    submission_limits: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def sample_count(self) -> int:
+        return len(self.questions) * len(self.targets) * self.repeats
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, where: str, message: str) -> None:
+        self.items.append(f"{where}: {message}")
+
+
+def _string(value: Any, where: str, problems: _Problems, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        problems.add(where, f"expected a string, got {type(value).__name__}")
+        return ""
+    text = normalize_text(value)
+    if required and not text:
+        problems.add(where, "must not be empty")
+    elif len(text) > _NAME_MAX:
+        problems.add(where, f"{len(text)} characters, over the {_NAME_MAX} limit")
+    return text
+
+
+def _string_list(value: Any, where: str, problems: _Problems) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        problems.add(where, f"expected a list, got {type(value).__name__}")
+        return ()
+    items = [_string(item, f"{where}[{i}]", problems) for i, item in enumerate(value)]
+    return tuple(dict.fromkeys(item for item in items if item))
+
+
+def _entity(value: Any, where: str, problems: _Problems) -> EntitySpec:
+    if not isinstance(value, Mapping):
+        problems.add(where, "expected an object with name, aliases and domains")
+        return EntitySpec("", (), ())
+    return EntitySpec(
+        name=_string(value.get("name"), f"{where}.name", problems),
+        aliases=_string_list(value.get("aliases"), f"{where}.aliases", problems),
+        domains=tuple(d.lower() for d in _string_list(value.get("domains"), f"{where}.domains", problems)),
+    )
+
+
+def _questions(value: Any, problems: _Problems) -> tuple[list[str], list[Duplicate]]:
+    if not isinstance(value, list) or not value:
+        problems.add("questions", "expected a non-empty list of question texts")
+        return [], []
+    limit = settings.GEO_MAX_QUESTION_CHARS
+    kept: list[str] = []
+    first_row: dict[str, int] = {}
+    duplicates: list[Duplicate] = []
+    for row, raw in enumerate(value):
+        where = f"questions[{row}]"
+        if not isinstance(raw, str):
+            problems.add(where, f"expected a string, got {type(raw).__name__}")
+            continue
+        text = normalize_text(raw)
+        if not text:
+            problems.add(where, "empty after normalisation")
+        elif len(text) > limit:
+            problems.add(where, f"{len(text)} characters, over the {limit} limit")
+        elif text in first_row:
+            duplicates.append(Duplicate(row=row, duplicate_of=first_row[text], text=text))
+        else:
+            first_row[text] = row
+            kept.append(text)
+    return kept, duplicates
+
+
+def _targets(value: Any, policy: str, problems: _Problems) -> list[TargetSpec]:
+    if not isinstance(value, list) or not value:
+        problems.add("targets", "expected a non-empty list of platform targets")
+        return []
+    targets: list[TargetSpec] = []
+    for row, raw in enumerate(value):
+        where = f"targets[{row}]"
+        if not isinstance(raw, Mapping):
+            problems.add(where, "expected an object with platform, device, region and mode")
+            continue
+        target = TargetSpec(
+            platform=str(raw.get("platform", "")).strip().lower(),
+            device=str(raw.get("device", "desktop")).strip().lower(),
+            region=str(raw.get("region", "us")).strip().lower(),
+            mode=str(raw.get("mode", "web_search")).strip().lower(),
+        )
+        if target in targets:
+            problems.add(where, f"duplicate target {target.as_json()}")
+            continue
+        for message in _capability_problems(target, policy):
+            problems.add(where, message)
+        targets.append(target)
+    return targets
+
+
+def _capability_problems(target: TargetSpec, policy: str) -> list[str]:
+    if not target.platform:
+        return ["platform is required"]
+    try:
+        capabilities = get_connector(target.platform).capabilities()
+    except UnknownPlatform as exc:
+        return [str(exc.args[0])]
+    return capabilities.problems(
+        device=target.device, region=target.region, mode=target.mode, screenshot_policy=policy
+    )
+
+
+def _int_field(data: Mapping[str, Any], key: str, default: int, low: int, high: int, problems: _Problems) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.add(key, f"expected a whole number, got {value!r}")
+        return default
+    if not low <= value <= high:
+        problems.add(key, f"{value} is outside {low}..{high}")
+    return value
+
+
+def submission_limits(targets: list[TargetSpec], override: int | None) -> dict[str, int]:
+    """Largest batch per platform: the platform's own submission limit unless overridden."""
+    limits: dict[str, int] = {}
+    for target in targets:
+        if target.platform not in limits:
+            limits[target.platform] = override or _platform_limit(target.platform)
+    return limits
+
+
+def _platform_limit(platform: str) -> int:
+    try:
+        return get_connector(platform).capabilities().submission_limit
+    except UnknownPlatform:
+        return int(settings.GEO_DEFAULT_SUBMISSION_LIMIT)
+
+
+def parse_campaign_spec(data: Any, *, submission_limit: int | None = None) -> CampaignSpec:
+    """Validate a campaign file's content. Raises PlanError naming every problem."""
+    problems = _Problems()
+    if not isinstance(data, Mapping):
+        raise PlanError(["campaign: expected a JSON object"])
+    if submission_limit is not None and submission_limit < 1:
+        problems.add("submission_limit", f"must be at least 1, got {submission_limit}")
+    tenant = _string(data.get("tenant"), "tenant", problems)
+    name = _string(data.get("name"), "name", problems)
+    brand = _entity(data.get("brand"), "brand", problems)
+    competitors_raw = data.get("competitors") or []
+    if not isinstance(competitors_raw, list):
+        problems.add("competitors", "expected a list")
+        competitors_raw = []
+    competitors = [_entity(c, f"competitors[{i}]", problems) for i, c in enumerate(competitors_raw)]
+    policy = str(data.get("screenshot_policy", ScreenshotPolicy.OPTIONAL))
+    if policy not in ScreenshotPolicy.values:
+        problems.add("screenshot_policy", f"{policy!r} is not one of {ScreenshotPolicy.values}")
+    questions, duplicates = _questions(data.get("questions"), problems)
+    targets = _targets(data.get("targets"), policy, problems)
+    repeats = _int_field(data, "repeats", 1, 1, 100, problems)
+    priority = _int_field(data, "priority", 0, -10, 10, problems)
+    spec = CampaignSpec(
+        tenant=tenant,
+        name=name,
+        brand=brand,
+        competitors=competitors,
+        questions=questions,
+        targets=targets,
+        repeats=repeats,
+        screenshot_policy=policy,
+        priority=priority,
+        duplicates=duplicates,
+        submission_limits=submission_limits(targets, submission_limit),
+    )
+    maximum = settings.GEO_MAX_PLAN_SAMPLES
+    if spec.sample_count > maximum:
+        problems.add(
+            "plan",
+            f"{len(questions)} questions x {len(targets)} targets x {repeats} repeats = "
+            f"{spec.sample_count} samples, over the {maximum} limit",
+        )
+    if problems.items:
+        raise PlanError(problems.items)
+    return spec
+
+
+def batch_sizes(spec: CampaignSpec) -> list[tuple[str, int]]:
+    """(platform, size) of each batch, in plan order: per platform, chunks within its limit."""
+    per_platform: dict[str, int] = {}
+    for target in spec.targets:
+        per_platform[target.platform] = per_platform.get(target.platform, 0) + 1
+    sizes: list[tuple[str, int]] = []
+    for platform, target_count in per_platform.items():
+        remaining = target_count * len(spec.questions) * spec.repeats
+        limit = spec.submission_limits[platform]
+        while remaining > 0:
+            sizes.append((platform, min(limit, remaining)))
+            remaining -= limit
+    return sizes

@@ -1,0 +1,290 @@
+"""Write operations on campaigns and runs. Keyword-only, typed; admin, commands, API and tasks
+all call these."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+
+from .dbtime import db_now
+from .models import (
+    Batch,
+    Brand,
+    Campaign,
+    Competitor,
+    OutboxMessage,
+    PlatformTarget,
+    Question,
+    QuestionRevision,
+    Run,
+    Sample,
+    Tenant,
+)
+from .planning import CampaignSpec, PlanError, batch_sizes, normalize_text, parse_campaign_spec
+
+SAMPLE_INSERT_CHUNK = 5000
+
+
+@dataclass(frozen=True)
+class PlanPreview:
+    samples: int
+    batches: list[int]
+    batch_platforms: list[str]
+    duplicates: list[dict[str, Any]]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "samples": self.samples,
+            "batches": self.batches,
+            "batch_platforms": self.batch_platforms,
+            "duplicates": self.duplicates,
+        }
+
+
+def preview_plan(*, spec: CampaignSpec) -> PlanPreview:
+    sizes = batch_sizes(spec)
+    return PlanPreview(
+        samples=spec.sample_count,
+        batches=[size for _, size in sizes],
+        batch_platforms=[platform for platform, _ in sizes],
+        duplicates=[
+            {"row": d.row, "duplicate_of": d.duplicate_of, "text": d.text} for d in spec.duplicates
+        ],
+    )
+
+
+# --- campaigns ------------------------------------------------------------------------------
+
+
+def save_campaign(*, spec: CampaignSpec) -> Campaign:
+    """Create or update a campaign from a validated spec. A changed question text becomes a new
+    revision of the question in that position; runs already launched are unaffected."""
+    with transaction.atomic():
+        tenant, _ = Tenant.objects.get_or_create(slug=spec.tenant, defaults={"name": spec.tenant})
+        brand, _ = Brand.objects.update_or_create(
+            tenant=tenant,
+            name=spec.brand.name,
+            defaults={"aliases": list(spec.brand.aliases), "domains": list(spec.brand.domains)},
+        )
+        campaign, _ = Campaign.objects.update_or_create(
+            tenant=tenant,
+            name=spec.name,
+            defaults={
+                "brand": brand,
+                "repeats": spec.repeats,
+                "screenshot_policy": spec.screenshot_policy,
+                "priority": spec.priority,
+            },
+        )
+        _replace_competitors(campaign, spec)
+        _replace_targets(campaign, spec)
+        _sync_questions(campaign, spec.questions)
+    return campaign
+
+
+def _replace_competitors(campaign: Campaign, spec: CampaignSpec) -> None:
+    campaign.competitors.all().delete()
+    Competitor.objects.bulk_create(
+        Competitor(
+            campaign=campaign,
+            name=c.name,
+            aliases=list(c.aliases),
+            domains=list(c.domains),
+            position=i,
+        )
+        for i, c in enumerate(spec.competitors)
+    )
+
+
+def _replace_targets(campaign: Campaign, spec: CampaignSpec) -> None:
+    campaign.targets.all().delete()
+    PlatformTarget.objects.bulk_create(
+        PlatformTarget(campaign=campaign, **t.as_json()) for t in spec.targets
+    )
+
+
+def _sync_questions(campaign: Campaign, texts: list[str]) -> None:
+    existing = list(campaign.questions.select_related("current_revision").order_by("position"))
+    for position, text in enumerate(texts):
+        if position < len(existing):
+            question = existing[position]
+            question.is_active = True
+            question.save(update_fields=["is_active"])
+        else:
+            question = Question.objects.create(campaign=campaign, position=position)
+        revise_question(question=question, text=text)
+    for question in existing[len(texts) :]:
+        question.is_active = False
+        question.save(update_fields=["is_active"])
+
+
+def revise_question(*, question: Question, text: str) -> QuestionRevision:
+    """Give a question new text. Unchanged text keeps the current revision."""
+    text = normalize_text(text)
+    current = question.current_revision
+    if current is not None and current.text == text:
+        return current
+    revision_no = (current.revision_no if current else 0) + 1
+    revision = QuestionRevision.objects.create(question=question, revision_no=revision_no, text=text)
+    question.current_revision = revision
+    question.save(update_fields=["current_revision"])
+    return revision
+
+
+def campaign_spec_data(*, campaign: Campaign) -> dict[str, Any]:
+    """The live campaign in the launch file's shape, for validation before a launch."""
+    questions = campaign.questions.filter(is_active=True).select_related("current_revision")
+    return {
+        "tenant": campaign.tenant.slug,
+        "name": campaign.name,
+        "brand": {
+            "name": campaign.brand.name,
+            "aliases": campaign.brand.aliases,
+            "domains": campaign.brand.domains,
+        },
+        "competitors": [
+            {"name": c.name, "aliases": c.aliases, "domains": c.domains}
+            for c in campaign.competitors.all()
+        ],
+        "questions": [q.current_revision.text for q in questions if q.current_revision],
+        "targets": [
+            {"platform": t.platform, "device": t.device, "region": t.region, "mode": t.mode}
+            for t in campaign.targets.order_by("id")
+        ],
+        "repeats": campaign.repeats,
+        "screenshot_policy": campaign.screenshot_policy,
+        "priority": campaign.priority,
+    }
+
+
+def campaign_as_spec(*, campaign: Campaign, submission_limit: int | None = None) -> CampaignSpec:
+    return parse_campaign_spec(campaign_spec_data(campaign=campaign), submission_limit=submission_limit)
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+def launch_run(*, campaign: Campaign, submission_limit: int | None = None) -> Run:
+    """Freeze the campaign into a run and expand its samples in bulk.
+
+    After this returns nothing about the run depends on the live campaign: the snapshot holds
+    the question revision ids and every setting the workers need.
+    """
+    spec = campaign_as_spec(campaign=campaign, submission_limit=submission_limit)
+    revisions = _current_revisions(campaign, spec)
+    snapshot = _config_snapshot(campaign, spec, revisions)
+    with transaction.atomic():
+        run = Run.objects.create(
+            tenant=campaign.tenant,
+            campaign=campaign,
+            config_snapshot=snapshot,
+            planned_samples=spec.sample_count,
+            priority=spec.priority,
+        )
+        _expand_samples(run=run, spec=spec, revision_ids=[r.pk for r in revisions])
+    return run
+
+
+def _current_revisions(campaign: Campaign, spec: CampaignSpec) -> list[QuestionRevision]:
+    by_text: dict[str, QuestionRevision] = {}
+    for question in campaign.questions.filter(is_active=True).select_related("current_revision"):
+        revision = question.current_revision
+        if revision is not None:
+            by_text.setdefault(revision.text, revision)
+    missing = [text for text in spec.questions if text not in by_text]
+    if missing:
+        raise PlanError([f"questions: no stored revision for {text!r}" for text in missing])
+    return [by_text[text] for text in spec.questions]
+
+
+def _config_snapshot(
+    campaign: Campaign, spec: CampaignSpec, revisions: list[QuestionRevision]
+) -> dict[str, Any]:
+    return {
+        "snapshot_version": 1,
+        "tenant": spec.tenant,
+        "campaign_id": campaign.pk,
+        "campaign_name": spec.name,
+        "brand": spec.brand.as_json(),
+        "competitors": [c.as_json() for c in spec.competitors],
+        "questions": [
+            {"revision_id": r.pk, "question_id": r.question_id, "revision_no": r.revision_no,
+             "text": r.text}
+            for r in revisions
+        ],
+        "targets": [t.as_json() for t in spec.targets],
+        "repeats": spec.repeats,
+        "screenshot_policy": spec.screenshot_policy,
+        "priority": spec.priority,
+        "submission_limits": spec.submission_limits,
+        "duplicates_dropped": [
+            {"row": d.row, "duplicate_of": d.duplicate_of, "text": d.text} for d in spec.duplicates
+        ],
+    }
+
+
+def _planned_rows(spec: CampaignSpec, revision_ids: list[int]) -> Iterator[tuple[str, int, int, int]]:
+    """(platform, target index, revision id, repeat) in plan order: platform by platform, and
+    inside a platform repeat 0 of every question first, so early batches cover all questions."""
+    platforms = list(dict.fromkeys(t.platform for t in spec.targets))
+    for platform in platforms:
+        target_indexes = [i for i, t in enumerate(spec.targets) if t.platform == platform]
+        for repeat in range(spec.repeats):
+            for revision_id in revision_ids:
+                for target_index in target_indexes:
+                    yield platform, target_index, revision_id, repeat
+
+
+def _expand_samples(*, run: Run, spec: CampaignSpec, revision_ids: list[int]) -> None:
+    sizes = batch_sizes(spec)
+    batches = Batch.objects.bulk_create(
+        Batch(run=run, index=i, platform=platform, size=size)
+        for i, (platform, size) in enumerate(sizes)
+    )
+    # Higher priority work starts out as if it had been waiting longer; everything ages at
+    # the same rate, so low priority work is delayed by a bounded amount, never starved.
+    due_at = db_now() - timedelta(seconds=60 * spec.priority)
+    batch_iter = iter(batches)
+    batch = next(batch_iter)
+    filled = 0
+    chunk: list[Sample] = []
+    for platform, target_index, revision_id, repeat in _planned_rows(spec, revision_ids):
+        if filled == batch.size:
+            batch, filled = next(batch_iter), 0
+        target = spec.targets[target_index]
+        chunk.append(
+            Sample(
+                run=run,
+                batch=batch,
+                tenant_id=run.tenant_id,
+                question_revision_id=revision_id,
+                platform=platform,
+                device=target.device,
+                region=target.region,
+                mode=target.mode,
+                repeat_index=repeat,
+                priority=spec.priority,
+                due_at=due_at,
+            )
+        )
+        filled += 1
+        if len(chunk) >= SAMPLE_INSERT_CHUNK:
+            Sample.objects.bulk_create(chunk)
+            chunk = []
+    if chunk:
+        Sample.objects.bulk_create(chunk)
+
+
+def enqueue_outbox(*, task: str, payload: dict[str, Any], queue: str = "default",
+                   dedupe_key: str | None = None) -> None:
+    """Record work that must follow the current transaction's commit. Must run inside it."""
+    if dedupe_key is not None:
+        OutboxMessage.objects.get_or_create(
+            dedupe_key=dedupe_key, defaults={"task": task, "payload": payload, "queue": queue}
+        )
+    else:
+        OutboxMessage.objects.create(task=task, payload=payload, queue=queue)
