@@ -8,7 +8,9 @@ from django.db.models.functions import Now
 
 class Mention(models.Model):
     sample = models.ForeignKey("sampling.Sample", on_delete=models.CASCADE, related_name="mentions")
-    capture = models.ForeignKey("evidence.Capture", on_delete=models.CASCADE, related_name="mentions")
+    capture = models.ForeignKey(
+        "evidence.Capture", on_delete=models.CASCADE, related_name="mentions"
+    )
     entity = models.CharField(max_length=200)
     is_brand = models.BooleanField(default=False)
     mentioned = models.BooleanField()

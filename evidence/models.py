@@ -44,7 +44,7 @@ class Capture(models.Model):
 
 
 class EvidenceObject(models.Model):
-    capture = models.ForeignKey(Capture, on_delete=models.CASCADE, related_name="objects")
+    capture = models.ForeignKey(Capture, on_delete=models.CASCADE, related_name="evidence_objects")
     kind = models.CharField(max_length=16, choices=EvidenceKind.choices)
     key = models.CharField(max_length=500, unique=True)
     sha256 = models.CharField(max_length=64)
@@ -54,7 +54,9 @@ class EvidenceObject(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["capture", "kind"], name="evidence_one_kind_per_capture")
+            models.UniqueConstraint(
+                fields=["capture", "kind"], name="evidence_one_kind_per_capture"
+            )
         ]
 
     def __str__(self) -> str:

@@ -45,7 +45,10 @@ def _put(key: str, content: bytes, mime: str, kind: str) -> StoredObject:
     # we record the name it actually used.
     saved_as = default_storage.save(key, ContentFile(content))
     return StoredObject(
-        kind=kind, key=saved_as, sha256=hashlib.sha256(content).hexdigest(), size=len(content),
+        kind=kind,
+        key=saved_as,
+        sha256=hashlib.sha256(content).hexdigest(),
+        size=len(content),
         mime=mime,
     )
 
@@ -54,23 +57,36 @@ def archive_objects(
     *, result: NormalizedResult, tenant: str, run_id: str, sample_id: int, revision: int
 ) -> ArchivedResult:
     """Write raw response, answer text, citations and attachments to storage. No DB writes."""
+
     def key(kind: str) -> str:
-        return object_key(tenant=tenant, run_id=run_id, sample_id=sample_id, revision=revision,
-                          kind=kind)
+        return object_key(
+            tenant=tenant, run_id=run_id, sample_id=sample_id, revision=revision, kind=kind
+        )
 
     archived = ArchivedResult(result=result, revision=revision)
-    archived.objects.append(_put(key("raw"), result.raw, result.raw_mime or "application/octet-stream",
-                                 EvidenceKind.RAW))
+    archived.objects.append(
+        _put(
+            key("raw"), result.raw, result.raw_mime or "application/octet-stream", EvidenceKind.RAW
+        )
+    )
     if result.answer_text:
         archived.objects.append(
-            _put(key("text"), result.answer_text.encode(), "text/plain; charset=utf-8", EvidenceKind.TEXT)
+            _put(
+                key("text"),
+                result.answer_text.encode(),
+                "text/plain; charset=utf-8",
+                EvidenceKind.TEXT,
+            )
         )
     if result.citations:
         body = json.dumps([c.__dict__ for c in result.citations], ensure_ascii=False).encode()
-        archived.objects.append(_put(key("citations"), body, "application/json", EvidenceKind.CITATIONS))
+        archived.objects.append(
+            _put(key("citations"), body, "application/json", EvidenceKind.CITATIONS)
+        )
     for attachment in result.attachments:
-        archived.objects.append(_put(key(attachment.kind), attachment.content, attachment.mime,
-                                     attachment.kind))
+        archived.objects.append(
+            _put(key(attachment.kind), attachment.content, attachment.mime, attachment.kind)
+        )
     return archived
 
 
@@ -92,15 +108,21 @@ def record_capture(*, sample_id: int, attempt_no: int | None, archived: Archived
         captured_at=result.captured_at,
     )
     EvidenceObject.objects.bulk_create(
-        EvidenceObject(capture=capture, kind=o.kind, key=o.key, sha256=o.sha256, size=o.size,
-                       mime=o.mime)
+        EvidenceObject(
+            capture=capture, kind=o.kind, key=o.key, sha256=o.sha256, size=o.size, mime=o.mime
+        )
         for o in archived.objects
     )
     Citation.objects.bulk_create(
         Citation(
-            capture=capture, position=i, url=c.url, normalized_url=c.normalized_url,
-            domain=(urlsplit(c.normalized_url).hostname or ""), title=c.title or "",
-            start=c.start, end=c.end,
+            capture=capture,
+            position=i,
+            url=c.url,
+            normalized_url=c.normalized_url,
+            domain=(urlsplit(c.normalized_url).hostname or ""),
+            title=c.title or "",
+            start=c.start,
+            end=c.end,
         )
         for i, c in enumerate(result.citations)
     )

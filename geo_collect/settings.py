@@ -67,9 +67,7 @@ TEMPLATES = [
 def _database() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")
     if url:
-        config: dict[str, Any] = dj_database_url.parse(url, conn_max_age=60)
-        config.setdefault("TEST", {})
-        return config
+        return dict(dj_database_url.parse(url, conn_max_age=60))
     # Embedded default. Several processes (dispatcher, workers) share one file, so WAL mode,
     # IMMEDIATE transactions (writers queue instead of failing on upgrade) and a busy timeout.
     VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -199,3 +197,5 @@ GEO_PLATFORM_MODELS: dict[str, str] = {
 
 # Admission: at most this many samples of one platform leased at once (per dispatcher fleet).
 GEO_PLATFORM_CONCURRENCY = int(os.environ.get("GEO_PLATFORM_CONCURRENCY", "16"))
+# A step claimed this many times without finishing is parked with its reason (poison message).
+GEO_MAX_STEP_CLAIMS = int(os.environ.get("GEO_MAX_STEP_CLAIMS", "8"))

@@ -76,14 +76,17 @@ def _in_flight(platform: str) -> int:
 def _tenant_shares(platform: str, free: int) -> dict[int, int]:
     """Split free slots evenly between tenants with due work, skipping tenants at their
     concurrency cap, so one large tenant cannot take every worker."""
-    ready = Sample.objects.filter(queue_state=QueueState.READY, platform=platform, due_at__lte=Now())
+    ready = Sample.objects.filter(
+        queue_state=QueueState.READY, platform=platform, due_at__lte=Now()
+    )
     tenant_ids = sorted(set(ready.values_list("tenant_id", flat=True)))
     if not tenant_ids:
         return {}
     caps = dict(Tenant.objects.filter(pk__in=tenant_ids).values_list("pk", "max_concurrency"))
     busy = Counter(
-        Sample.objects.filter(queue_state=QueueState.LEASED, tenant_id__in=tenant_ids)
-        .values_list("tenant_id", flat=True)
+        Sample.objects.filter(queue_state=QueueState.LEASED, tenant_id__in=tenant_ids).values_list(
+            "tenant_id", flat=True
+        )
     )
     open_tenants = [t for t in tenant_ids if busy[t] < caps.get(t, 0)]
     if not open_tenants:
@@ -102,8 +105,9 @@ def _claim_for_platform(platform: str, *, owner: str, lease: int) -> list[Claim]
         return []
     claims: list[Claim] = []
     for tenant_id, share in _tenant_shares(platform, free).items():
-        claims += claim_ready(platform=platform, limit=share, owner=owner, lease_seconds=lease,
-                              only_tenant=tenant_id)
+        claims += claim_ready(
+            platform=platform, limit=share, owner=owner, lease_seconds=lease, only_tenant=tenant_id
+        )
     return claims
 
 
@@ -113,7 +117,7 @@ def _publish(claims: list[Claim], report: DispatchReport) -> None:
     for claim in claims:
         queue = queue_for(step=claim.step, platform=claim.platform)
         try:
-            execute_step.apply_async(args=[claim.sample_id, claim.token], queue=queue)
+            execute_step.apply_async(args=(claim.sample_id, claim.token), queue=queue)
         except Exception as exc:  # the lease will expire and the sample will be claimed again
             log.warning("publish failed sample=%s: %s", claim.sample_id, exc)
             continue

@@ -72,12 +72,19 @@ def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
     if handler is None:
         return "nothing-to-do"
     context = StepContext(sample_id=sample_id, token=token, worker=worker)
+    if sample.claims > settings.GEO_MAX_STEP_CLAIMS:
+        return _park(context, reason=f"poison: step {sample.step} claimed {sample.claims} times")
     try:
         with keep_lease(sample_id=sample_id, token=token):
             return handler(context)
     except StaleToken:
         log.warning("stale write refused sample=%s token=%s", sample_id, token)
         return "stale-write-refused"
+    except Exception:
+        # A bug or an unexpected upstream shape: give the lease back with a backoff instead of
+        # letting it run out; after GEO_MAX_STEP_CLAIMS tries the sample is parked with reason.
+        log.exception("step %s failed sample=%s token=%s", sample.step, sample_id, token)
+        return _retry_later(context, step=sample.step, delay=min(60.0, 2.0**sample.claims))
 
 
 @contextmanager
@@ -108,12 +115,14 @@ def keep_lease(*, sample_id: int, token: int) -> Iterator[None]:
 # --- release helpers ----------------------------------------------------------------------
 
 
-def _release(sample: Sample, *, step: str, delay: float = 0.0, state: str = QueueState.READY) -> None:
+def _release(
+    sample: Sample, *, step: str, delay: float = 0.0, state: str = QueueState.READY
+) -> None:
     if step != sample.step:
         sample.claims = 0
     sample.step = step
     sample.queue_state = state if step != Step.NONE else QueueState.DONE
-    sample.due_at = Now() + timedelta(seconds=delay)  # type: ignore[assignment]
+    sample.due_at = Now() + timedelta(seconds=delay)
     sample.lease_until = None
     sample.lease_owner = ""
 
@@ -143,7 +152,9 @@ def _request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
 
 def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
     """Persist the attempt and its idempotency key before calling the upstream."""
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker) as s:
+    with fenced(
+        sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker
+    ) as s:
         if s.submission_state == SubmissionState.SUBMITTING:
             # A previous holder sent a request and vanished before recording the outcome:
             # the upstream may have accepted it. Verify before anything is sent again.
@@ -181,10 +192,15 @@ def handle_submit(ctx: StepContext) -> str:
     return _record_direct_answer(ctx, sample, attempt, outcome)
 
 
-def _close_attempt(attempt: Attempt, *, status: str, error: UpstreamError | None = None,
-                   outcome: SubmitOutcome | None = None) -> None:
+def _close_attempt(
+    attempt: Attempt,
+    *,
+    status: str,
+    error: UpstreamError | None = None,
+    outcome: SubmitOutcome | None = None,
+) -> None:
     attempt.status = status
-    attempt.finished_at = Now()  # type: ignore[assignment]
+    attempt.finished_at = Now()
     if error is not None:
         attempt.error_class = error.error_class.value
         attempt.error_message = error.message[:2000]
@@ -200,7 +216,9 @@ def _close_attempt(attempt: Attempt, *, status: str, error: UpstreamError | None
 
 
 def _record_submit_error(ctx: StepContext, attempt: Attempt, error: UpstreamError) -> str:
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker) as s:
+    with fenced(
+        sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker
+    ) as s:
         if error.error_class == ErrorClass.ACCEPTANCE_UNKNOWN:
             _close_attempt(attempt, status=AttemptStatus.UNKNOWN, error=error)
             s.mark_uncertain()
@@ -209,8 +227,9 @@ def _record_submit_error(ctx: StepContext, attempt: Attempt, error: UpstreamErro
             return "uncertain"
         _close_attempt(attempt, status=AttemptStatus.FAILED, error=error)
         s.reject_submit()
-        decision = _retry_policy().decide(error, attempt_no=attempt.attempt_no,
-                                          elapsed_seconds=0.0, rng=random.Random())
+        decision = _retry_policy().decide(
+            error, attempt_no=attempt.attempt_no, elapsed_seconds=0.0, rng=random.Random()
+        )
         if decision.retry:
             _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
             save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
@@ -218,47 +237,67 @@ def _record_submit_error(ctx: StepContext, attempt: Attempt, error: UpstreamErro
         s.fail_collection()
         s.failure_reason = f"{error.error_class.value}: {error.message}"[:200]
         _release(s, step=Step.NONE)
-        save_fenced(s, ctx.token, "submission_state", "collection_state", "failure_reason",
-                    *_QUEUE_FIELDS)
+        save_fenced(
+            s, ctx.token, "submission_state", "collection_state", "failure_reason", *_QUEUE_FIELDS
+        )
     _after_terminal(s)
     return f"failed:{error.error_class.value}"
 
 
 def _record_accepted(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> str:
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="accept", worker=ctx.worker) as s:
+    with fenced(
+        sample_id=ctx.sample_id, token=ctx.token, operation="accept", worker=ctx.worker
+    ) as s:
         _close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
         s.accept()
         s.upstream_id = outcome.upstream_id
-        s.accepted_at = Now()  # type: ignore[assignment]
+        s.accepted_at = Now()
         _release(s, step=Step.POLL, delay=POLL_MIN_SECONDS)
         save_fenced(s, ctx.token, "submission_state", "upstream_id", "accepted_at", *_QUEUE_FIELDS)
     return "accepted"
 
 
-def _record_direct_answer(ctx: StepContext, sample: Sample, attempt: Attempt,
-                          outcome: SubmitOutcome) -> str:
+def _record_direct_answer(
+    ctx: StepContext, sample: Sample, attempt: Attempt, outcome: SubmitOutcome
+) -> str:
     """A direct model API answered in the submit call itself."""
     result = outcome.result
     assert result is not None
     archived = _archive(sample, result)
     failed = result.collection_state != CollectionState.COMPLETED
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="answer", worker=ctx.worker) as s:
-        _close_attempt(attempt, outcome=outcome,
-                       status=AttemptStatus.FAILED if failed else AttemptStatus.ACCEPTED)
-        evidence_services.record_capture(sample_id=s.pk, attempt_no=attempt.attempt_no,
-                                         archived=archived)
+    with fenced(
+        sample_id=ctx.sample_id, token=ctx.token, operation="answer", worker=ctx.worker
+    ) as s:
+        _close_attempt(
+            attempt,
+            outcome=outcome,
+            status=AttemptStatus.FAILED if failed else AttemptStatus.ACCEPTED,
+        )
+        evidence_services.record_capture(
+            sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived
+        )
         if failed:
             return _answer_failed(ctx, s, attempt, result)
         s.accept()
         s.upstream_id = outcome.upstream_id
-        s.accepted_at = Now()  # type: ignore[assignment]
+        s.accepted_at = Now()
         s.start_collection()
         s.complete_collection()
-        s.completed_at = Now()  # type: ignore[assignment]
+        s.completed_at = Now()
         _set_evidence_state(s, result)
         _release(s, step=Step.ANALYZE)
-        save_fenced(s, ctx.token, "submission_state", "collection_state", "evidence_state",
-                    "evidence_reason", "upstream_id", "accepted_at", "completed_at", *_QUEUE_FIELDS)
+        save_fenced(
+            s,
+            ctx.token,
+            "submission_state",
+            "collection_state",
+            "evidence_state",
+            "evidence_reason",
+            "upstream_id",
+            "accepted_at",
+            "completed_at",
+            *_QUEUE_FIELDS,
+        )
     return "answered"
 
 
@@ -266,8 +305,9 @@ def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: Normal
     """Truncated stream or mid-stream error: the raw is kept (already archived); the question
     is asked again as a new attempt while the retry budget lasts."""
     error_class = ErrorClass((result.error or {}).get("class", ErrorClass.TRUNCATED))
-    decision = _retry_policy().decide(error_class, attempt_no=attempt.attempt_no,
-                                      elapsed_seconds=0.0, rng=random.Random())
+    decision = _retry_policy().decide(
+        error_class, attempt_no=attempt.attempt_no, elapsed_seconds=0.0, rng=random.Random()
+    )
     attempt.error_class = error_class.value
     attempt.error_message = str((result.error or {}).get("message", ""))[:2000]
     attempt.save(update_fields=["error_class", "error_message"])
@@ -281,8 +321,9 @@ def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: Normal
     s.fail_collection()
     s.failure_reason = f"{error_class.value}: {attempt.error_message}"[:200]
     _release(s, step=Step.NONE)
-    save_fenced(s, ctx.token, "submission_state", "collection_state", "failure_reason",
-                *_QUEUE_FIELDS)
+    save_fenced(
+        s, ctx.token, "submission_state", "collection_state", "failure_reason", *_QUEUE_FIELDS
+    )
     _after_terminal(s)
     return f"failed:{error_class.value}"
 
@@ -304,7 +345,11 @@ def _set_evidence_state(s: Sample, result: NormalizedResult) -> None:
     if result.evidence_state == "partial" or missing:
         s.store_partial_evidence()
         s.evidence_reason = ", ".join(missing) or "partial evidence"
-    elif wanted_screenshot and not has_screenshot and get_connector(s.platform).capabilities().screenshots:
+    elif (
+        wanted_screenshot
+        and not has_screenshot
+        and get_connector(s.platform).capabilities().screenshots
+    ):
         s.store_partial_evidence()
         s.evidence_reason = "SCREENSHOT_UNAVAILABLE"
     else:
@@ -323,19 +368,22 @@ def handle_verify(ctx: StepContext) -> str:
         upstream_id = get_connector(sample.platform).lookup(attempt.idempotency_key)
     except UpstreamError as error:
         if error.error_class == ErrorClass.UNSUPPORTED:
-            return _park_uncertain(ctx, reason="platform cannot confirm acceptance; needs review")
+            return _park(ctx, reason="uncertain: platform cannot confirm acceptance; needs review")
         return _retry_later(ctx, step=Step.VERIFY, delay=5.0)
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="verify", worker=ctx.worker) as s:
+    with fenced(
+        sample_id=ctx.sample_id, token=ctx.token, operation="verify", worker=ctx.worker
+    ) as s:
         if upstream_id:
             attempt.status = AttemptStatus.ACCEPTED
             attempt.upstream_id = upstream_id
             attempt.save(update_fields=["status", "upstream_id"])
             s.confirm_accepted()
             s.upstream_id = upstream_id
-            s.accepted_at = Now()  # type: ignore[assignment]
+            s.accepted_at = Now()
             _release(s, step=Step.POLL)
-            save_fenced(s, ctx.token, "submission_state", "upstream_id", "accepted_at",
-                        *_QUEUE_FIELDS)
+            save_fenced(
+                s, ctx.token, "submission_state", "upstream_id", "accepted_at", *_QUEUE_FIELDS
+            )
             return "verified-accepted"
         attempt.status = AttemptStatus.FAILED
         attempt.error_message = "upstream has no task for this idempotency key"
@@ -346,12 +394,14 @@ def handle_verify(ctx: StepContext) -> str:
     return "verified-not-accepted"
 
 
-def _park_uncertain(ctx: StepContext, *, reason: str) -> str:
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="verify", worker=ctx.worker) as s:
-        s.failure_reason = reason
-        _release(s, step=Step.VERIFY, state=QueueState.PARKED)
+def _park(ctx: StepContext, *, reason: str) -> str:
+    """Stop automatic work on the sample; a person decides. It stays in every denominator
+    as pending, so the run cannot look finished while it waits."""
+    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="park", worker=ctx.worker) as s:
+        s.failure_reason = reason[:200]
+        _release(s, step=s.step, state=QueueState.PARKED)
         save_fenced(s, ctx.token, "failure_reason", *_QUEUE_FIELDS)
-    return "parked-uncertain"
+    return "parked"
 
 
 def _retry_later(ctx: StepContext, *, step: str, delay: float) -> str:
@@ -381,7 +431,10 @@ def handle_poll(ctx: StepContext) -> str:
         # Keep the upstream id and keep polling, later.
         return _retry_later(ctx, step=Step.POLL, delay=error.retry_after or _poll_delay(sample))
     with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="poll", worker=ctx.worker) as s:
-        if polled.state in ("running", "completed") and s.collection_state == CollectionState.QUEUED:
+        if (
+            polled.state in ("running", "completed")
+            and s.collection_state == CollectionState.QUEUED
+        ):
             s.start_collection()
         if polled.state in ("queued", "running"):
             _release(s, step=Step.POLL, delay=polled.retry_after or _poll_delay(s))
@@ -411,14 +464,17 @@ def _fail_accepted(ctx: StepContext, *, reason: str) -> str:
 def handle_evidence(ctx: StepContext) -> str:
     sample = Sample.objects.select_related("run").get(pk=ctx.sample_id)
     try:
-        result = get_connector(sample.platform).fetch_evidence(sample.upstream_id,
-                                                               sample_id=sample.pk)
+        result = get_connector(sample.platform).fetch_evidence(
+            sample.upstream_id, sample_id=sample.pk
+        )
     except UpstreamError as error:
         if sample.claims >= MAX_POLL_FAILURES:
             return _fail_accepted(ctx, reason=f"evidence fetch failed: {error}")
         return _retry_later(ctx, step=Step.EVIDENCE, delay=error.retry_after or 2.0)
     archived = _archive(sample, result)
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="evidence", worker=ctx.worker) as s:
+    with fenced(
+        sample_id=ctx.sample_id, token=ctx.token, operation="evidence", worker=ctx.worker
+    ) as s:
         evidence_services.record_capture(sample_id=s.pk, attempt_no=s.attempts, archived=archived)
         if result.collection_state != CollectionState.COMPLETED:
             s.fail_collection()
@@ -430,11 +486,18 @@ def handle_evidence(ctx: StepContext) -> str:
             if s.collection_state == CollectionState.QUEUED:
                 s.start_collection()
             s.complete_collection()
-            s.completed_at = Now()  # type: ignore[assignment]
+            s.completed_at = Now()
             _set_evidence_state(s, result)
             _release(s, step=Step.ANALYZE)
-            save_fenced(s, ctx.token, "collection_state", "evidence_state", "evidence_reason",
-                        "completed_at", *_QUEUE_FIELDS)
+            save_fenced(
+                s,
+                ctx.token,
+                "collection_state",
+                "evidence_state",
+                "evidence_reason",
+                "completed_at",
+                *_QUEUE_FIELDS,
+            )
             terminal = False
     if terminal:
         _after_terminal(s)
@@ -448,7 +511,9 @@ def handle_analyze(ctx: StepContext) -> str:
     from analysis.services import analyse_sample
 
     verdict = analyse_sample(sample_id=ctx.sample_id)
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="analyze", worker=ctx.worker) as s:
+    with fenced(
+        sample_id=ctx.sample_id, token=ctx.token, operation="analyze", worker=ctx.worker
+    ) as s:
         verdict.apply(s)
         _release(s, step=Step.NONE)
         save_fenced(s, ctx.token, "analysis_state", "validity", "validity_reason", *_QUEUE_FIELDS)

@@ -26,41 +26,38 @@ class Claim:
     tenant_id: int
 
 
-_CLAIM_PG = """
-UPDATE sampling_sample AS s
-   SET queue_state = 'leased',
-       lease_until = now() + make_interval(secs => %(lease)s),
-       lease_owner = %(owner)s,
-       fencing_token = s.fencing_token + 1,
-       claims = s.claims + 1
- WHERE s.id IN (
-        SELECT id FROM sampling_sample
-         WHERE queue_state = 'ready' AND platform = %(platform)s AND due_at <= now()
-           {tenant_filter}
-         ORDER BY due_at
-         LIMIT %(limit)s
-         FOR UPDATE SKIP LOCKED)
-RETURNING s.id, s.fencing_token, s.step, s.platform, s.tenant_id
-"""
+def _now() -> str:
+    """Database time as SQL. SQLite stores UTC text, so compare against text of that shape."""
+    return "now()" if _pg() else "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
 
-# SQLite has no row locks; the IMMEDIATE transaction serialises writers, and the state test in
-# the outer WHERE makes the update conditional all the same.
-_CLAIM_SQLITE = """
-UPDATE sampling_sample
-   SET queue_state = 'leased',
-       lease_until = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %(lease)s || ' seconds'),
-       lease_owner = %(owner)s,
-       fencing_token = fencing_token + 1,
-       claims = claims + 1
+
+def _lease_end(param: str) -> str:
+    if _pg():
+        return f"now() + make_interval(secs => {param})"
+    return f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || {param} || ' seconds')"
+
+
+_TAKE_LEASE = """
+   SET queue_state = 'leased', lease_until = {lease_end}, lease_owner = %(owner)s,
+       fencing_token = fencing_token + 1, claims = claims + 1"""
+
+_RETURNING = "RETURNING id, fencing_token, step, platform, tenant_id"
+
+
+def _claim_sql(tenant_filter: str) -> str:
+    # PostgreSQL skips candidates another claimer has locked instead of waiting for them.
+    # SQLite has no row locks; its IMMEDIATE transaction serialises writers, and the state
+    # test in the outer WHERE keeps the update conditional all the same.
+    lock = "FOR UPDATE SKIP LOCKED" if _pg() else ""
+    return f"""
+UPDATE sampling_sample {_TAKE_LEASE.format(lease_end=_lease_end("%(lease)s"))}
  WHERE queue_state = 'ready' AND id IN (
         SELECT id FROM sampling_sample
-         WHERE queue_state = 'ready' AND platform = %(platform)s
-           AND due_at <= strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')
+         WHERE queue_state = 'ready' AND platform = %(platform)s AND due_at <= {_now()}
            {tenant_filter}
          ORDER BY due_at
-         LIMIT %(limit)s)
-RETURNING id, fencing_token, step, platform, tenant_id
-"""
+         LIMIT %(limit)s {lock})
+{_RETURNING}"""
 
 
 def claim_ready(
@@ -69,14 +66,13 @@ def claim_ready(
     limit: int,
     owner: str,
     lease_seconds: int,
-    exclude_tenants: frozenset[int] = frozenset(),
     only_tenant: int | None = None,
 ) -> list[Claim]:
     """Lease up to `limit` due samples of one platform. Concurrent callers never get the same
     sample: on PostgreSQL locked candidates are skipped, not waited for."""
     if limit <= 0:
         return []
-    params: dict[str, object] = {
+    params: dict[str, str | int] = {
         "lease": lease_seconds,
         "owner": owner,
         "platform": platform,
@@ -86,36 +82,19 @@ def claim_ready(
     if only_tenant is not None:
         tenant_filter = "AND tenant_id = %(only_tenant)s"
         params["only_tenant"] = only_tenant
-    elif exclude_tenants:
-        tenant_filter = "AND NOT (tenant_id = ANY(%(excluded)s))" if _pg() else (
-            "AND tenant_id NOT IN (" + ",".join(str(int(t)) for t in exclude_tenants) + ")"
-        )
-        params["excluded"] = list(exclude_tenants)
-    sql = (_CLAIM_PG if _pg() else _CLAIM_SQLITE).format(tenant_filter=tenant_filter)
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_claim_sql(tenant_filter), params)
         rows = cursor.fetchall()
     return [Claim(*row) for row in rows]
 
 
 def claim_sample(*, sample_id: int, owner: str, lease_seconds: int) -> Claim | None:
     """Lease one specific sample if it is ready or its lease has expired (takeover)."""
-    if _pg():
-        sql = """
-        UPDATE sampling_sample SET queue_state = 'leased',
-               lease_until = now() + make_interval(secs => %(lease)s), lease_owner = %(owner)s,
-               fencing_token = fencing_token + 1, claims = claims + 1
-         WHERE id = %(id)s AND (queue_state = 'ready'
-               OR (queue_state = 'leased' AND lease_until <= now()))
-        RETURNING id, fencing_token, step, platform, tenant_id"""
-    else:
-        sql = """
-        UPDATE sampling_sample SET queue_state = 'leased',
-               lease_until = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %(lease)s || ' seconds'),
-               lease_owner = %(owner)s, fencing_token = fencing_token + 1, claims = claims + 1
-         WHERE id = %(id)s AND (queue_state = 'ready' OR (queue_state = 'leased'
-               AND lease_until <= strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')))
-        RETURNING id, fencing_token, step, platform, tenant_id"""
+    sql = f"""
+UPDATE sampling_sample {_TAKE_LEASE.format(lease_end=_lease_end("%(lease)s"))}
+ WHERE id = %(id)s
+   AND (queue_state = 'ready' OR (queue_state = 'leased' AND lease_until <= {_now()}))
+{_RETURNING}"""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, {"id": sample_id, "owner": owner, "lease": lease_seconds})
         row = cursor.fetchone()
@@ -124,13 +103,8 @@ def claim_sample(*, sample_id: int, owner: str, lease_seconds: int) -> Claim | N
 
 def renew_lease(*, sample_id: int, token: int, lease_seconds: int) -> bool:
     """Extend a lease we still hold. False means it was taken over: stop working."""
-    if _pg():
-        sql = """UPDATE sampling_sample SET lease_until = now() + make_interval(secs => %s)
-                  WHERE id = %s AND fencing_token = %s AND queue_state = 'leased'"""
-    else:
-        sql = """UPDATE sampling_sample
-                    SET lease_until = strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %s || ' seconds')
-                  WHERE id = %s AND fencing_token = %s AND queue_state = 'leased'"""
+    sql = f"""UPDATE sampling_sample SET lease_until = {_lease_end("%s")}
+              WHERE id = %s AND fencing_token = %s AND queue_state = 'leased'"""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [lease_seconds, sample_id, token])
         return cursor.rowcount == 1
@@ -139,15 +113,11 @@ def renew_lease(*, sample_id: int, token: int, lease_seconds: int) -> bool:
 def requeue_expired_leases(*, limit: int = 1000) -> int:
     """Make samples whose lease ran out claimable again (the worker died or stalled). Their
     token stays; the next claim increments it, which fences the old worker out."""
-    if _pg():
-        sql = """UPDATE sampling_sample SET queue_state = 'ready', lease_owner = ''
-                  WHERE id IN (SELECT id FROM sampling_sample
-                                WHERE queue_state = 'leased' AND lease_until <= now()
-                                LIMIT %s FOR UPDATE SKIP LOCKED)"""
-    else:
-        sql = """UPDATE sampling_sample SET queue_state = 'ready', lease_owner = ''
-                  WHERE id IN (SELECT id FROM sampling_sample WHERE queue_state = 'leased'
-                     AND lease_until <= strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now') LIMIT %s)"""
+    lock = "FOR UPDATE SKIP LOCKED" if _pg() else ""
+    sql = f"""UPDATE sampling_sample SET queue_state = 'ready', lease_owner = ''
+              WHERE id IN (SELECT id FROM sampling_sample
+                            WHERE queue_state = 'leased' AND lease_until <= {_now()}
+                            LIMIT %s {lock})"""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [limit])
         return cursor.rowcount

@@ -116,13 +116,13 @@ class QuestionRevision(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"r{self.revision_no}: {self.text[:60]}"
+
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None:
             raise ImmutableRowError("question revisions are immutable; create a new revision")
         super().save(*args, **kwargs)
-
-    def __str__(self) -> str:
-        return f"r{self.revision_no}: {self.text[:60]}"
 
 
 class PlatformTarget(models.Model):
@@ -159,12 +159,12 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created_at"]
 
+    def __str__(self) -> str:
+        return f"run {self.id}"
+
     @property
     def run_id(self) -> uuid.UUID:
         return self.id
-
-    def __str__(self) -> str:
-        return f"run {self.id}"
 
 
 class Batch(models.Model):
@@ -439,6 +439,9 @@ class StaleWrite(models.Model):
     current_token = models.BigIntegerField()
     worker = models.CharField(max_length=128, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"stale {self.operation} on sample {self.sample_id}: token {self.presented_token}"
 
 
 class OutboxMessage(models.Model):

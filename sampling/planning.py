@@ -126,7 +126,9 @@ def _entity(value: Any, where: str, problems: _Problems) -> EntitySpec:
     return EntitySpec(
         name=_string(value.get("name"), f"{where}.name", problems),
         aliases=_string_list(value.get("aliases"), f"{where}.aliases", problems),
-        domains=tuple(d.lower() for d in _string_list(value.get("domains"), f"{where}.domains", problems)),
+        domains=tuple(
+            d.lower() for d in _string_list(value.get("domains"), f"{where}.domains", problems)
+        ),
     )
 
 
@@ -193,7 +195,9 @@ def _capability_problems(target: TargetSpec, policy: str) -> list[str]:
     )
 
 
-def _int_field(data: Mapping[str, Any], key: str, default: int, low: int, high: int, problems: _Problems) -> int:
+def _int_field(
+    data: Mapping[str, Any], key: str, default: int, low: int, high: int, problems: _Problems
+) -> int:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
         problems.add(key, f"expected a whole number, got {value!r}")

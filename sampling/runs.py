@@ -21,8 +21,11 @@ def finish_run_if_done(*, run_id: UUID) -> bool:
     with transaction.atomic():
         updated = Run.objects.filter(pk=run_id, finished_at=None).update(finished_at=Now())
         if updated == 1:
-            enqueue_outbox(task="sampling.run_finished", payload={"run_id": str(run_id)},
-                           dedupe_key=f"run-finished:{run_id}")
+            enqueue_outbox(
+                task="sampling.run_finished",
+                payload={"run_id": str(run_id)},
+                dedupe_key=f"run-finished:{run_id}",
+            )
     return updated == 1
 
 

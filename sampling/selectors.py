@@ -25,10 +25,15 @@ class Outcome(enum.StrEnum):
 
 # A sample's place in every report, derived from its layers. "review" is terminal for the
 # run (a person decides next) but is not yet counted as succeeded.
-SUCCEEDED = Q(collection_state=CollectionState.COMPLETED, analysis_state=AnalysisState.ACCEPTED,
-              validity="valid")
+SUCCEEDED = Q(
+    collection_state=CollectionState.COMPLETED,
+    analysis_state=AnalysisState.ACCEPTED,
+    validity="valid",
+)
 INVALID = Q(collection_state=CollectionState.COMPLETED, validity="invalid")
-REVIEW = Q(collection_state=CollectionState.COMPLETED, analysis_state=AnalysisState.REVIEW) & ~INVALID
+REVIEW = (
+    Q(collection_state=CollectionState.COMPLETED, analysis_state=AnalysisState.REVIEW) & ~INVALID
+)
 FAILED = Q(collection_state=CollectionState.FAILED) | (
     Q(collection_state=CollectionState.COMPLETED, analysis_state=AnalysisState.FAILED) & ~INVALID
 )

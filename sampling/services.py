@@ -129,7 +129,9 @@ def revise_question(*, question: Question, text: str) -> QuestionRevision:
     if current is not None and current.text == text:
         return current
     revision_no = (current.revision_no if current else 0) + 1
-    revision = QuestionRevision.objects.create(question=question, revision_no=revision_no, text=text)
+    revision = QuestionRevision.objects.create(
+        question=question, revision_no=revision_no, text=text
+    )
     question.current_revision = revision
     question.save(update_fields=["current_revision"])
     return revision
@@ -162,7 +164,9 @@ def campaign_spec_data(*, campaign: Campaign) -> dict[str, Any]:
 
 
 def campaign_as_spec(*, campaign: Campaign, submission_limit: int | None = None) -> CampaignSpec:
-    return parse_campaign_spec(campaign_spec_data(campaign=campaign), submission_limit=submission_limit)
+    return parse_campaign_spec(
+        campaign_spec_data(campaign=campaign), submission_limit=submission_limit
+    )
 
 
 # --- runs ---------------------------------------------------------------------------------
@@ -212,8 +216,12 @@ def _config_snapshot(
         "brand": spec.brand.as_json(),
         "competitors": [c.as_json() for c in spec.competitors],
         "questions": [
-            {"revision_id": r.pk, "question_id": r.question_id, "revision_no": r.revision_no,
-             "text": r.text}
+            {
+                "revision_id": r.pk,
+                "question_id": r.question_id,
+                "revision_no": r.revision_no,
+                "text": r.text,
+            }
             for r in revisions
         ],
         "targets": [t.as_json() for t in spec.targets],
@@ -227,7 +235,9 @@ def _config_snapshot(
     }
 
 
-def _planned_rows(spec: CampaignSpec, revision_ids: list[int]) -> Iterator[tuple[str, int, int, int]]:
+def _planned_rows(
+    spec: CampaignSpec, revision_ids: list[int]
+) -> Iterator[tuple[str, int, int, int]]:
     """(platform, target index, revision id, repeat) in plan order: platform by platform, and
     inside a platform repeat 0 of every question first, so early batches cover all questions."""
     platforms = list(dict.fromkeys(t.platform for t in spec.targets))
@@ -279,8 +289,9 @@ def _expand_samples(*, run: Run, spec: CampaignSpec, revision_ids: list[int]) ->
         Sample.objects.bulk_create(chunk)
 
 
-def enqueue_outbox(*, task: str, payload: dict[str, Any], queue: str = "default",
-                   dedupe_key: str | None = None) -> None:
+def enqueue_outbox(
+    *, task: str, payload: dict[str, Any], queue: str = "default", dedupe_key: str | None = None
+) -> None:
     """Record work that must follow the current transaction's commit. Must run inside it."""
     if dedupe_key is not None:
         OutboxMessage.objects.get_or_create(

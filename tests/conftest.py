@@ -27,8 +27,14 @@ def campaign_data() -> dict[str, Any]:
     return copy.deepcopy(BASE_CAMPAIGN)
 
 
-def make_campaign_data(*, questions: int, targets: list[dict[str, str]], repeats: int,
-                       tenant: str = "acme", name: str = "plan") -> dict[str, Any]:
+def make_campaign_data(
+    *,
+    questions: int,
+    targets: list[dict[str, str]],
+    repeats: int,
+    tenant: str = "acme",
+    name: str = "plan",
+) -> dict[str, Any]:
     data = copy.deepcopy(BASE_CAMPAIGN)
     data.update(
         tenant=tenant,

@@ -63,7 +63,7 @@ class Migration(migrations.Migration):
                 ('size', models.PositiveBigIntegerField()),
                 ('mime', models.CharField(max_length=100)),
                 ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('capture', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='objects', to='evidence.capture')),
+                ('capture', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='evidence_objects', to='evidence.capture')),
             ],
         ),
         migrations.AddConstraint(

@@ -31,22 +31,26 @@ def test_twenty_questions_four_targets_two_repeats_make_160_samples_in_two_batch
     assert run.planned_samples == 160
     assert Sample.objects.filter(run=run).count() == 160
     assert list(Batch.objects.filter(run=run).values_list("size", flat=True)) == [100, 60]
-    assert all(
-        b.samples.count() == b.size for b in Batch.objects.filter(run=run)
-    )
+    assert all(b.samples.count() == b.size for b in Batch.objects.filter(run=run))
 
 
 @pytest.mark.django_db
 def test_batches_are_per_platform_and_within_each_limit() -> None:
-    targets = [*FOUR_COLLECTOR_TARGETS[:2],
-               {"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
+    targets = [
+        *FOUR_COLLECTOR_TARGETS[:2],
+        {"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"},
+    ]
     data = make_campaign_data(questions=30, targets=targets, repeats=2)
 
     preview = preview_plan(spec=parse_campaign_spec(data, submission_limit=50))
 
     assert preview.samples == 180
     assert list(zip(preview.batch_platforms, preview.batches, strict=True)) == [
-        ("collector", 50), ("collector", 50), ("collector", 20), ("openai", 50), ("openai", 10),
+        ("collector", 50),
+        ("collector", 50),
+        ("collector", 20),
+        ("openai", 50),
+        ("openai", 10),
     ]
 
 
@@ -56,9 +60,14 @@ def test_sample_identity_is_unique_in_the_database() -> None:
     sample = Sample.objects.filter(run=run).first()
     assert sample is not None
     duplicate = Sample(
-        run=run, batch=sample.batch, tenant=sample.tenant,
-        question_revision=sample.question_revision, platform=sample.platform,
-        device=sample.device, region=sample.region, mode=sample.mode,
+        run=run,
+        batch=sample.batch,
+        tenant=sample.tenant,
+        question_revision=sample.question_revision,
+        platform=sample.platform,
+        device=sample.device,
+        region=sample.region,
+        mode=sample.mode,
         repeat_index=sample.repeat_index,
     )
     with pytest.raises(IntegrityError), transaction.atomic():
@@ -86,25 +95,38 @@ def test_duplicates_after_normalisation_are_reported_and_planned_once() -> None:
     ("mutate", "expected"),
     [
         (lambda d: d["questions"].append("   "), "questions[2]: empty after normalisation"),
-        (lambda d: d["questions"].append("x" * 2001), "questions[2]: 2001 characters, over the 2000 limit"),
+        (
+            lambda d: d["questions"].append("x" * 2001),
+            "questions[2]: 2001 characters, over the 2000 limit",
+        ),
         (lambda d: d["questions"].append(42), "questions[2]: expected a string, got int"),
         (lambda d: d.update(questions=[]), "questions: expected a non-empty list"),
         (lambda d: d.update(targets=[{"platform": "nope"}]), "targets[0]: unknown platform 'nope'"),
-        (lambda d: d["targets"].append({"platform": "openai", "device": "fridge"}),
-         "targets[1]: platform 'openai' does not support device 'fridge'"),
+        (
+            lambda d: d["targets"].append({"platform": "openai", "device": "fridge"}),
+            "targets[1]: platform 'openai' does not support device 'fridge'",
+        ),
         (lambda d: d.update(repeats=0), "repeats: 0 is outside 1..100"),
         (lambda d: d.update(repeats="2"), "repeats: expected a whole number"),
         (lambda d: d["brand"].update(name=" "), "brand.name: must not be empty"),
-        (lambda d: d.update(screenshot_policy="always"), "screenshot_policy: 'always' is not one of"),
-        (lambda d: d.update(repeats=100, questions=[f"q{i}" for i in range(2001)]),
-         "plan: 2001 questions x 1 targets x 100 repeats = 200100 samples, over the 200000 limit"),
+        (
+            lambda d: d.update(screenshot_policy="always"),
+            "screenshot_policy: 'always' is not one of",
+        ),
+        (
+            lambda d: d.update(repeats=100, questions=[f"q{i}" for i in range(2001)]),
+            "plan: 2001 questions x 1 targets x 100 repeats = 200100 samples, "
+            "over the 200000 limit",
+        ),
     ],
 )
 def test_each_bad_input_is_named(mutate: Any, expected: str, campaign_data: dict[str, Any]) -> None:
     mutate(campaign_data)
     with pytest.raises(PlanError) as caught:
         parse_campaign_spec(campaign_data)
-    assert any(problem.startswith(expected) for problem in caught.value.problems), caught.value.problems
+    assert any(problem.startswith(expected) for problem in caught.value.problems), (
+        caught.value.problems
+    )
 
 
 def test_screenshot_required_is_rejected_for_a_platform_without_screenshots(
@@ -122,7 +144,9 @@ def test_editing_the_campaign_after_launch_changes_nothing_in_the_run(
 ) -> None:
     run = _launch(campaign_data)
     snapshot_before = dict(run.config_snapshot)
-    revisions_before = set(Sample.objects.filter(run=run).values_list("question_revision__text", flat=True))
+    revisions_before = set(
+        Sample.objects.filter(run=run).values_list("question_revision__text", flat=True)
+    )
 
     campaign = Campaign.objects.get(pk=run.campaign_id)
     question = campaign.questions.order_by("position").first()
@@ -134,7 +158,10 @@ def test_editing_the_campaign_after_launch_changes_nothing_in_the_run(
 
     run.refresh_from_db()
     assert run.config_snapshot == snapshot_before
-    assert set(Sample.objects.filter(run=run).values_list("question_revision__text", flat=True)) == revisions_before
+    assert (
+        set(Sample.objects.filter(run=run).values_list("question_revision__text", flat=True))
+        == revisions_before
+    )
     assert Sample.objects.filter(run=run).count() == 2 * 1 * 2
     assert question.revisions.count() == 2
 

@@ -19,7 +19,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--interval", type=float, default=0.5, help="idle sleep, seconds")
-        parser.add_argument("--run", type=uuid.UUID, default=None, help="exit when this run finishes")
+        parser.add_argument(
+            "--run", type=uuid.UUID, default=None, help="exit when this run finishes"
+        )
         parser.add_argument("--once", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -1,0 +1,135 @@
+"""python manage.py demo — a demo campaign end to end on the embedded default.
+
+Starts the platform simulator (with injected faults), launches the demo campaign, runs a real
+Celery worker process and the dispatcher until the run is finished, then prints the run's
+status and a mention-rate table per platform with its denominators.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from analysis.selectors import platform_mention_rates
+from connectors.simulator import start_simulator
+from geo_collect.processes import start_worker, stop_worker
+from sampling.dispatch import dispatch_once, relay_outbox
+from sampling.models import Run
+from sampling.planning import PlanError, parse_campaign_spec
+from sampling.selectors import Status, run_status
+from sampling.services import launch_run, save_campaign
+
+DEMO_CAMPAIGN = Path(settings.BASE_DIR) / "demo" / "campaign.json"
+
+# Faults injected into the simulator so the demo shows recovery, not only the happy path.
+DEMO_FAULTS: dict[str, Any] = {
+    "rates": {"rate_limit": 0.08, "server_error": 0.05, "truncate": 0.04, "login_page": 0.02},
+    "retry_after_seconds": 0.5,
+    "platforms": {
+        "collector": {"rates": {"screenshot_missing": 0.15, "task_failed": 0.03}},
+    },
+}
+
+
+class Command(BaseCommand):
+    help = "Run the demo campaign end to end on the embedded default and print its report."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--campaign", type=Path, default=DEMO_CAMPAIGN)
+        parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument("--timeout", type=float, default=600.0)
+        parser.add_argument("--workers", type=int, default=8, help="worker threads")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", verbosity=0)
+        data = json.loads(options["campaign"].read_text(encoding="utf-8"))
+        world = [data["brand"], *data.get("competitors", [])]
+        simulator = start_simulator(seed=options["seed"], world=world, profile=DEMO_FAULTS)
+        os.environ["GEO_UPSTREAM_BASE_URL"] = simulator.base_url
+        settings.GEO_UPSTREAM_BASE_URL = simulator.base_url
+        log_path = settings.VAR_DIR / "demo-worker.log"
+        worker = start_worker(
+            concurrency=options["workers"],
+            log_path=log_path,
+            env={"GEO_UPSTREAM_BASE_URL": simulator.base_url},
+        )
+        try:
+            run = self._launch(data)
+            self.stdout.write(
+                f"launched run {run.pk}: {run.planned_samples} samples "
+                f"against the simulator at {simulator.base_url}"
+            )
+            status = self._drive(run, timeout=options["timeout"])
+        finally:
+            stop_worker(worker)
+            simulator.stop()
+        self._report(run, status)
+        if not status.finished:
+            raise CommandError(
+                f"run {run.pk} did not finish within {options['timeout']:.0f}s "
+                f"(worker log: {log_path})"
+            )
+
+    def _launch(self, data: dict[str, Any]) -> Run:
+        try:
+            spec = parse_campaign_spec(data)
+        except PlanError as error:
+            raise CommandError("invalid demo campaign: " + "; ".join(error.problems)) from None
+        with transaction.atomic():
+            campaign = save_campaign(spec=spec)
+            return launch_run(campaign=campaign)
+
+    def _drive(self, run: Run, *, timeout: float) -> Status:
+        deadline = time.monotonic() + timeout
+        last_line = ""
+        while time.monotonic() < deadline:
+            report = dispatch_once(owner="demo-dispatcher")
+            status = run_status(run_id=run.pk)
+            line = (
+                f"  {status.terminal}/{status.planned} done — succeeded {status.succeeded}, "
+                f"failed {status.failed}, invalid {status.invalid}, pending {status.pending}"
+            )
+            if line != last_line:
+                self.stdout.write(line)
+                last_line = line
+            if status.finished:
+                relay_outbox()
+                return status
+            if not report.claimed:
+                time.sleep(0.3)
+        return run_status(run_id=run.pk)
+
+    def _report(self, run: Run, status: Status) -> None:
+        out = self.stdout.write
+        out("")
+        out(f"Run {run.pk} — {status.outcome.value}")
+        out(
+            f"  planned {status.planned} = succeeded {status.succeeded} + failed {status.failed}"
+            f" + invalid {status.invalid} + review {status.review} + pending {status.pending}"
+        )
+        for layer, counts in status.layers.items():
+            out(f"  {layer:<11} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        brand = run.config_snapshot["brand"]["name"]
+        for entity in [brand, *(c["name"] for c in run.config_snapshot["competitors"])]:
+            out("")
+            out(f"Mention rate of {entity} (denominator: planned samples; 95% Wilson interval)")
+            out(
+                f"  {'platform':<12}{'planned':>8}{'ok':>5}{'failed':>7}{'invalid':>8}"
+                f"{'review':>7}{'mentioned':>10}{'rate':>8}  95% CI"
+            )
+            for row in platform_mention_rates(run_id=run.pk, entity=entity):
+                r = row.mention_rate
+                value = "n/a" if r.value is None else f"{r.value:.1%}"
+                out(
+                    f"  {row.platform:<12}{row.planned:>8}{row.succeeded:>5}{row.failed:>7}"
+                    f"{row.invalid:>8}{row.review:>7}{row.mentioned:>10}{value:>8}  "
+                    f"[{r.low:.1%}, {r.high:.1%}]"
+                )
