@@ -228,6 +228,8 @@ class Connector(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def parse(cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None) -> NormalizedResult:
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
         """Derive the normalized result from a raw response exactly as received (a JSON body,
         or an SSE / NDJSON transcript). The live path and `reparse` both call this."""

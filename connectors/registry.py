@@ -19,6 +19,15 @@ from .base import Connector, ConnectorConfig
 ADAPTERS: dict[str, str] = {
     "openai": "connectors.adapters.openai_responses:OpenAIResponsesConnector",
     "collector": "connectors.adapters.collector:CollectorConnector",
+    "openai_chat": "connectors.adapters.openai_chat:OpenAIChatConnector",
+    "deepseek": "connectors.adapters.deepseek:DeepSeekConnector",
+    "kimi": "connectors.adapters.kimi:KimiConnector",
+    "anthropic": "connectors.adapters.anthropic:AnthropicConnector",
+    "gemini": "connectors.adapters.gemini:GeminiConnector",
+    "perplexity": "connectors.adapters.perplexity:PerplexityConnector",
+    "doubao": "connectors.adapters.doubao:DoubaoConnector",
+    "qwen": "connectors.adapters.qwen:QwenConnector",
+    "ollama": "connectors.adapters.ollama:OllamaConnector",
 }
 
 

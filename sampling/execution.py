@@ -30,6 +30,7 @@ from connectors.registry import get_connector
 from connectors.retry import RetryPolicy
 from evidence import services as evidence_services
 
+from .dbtime import db_now
 from .leases import StaleToken, fenced, renew_lease, save_fenced
 from .models import (
     Attempt,
@@ -130,6 +131,12 @@ def _release(
 _QUEUE_FIELDS = ("step", "queue_state", "due_at", "lease_until", "lease_owner", "claims")
 
 
+def _seconds_since_first_attempt(sample: Sample) -> float:
+    """The retry budget counts from the first attempt, in database time."""
+    first = sample.attempt_set.order_by("attempt_no").values_list("started_at", flat=True).first()
+    return (db_now() - first).total_seconds() if first else 0.0
+
+
 def _retry_policy() -> RetryPolicy:
     return RetryPolicy(max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS)
 
@@ -228,7 +235,10 @@ def _record_submit_error(ctx: StepContext, attempt: Attempt, error: UpstreamErro
         _close_attempt(attempt, status=AttemptStatus.FAILED, error=error)
         s.reject_submit()
         decision = _retry_policy().decide(
-            error, attempt_no=attempt.attempt_no, elapsed_seconds=0.0, rng=random.Random()
+            error,
+            attempt_no=attempt.attempt_no,
+            elapsed_seconds=_seconds_since_first_attempt(s),
+            rng=random.Random(),
         )
         if decision.retry:
             _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
@@ -306,7 +316,10 @@ def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: Normal
     is asked again as a new attempt while the retry budget lasts."""
     error_class = ErrorClass((result.error or {}).get("class", ErrorClass.TRUNCATED))
     decision = _retry_policy().decide(
-        error_class, attempt_no=attempt.attempt_no, elapsed_seconds=0.0, rng=random.Random()
+        error_class,
+        attempt_no=attempt.attempt_no,
+        elapsed_seconds=_seconds_since_first_attempt(s),
+        rng=random.Random(),
     )
     attempt.error_class = error_class.value
     attempt.error_message = str((result.error or {}).get("message", ""))[:2000]
@@ -415,8 +428,6 @@ def _retry_later(ctx: StepContext, *, step: str, delay: float) -> str:
 
 
 def _poll_delay(sample: Sample) -> float:
-    from .dbtime import db_now
-
     age = (db_now() - sample.accepted_at).total_seconds() if sample.accepted_at else 0.0
     return max(POLL_MIN_SECONDS, min(POLL_MAX_SECONDS, age / 10))
 

@@ -1,0 +1,64 @@
+"""Benchmark: expanding a 100,000-sample plan (launch_run) on the configured database.
+
+Run with `make bench` (PostgreSQL) or `python bench/plan_expansion.py` (embedded SQLite).
+Creates a throw-away database, measures, and prints samples per second. Not a test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "geo_collect.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
+
+QUESTIONS, REPEATS = 1250, 10
+TARGETS = [
+    {"platform": "collector", "device": d, "region": r, "mode": "web_search"}
+    for d in ("desktop", "mobile")
+    for r in ("us", "cn", "de", "jp")
+]
+
+
+def main() -> None:
+    setup_test_environment()
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        from sampling.planning import parse_campaign_spec
+        from sampling.services import launch_run, save_campaign
+
+        data = {
+            "tenant": "bench",
+            "name": "expansion",
+            "brand": {"name": "Acme", "aliases": [], "domains": []},
+            "questions": [
+                f"Benchmark question {i}: which product is best?" for i in range(QUESTIONS)
+            ],
+            "targets": TARGETS,
+            "repeats": REPEATS,
+        }
+        spec = parse_campaign_spec(data)
+        campaign = save_campaign(spec=spec)
+        started = time.perf_counter()
+        run = launch_run(campaign=campaign)
+        elapsed = time.perf_counter() - started
+        print(
+            f"{connection.vendor}: expanded {run.planned_samples} samples in "
+            f"{run.batches.count()} batches in {elapsed:.2f}s "
+            f"({run.planned_samples / elapsed:,.0f} samples/s)"
+        )
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,451 @@
+"""A collection provider: a third-party service that asks the question on a platform's consumer
+UI (ChatGPT, Perplexity, Doubao ... in a real browser, desktop or mobile) and returns the
+answer, citations, a screenshot and what the task cost. Asynchronous: submit returns task ids.
+
+HTTP API (JSON; `Authorization: Bearer <key>` on every call; errors are
+`{"error": {"code", "message"}}` with the usual statuses, 429 with `Retry-After`):
+
+POST /v1/quotes
+    {"tasks": [{"platform", "device", "region", "mode", "screenshot"}]}
+    -> 200 {"quote_id", "currency", "total", "items": [{"unit_cost"}], "expires_at"}
+POST /v1/batches                       header `Idempotency-Key` (required)
+    {"tasks": [{"client_key", "question", "platform", "device", "region", "mode",
+                "screenshot"}], "callback_url": optional}
+    at most 100 tasks (400 `batch_too_large`); `client_key` unique per account.
+    -> 202 {"batch_id", "tasks": [{"client_key", "task_id", "status"}]}
+    The same key with the same body returns the same batch (200, header
+    `Idempotent-Replayed: true`); the same key with a different body is 422
+    `idempotency_key_reused`. A `client_key` already known maps to its existing task.
+GET  /v1/tasks/{task_id}
+    -> 200 {"task_id", "client_key", "status": "queued|running|completed|failed|cancelled|lost",
+            "retry_after_seconds": float|null, "error": {"code", "message"}|null}
+    -> 404 `task_not_found` when the provider no longer knows the task.
+GET  /v1/tasks/{task_id}/result
+    -> 200 {"task_id", "client_key", "status", "platform", "device", "region", "mode",
+            "answer_text", "citations": [{"url", "title", "start", "end"}]  (str offsets),
+            "screenshot_requested": bool,
+            "screenshot": {"mime": "image/png", "width", "height", "data_base64"} | null,
+            "screenshot_error": str | null, "cost": {"amount": int (minor units), "currency"},
+            "captured_at", "error": {"code", "message"} | null}
+    -> 409 `task_not_finished` while queued or running; 404 as above.
+POST /v1/tasks/{task_id}/cancel
+    -> 200 {"task_id", "status", "cancelled": bool}   (finished tasks are not cancelled)
+GET  /v1/tasks?client_key=K
+    -> 200 {"tasks": [{"task_id", "client_key", "status"}]}   (empty when unknown)
+Callbacks (optional): POST {callback_url} with
+    {"delivery_id", "event": "task.completed|task.failed", "task_id", "client_key", "status"}
+    and header `X-Collector-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
+    "<t>." + body)>`. A delivery may arrive more than once with the same `delivery_id`;
+    receivers dedupe on it and treat the callback as a hint to poll, never as the result.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..base import (
+    Attachment,
+    Capabilities,
+    Citation,
+    Connector,
+    ConnectorConfig,
+    ErrorClass,
+    NormalizedResult,
+    PollOutcome,
+    SampleRequest,
+    SubmitOutcome,
+    UpstreamError,
+)
+from ..citations import make_citation
+from ..errors import classify_http_error, error_dict, json_body, request_id_from
+from ..transport import HttpExchange, HttpTransport, header_safe
+
+SUBMISSION_LIMIT = 100
+SIGNATURE_HEADER = "X-Collector-Signature"
+SCREENSHOT_UNAVAILABLE = "SCREENSHOT_UNAVAILABLE"
+PNG_MIME = "image/png"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_POLL_STATES = {
+    "queued": "queued",
+    "running": "running",
+    "completed": "completed",
+    "failed": "failed",
+    "cancelled": "failed",
+    "lost": "lost",
+}
+# After acceptance a failed call must not look like "never sent": the task id is kept and
+# the poll is retried within budget.
+_POLL_FAILURES = frozenset(
+    {ErrorClass.TRANSIENT, ErrorClass.RATE_LIMITED, ErrorClass.ACCEPTANCE_UNKNOWN}
+)
+
+
+@dataclass(frozen=True)
+class Quote:
+    quote_id: str
+    currency: str
+    total: int  # minor units
+    unit_costs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CallbackEvent:
+    delivery_id: str
+    event: str
+    task_id: str
+    client_key: str | None
+    status: str
+
+
+def sign_callback(body: bytes, secret: str, *, timestamp: int) -> str:
+    """The signature header value the provider sends (used by the simulator and tests)."""
+    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return f"t={timestamp},v1={digest.hexdigest()}"
+
+
+def verify_callback_signature(
+    body: bytes,
+    header: str,
+    secret: str,
+    *,
+    tolerance_seconds: float = 300.0,
+    now: float | None = None,
+) -> bool:
+    """True when `header` signs `body` with `secret` and is recent (replays are rejected)."""
+    fields: dict[str, list[str]] = {}
+    for item in header.split(","):
+        name, _, value = item.strip().partition("=")
+        fields.setdefault(name, []).append(value)
+    try:
+        timestamp = int(fields["t"][0])
+    except (KeyError, ValueError):
+        return False
+    if abs((time.time() if now is None else now) - timestamp) > tolerance_seconds:
+        return False
+    expected = sign_callback(body, secret, timestamp=timestamp).rpartition("v1=")[2]
+    return any(hmac.compare_digest(expected, given) for given in fields.get("v1", []))
+
+
+def parse_callback(body: bytes) -> CallbackEvent:
+    payload = json_body(body)
+    if not isinstance(payload, dict) or not payload.get("task_id"):
+        raise UpstreamError(ErrorClass.PARSE_FAILED, "callback body is not a task event")
+    return CallbackEvent(
+        delivery_id=str(payload.get("delivery_id") or ""),
+        event=str(payload.get("event") or ""),
+        task_id=str(payload["task_id"]),
+        client_key=payload.get("client_key"),
+        status=str(payload.get("status") or ""),
+    )
+
+
+def batch_key(requests: list[SampleRequest]) -> str:
+    """A stable Idempotency-Key for a batch: the same samples always make the same key."""
+    joined = "\n".join(sorted(request.idempotency_key for request in requests))
+    return "batch-" + hashlib.sha256(joined.encode()).hexdigest()[:32]
+
+
+class CollectorConnector(Connector):
+    platform: ClassVar[str] = "collector"
+    default_base_url: ClassVar[str] = "https://collector.invalid"
+
+    def __init__(self, config: ConnectorConfig) -> None:
+        super().__init__(config)
+        self.transport = HttpTransport(config)
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            platform=self.platform,
+            devices=frozenset({"desktop", "mobile"}),
+            regions=frozenset({"us", "gb", "de", "fr", "jp", "kr", "cn", "sg", "au", "ca", "in"}),
+            modes=frozenset({"web_search", "deep_thinking", "no_search"}),
+            screenshots=True,
+            submission_limit=SUBMISSION_LIMIT,
+            asynchronous=True,
+            supports_lookup=True,
+        )
+
+    @property
+    def target_platform(self) -> str:
+        """Which consumer UI the provider drives for this connector."""
+        return str(self.config.extra.get("target_platform", "chatgpt"))
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        attempt_no: int = 1,
+        body: Any = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> HttpExchange:
+        auth = {"Authorization": f"Bearer {self.config.api_key}", "Accept": "application/json"}
+        return self.transport.request(
+            method,
+            path,
+            attempt_no=attempt_no,
+            json_body=body,
+            params=params,
+            headers=auth | (headers or {}),
+        )
+
+    @staticmethod
+    def _json(exchange: HttpExchange) -> dict[str, Any]:
+        if not exchange.ok:
+            raise classify_http_error(
+                exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
+            )
+        payload = json_body(exchange.body)
+        if not isinstance(payload, dict):
+            raise UpstreamError(
+                ErrorClass.PARSE_FAILED,
+                "collector answered with a non-JSON body",
+                status_code=exchange.status_code,
+                raw=exchange.body,
+                egress=exchange.egress,
+            )
+        return payload
+
+    def _task_spec(self, request: SampleRequest) -> dict[str, Any]:
+        return {
+            "client_key": request.idempotency_key,
+            "question": request.question,
+            "platform": self.target_platform,
+            "device": request.device,
+            "region": request.region,
+            "mode": request.mode,
+            "screenshot": request.screenshot,
+        }
+
+    def quote(self, requests: list[SampleRequest]) -> Quote:
+        specs = [
+            {k: v for k, v in self._task_spec(r).items() if k not in ("client_key", "question")}
+            for r in requests
+        ]
+        payload = self._json(self._call("POST", "/v1/quotes", body={"tasks": specs}))
+        return Quote(
+            quote_id=str(payload.get("quote_id", "")),
+            currency=str(payload.get("currency", "")),
+            total=int(payload.get("total", 0)),
+            unit_costs=tuple(int(item.get("unit_cost", 0)) for item in payload.get("items", [])),
+        )
+
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        return self.submit_batch(
+            [request], attempt_no=attempt_no, idempotency_key=request.idempotency_key
+        )[0]
+
+    def submit_batch(
+        self,
+        requests: list[SampleRequest],
+        *,
+        attempt_no: int = 1,
+        idempotency_key: str | None = None,
+    ) -> list[SubmitOutcome]:
+        """Submit up to the submission limit; outcomes in the order of `requests`. Resending
+        the same requests (same key) is safe: the provider returns the same tasks."""
+        if not requests:
+            return []
+        if len(requests) > SUBMISSION_LIMIT:
+            raise UpstreamError(
+                ErrorClass.INVALID, f"batch of {len(requests)} exceeds limit {SUBMISSION_LIMIT}"
+            )
+        body: dict[str, Any] = {"tasks": [self._task_spec(r) for r in requests]}
+        if self.config.extra.get("callback_url"):
+            body["callback_url"] = str(self.config.extra["callback_url"])
+        exchange = self._call(
+            "POST",
+            "/v1/batches",
+            attempt_no=attempt_no,
+            body=body,
+            headers={"Idempotency-Key": header_safe(idempotency_key or batch_key(requests))},
+        )
+        payload = self._json(exchange)
+        task_ids = {
+            str(task.get("client_key")): str(task.get("task_id"))
+            for task in payload.get("tasks", [])
+            if isinstance(task, dict) and task.get("task_id")
+        }
+        request_id = request_id_from(exchange.headers, exchange.body)
+        missing = [r.idempotency_key for r in requests if r.idempotency_key not in task_ids]
+        if missing:
+            # Accepted, but we cannot tell which task is ours: recovery must look them up.
+            raise UpstreamError(
+                ErrorClass.ACCEPTANCE_UNKNOWN,
+                f"batch answer lacks task ids for {len(missing)} client keys",
+                status_code=exchange.status_code,
+                request_id=request_id,
+                raw=exchange.body,
+                egress=exchange.egress,
+            )
+        return [
+            SubmitOutcome(
+                upstream_id=task_ids[r.idempotency_key],
+                request_id=request_id,
+                egress=exchange.egress,
+            )
+            for r in requests
+        ]
+
+    def poll(self, upstream_id: str) -> PollOutcome:
+        try:
+            exchange = self._call("GET", f"/v1/tasks/{upstream_id}")
+        except UpstreamError as error:
+            raise self._as_poll_failure(error) from None
+        if exchange.status_code == 404:
+            return PollOutcome(state="lost", message="collector no longer knows this task")
+        try:
+            payload = self._json(exchange)
+        except UpstreamError as error:
+            raise self._as_poll_failure(error) from None
+        status = str(payload.get("status", ""))
+        message = _as_dict(payload.get("error")).get("message")
+        hint = payload.get("retry_after_seconds")
+        return PollOutcome(
+            state=_POLL_STATES.get(status, "running"),
+            retry_after=float(hint) if isinstance(hint, int | float) else None,
+            message=str(message) if message else None,
+        )
+
+    @staticmethod
+    def _as_poll_failure(error: UpstreamError) -> UpstreamError:
+        if error.error_class not in _POLL_FAILURES:
+            return error
+        return UpstreamError(
+            ErrorClass.POLL_FAILED,
+            error.message,
+            status_code=error.status_code,
+            retry_after=error.retry_after,
+            request_id=error.request_id,
+            egress=error.egress,
+        )
+
+    def fetch_evidence(self, upstream_id: str, *, sample_id: int | None = None) -> NormalizedResult:
+        exchange = self._call("GET", f"/v1/tasks/{upstream_id}/result")
+        if exchange.status_code == 404:
+            raise UpstreamError(ErrorClass.LOST, "collector no longer knows this task", raw=b"")
+        if not exchange.ok:
+            raise self._as_poll_failure(
+                classify_http_error(
+                    exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
+                )
+            )
+        result = self.parse(exchange.body, content_type=exchange.content_type, sample_id=sample_id)
+        result.status_code = exchange.status_code
+        result.request_id = request_id_from(exchange.headers, exchange.body)
+        result.upstream_id = result.upstream_id or upstream_id
+        return result
+
+    def cancel(self, upstream_id: str) -> bool:
+        try:
+            payload = self._json(self._call("POST", f"/v1/tasks/{upstream_id}/cancel"))
+        except UpstreamError:
+            return False
+        return bool(payload.get("cancelled"))
+
+    def lookup(self, idempotency_key: str) -> str | None:
+        payload = self._json(self._call("GET", "/v1/tasks", params={"client_key": idempotency_key}))
+        for task in payload.get("tasks", []):
+            if isinstance(task, dict) and task.get("client_key") == idempotency_key:
+                return str(task["task_id"])
+        return None
+
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        payload = json_body(raw)
+        mime = content_type or "application/json"
+        if not isinstance(payload, dict) or "status" not in payload:
+            return NormalizedResult(
+                sample_id=sample_id,
+                upstream_id=None,
+                collection_state="failed",
+                evidence_state="failed",
+                answer_text="",
+                raw=raw,
+                raw_mime=mime,
+                error=error_dict(ErrorClass.PARSE_FAILED, "not a collector task result"),
+            )
+        text = str(payload.get("answer_text") or "")
+        result = NormalizedResult(
+            sample_id=sample_id,
+            upstream_id=str(payload["task_id"]) if payload.get("task_id") else None,
+            collection_state="completed",
+            evidence_state="stored",
+            answer_text=text,
+            raw=raw,
+            raw_mime=mime,
+            citations=_citations(payload.get("citations"), len(text)),
+        )
+        _apply_cost(result, payload.get("cost"))
+        if payload.get("status") != "completed":
+            error = _as_dict(payload.get("error"))
+            result.collection_state, result.evidence_state = "failed", "failed"
+            message = str(error.get("message") or f"task {payload.get('status')}")
+            result.error = error_dict(ErrorClass.UPSTREAM_FAILED, message, code=error.get("code"))
+            return result
+        _apply_screenshot(result, payload)
+        return result
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _citations(items: Any, text_length: int) -> list[Citation]:
+    citations: list[Citation] = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("url"):
+            start, end = item.get("start"), item.get("end")
+            citations.append(
+                make_citation(
+                    len(citations) + 1,
+                    str(item["url"]),
+                    title=item.get("title"),
+                    start=start if isinstance(start, int) else None,
+                    end=end if isinstance(end, int) else None,
+                    text_length=text_length,
+                )
+            )
+    return citations
+
+
+def _apply_cost(result: NormalizedResult, cost: Any) -> None:
+    if isinstance(cost, dict) and isinstance(cost.get("amount"), int):
+        result.cost = cost["amount"]
+        result.cost_currency = str(cost.get("currency") or "") or None
+
+
+def _apply_screenshot(result: NormalizedResult, payload: dict[str, Any]) -> None:
+    if not payload.get("screenshot_requested"):
+        return
+    shot = payload.get("screenshot")
+    if isinstance(shot, dict) and (png := _decode_png(shot.get("data_base64"))):
+        result.attachments.append(Attachment("screenshot", png, str(shot.get("mime") or PNG_MIME)))
+        return
+    # The answer is still usable; only the screenshot is missing (DESIGN.md §5).
+    result.evidence_state = "partial"
+    result.warnings.append(SCREENSHOT_UNAVAILABLE)
+
+
+def _decode_png(data: Any) -> bytes:
+    if not isinstance(data, str):
+        return b""
+    try:
+        png = base64.b64decode(data, validate=True)
+    except ValueError:
+        return b""
+    return png if png.startswith(PNG_SIGNATURE) else b""
+
+
+def callback_body(payload: dict[str, Any]) -> bytes:
+    """The exact bytes a callback carries (compact JSON, UTF-8), for signing."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()

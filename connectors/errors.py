@@ -1,0 +1,210 @@
+"""Turning an upstream's failure into an UpstreamError the retry policy understands.
+
+One classification for every platform (DESIGN.md §6). The platform-specific parts are only
+where each upstream hides its hints: `retry-after-ms` / `Retry-After` / `x-should-retry`
+headers, Gemini's `RetryInfo.retryDelay` in the body, and the request id header names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from .base import ErrorClass, UpstreamError
+
+REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-ds-trace-id", "msh-request-id")
+MAX_MESSAGE_CHARS = 300
+
+_INVALID_STATUSES = frozenset({400, 404, 413, 415, 422})
+_AUTH_STATUSES = frozenset({401, 402, 403})
+_TRANSIENT_STATUSES = frozenset({408, 409, 425, 499, 529})
+# 429s that waiting will not cure: the account is out of money or quota.
+_BILLING_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def lower_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {key.lower(): value for key, value in headers.items()}
+
+
+def status_error_class(status_code: int) -> ErrorClass:
+    if status_code in _AUTH_STATUSES:
+        return ErrorClass.AUTH
+    if status_code == 429:
+        return ErrorClass.RATE_LIMITED
+    if status_code in _TRANSIENT_STATUSES or status_code >= 500:
+        return ErrorClass.TRANSIENT
+    if status_code in _INVALID_STATUSES or 400 <= status_code < 500:
+        return ErrorClass.INVALID
+    raise ValueError(f"HTTP {status_code} is not an error status")
+
+
+def json_body(body: bytes) -> Any:
+    """The body as JSON, or None when it is not JSON (HTML error pages, empty bodies)."""
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _error_object(payload: Any) -> dict[str, Any]:
+    # Gemini's non-SSE stream wraps everything in a JSON array.
+    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
+        payload = payload[0]
+    if not isinstance(payload, dict):
+        return {}
+    error = payload.get("error")
+    if isinstance(error, dict):
+        return error
+    return payload
+
+
+def parse_duration_seconds(value: Any) -> float | None:
+    """A protobuf JSON duration ("1.5s") as seconds."""
+    if isinstance(value, dict):  # {"seconds": 1, "nanos": 500000000}
+        return float(value.get("seconds", 0)) + float(value.get("nanos", 0)) / 1e9
+    if isinstance(value, str) and (match := _DURATION.match(value)):
+        return float(match.group(1))
+    return None
+
+
+def retry_info_delay(payload: Any) -> float | None:
+    """Gemini / google.rpc: `error.details[@type=RetryInfo].retryDelay`."""
+    details = _error_object(payload).get("details")
+    if not isinstance(details, list):
+        return None
+    for detail in details:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
+            return parse_duration_seconds(detail.get("retryDelay"))
+    return None
+
+
+def _retry_after_header(value: str, now: datetime) -> float | None:
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def retry_after_seconds(
+    headers: Mapping[str, str], body: bytes = b"", *, now: datetime | None = None
+) -> float | None:
+    """The upstream's wait hint, most precise form first."""
+    lowered = lower_headers(headers)
+    if (ms := lowered.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    if (value := lowered.get("retry-after")) is not None:
+        parsed = _retry_after_header(value, now or datetime.now(UTC))
+        if parsed is not None:
+            return parsed
+    return retry_info_delay(json_body(body)) if body else None
+
+
+def should_retry_header(headers: Mapping[str, str]) -> bool | None:
+    value = lower_headers(headers).get("x-should-retry", "").strip().lower()
+    return {"true": True, "false": False}.get(value)
+
+
+def request_id_from(headers: Mapping[str, str], body: bytes = b"") -> str | None:
+    lowered = lower_headers(headers)
+    for name in REQUEST_ID_HEADERS:
+        if lowered.get(name):
+            return lowered[name]
+    payload = json_body(body) if body else None
+    if isinstance(payload, dict):
+        for candidate in (payload, _error_object(payload)):
+            value = candidate.get("request_id")
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def error_message(body: bytes, status_code: int) -> str:
+    error = _error_object(json_body(body))
+    message = error.get("message") if error else None
+    if not isinstance(message, str) or not message:
+        snippet = body[:120].decode("utf-8", errors="replace").strip()
+        message = f"HTTP {status_code}" + (f": {snippet}" if snippet else "")
+    return message[:MAX_MESSAGE_CHARS]
+
+
+def error_code(body: bytes) -> str | None:
+    error = _error_object(json_body(body))
+    for key in ("code", "type", "status"):
+        value = error.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def classify_http_error(
+    status_code: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    egress: str | None = None,
+    now: datetime | None = None,
+) -> UpstreamError:
+    """A non-2xx response as an UpstreamError carrying the hint, request id and raw body."""
+    error_class = status_error_class(status_code)
+    codes = {str(v) for v in _error_object(json_body(body)).values() if isinstance(v, str)}
+    if error_class is ErrorClass.RATE_LIMITED and codes & _BILLING_CODES:
+        error_class = ErrorClass.AUTH
+    return UpstreamError(
+        error_class,
+        error_message(body, status_code),
+        status_code=status_code,
+        retry_after=retry_after_seconds(headers, body, now=now),
+        request_id=request_id_from(headers, body),
+        raw=body,
+        egress=egress,
+        should_retry=should_retry_header(headers),
+    )
+
+
+# Error codes seen inside a stream that already answered 200 (OpenAI `response.failed`,
+# `event: error`, Anthropic `overloaded_error`, ...). Anything unknown means the upstream itself
+# gave up on the task.
+_STREAM_CODE_CLASSES: dict[str, ErrorClass] = {
+    "rate_limit_exceeded": ErrorClass.RATE_LIMITED,
+    "rate_limit_error": ErrorClass.RATE_LIMITED,
+    "resource_exhausted": ErrorClass.RATE_LIMITED,
+    "server_error": ErrorClass.TRANSIENT,
+    "internal_error": ErrorClass.TRANSIENT,
+    "api_error": ErrorClass.TRANSIENT,
+    "overloaded_error": ErrorClass.TRANSIENT,
+    "unavailable": ErrorClass.TRANSIENT,
+    "internal": ErrorClass.TRANSIENT,
+    "invalid_prompt": ErrorClass.INVALID,
+    "invalid_request_error": ErrorClass.INVALID,
+    "invalid_argument": ErrorClass.INVALID,
+    "authentication_error": ErrorClass.AUTH,
+    "permission_error": ErrorClass.AUTH,
+    "insufficient_quota": ErrorClass.AUTH,
+}
+
+
+def classify_error_code(code: str | None) -> ErrorClass:
+    if not code:
+        return ErrorClass.UPSTREAM_FAILED
+    return _STREAM_CODE_CLASSES.get(code.lower(), ErrorClass.UPSTREAM_FAILED)
+
+
+def error_dict(error_class: ErrorClass, message: str, **details: Any) -> dict[str, Any]:
+    """The `NormalizedResult.error` shape."""
+    return {"class": error_class.value, "message": message[:MAX_MESSAGE_CHARS], **details}

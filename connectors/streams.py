@@ -1,0 +1,142 @@
+"""Readers for streamed answers: Server-Sent Events and NDJSON.
+
+Both are pure functions over the bytes exactly as they came off the wire, so the live path and
+an offline `reparse` of stored evidence read a transcript the same way. Nothing here decides
+whether a stream is complete; that is each platform's terminator, judged by its adapter.
+
+SSE follows the WHATWG event-stream rules: lines end in CRLF, LF or CR; `field: value` with one
+optional space after the colon; several `data:` lines join with "\n"; a blank line dispatches
+the event; lines starting with ':' are comments (keep-alives); an event still open at EOF was
+never dispatched and is reported separately, because a cut stream often ends exactly there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    event: str  # "message" when the frame named none
+    data: str
+    id: str | None = None
+
+    def json(self) -> Any:
+        """The data as JSON; raises ValueError when it is not JSON."""
+        return json.loads(self.data)
+
+
+@dataclass
+class SseTranscript:
+    events: list[SseEvent] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)  # e.g. "keep-alive", "HTTP_STATUS/200"
+    unterminated: SseEvent | None = None  # an event cut off before its blank line
+    retry_ms: int | None = None  # the stream's own reconnection hint, when it sent one
+
+
+@dataclass
+class _EventBuffer:
+    event: str = ""
+    data: list[str] = field(default_factory=list)
+    has_fields: bool = False
+
+    def build(self, last_id: str | None) -> SseEvent | None:
+        if not self.data:
+            return None  # the spec drops events without data
+        return SseEvent(event=self.event or "message", data="\n".join(self.data), id=last_id)
+
+
+def _decode(raw: bytes) -> str:
+    # A stream cut in the middle of a multi-byte character must still be readable.
+    text = raw.decode("utf-8", errors="replace")
+    return text.removeprefix("\ufeff")
+
+
+def _split_field(line: str) -> tuple[str, str]:
+    name, colon, value = line.partition(":")
+    if not colon:
+        return line, ""
+    return name, value.removeprefix(" ")
+
+
+def _split_lines(text: str) -> tuple[list[str], bool]:
+    """Lines of the text, and whether the last one was terminated by a line break."""
+    lines = _LINE_BREAK.split(text)
+    ends_with_break = lines[-1] == ""
+    if ends_with_break:
+        lines.pop()
+    return lines, ends_with_break
+
+
+def parse_sse(raw: bytes) -> SseTranscript:
+    """Read a whole SSE transcript."""
+    transcript = SseTranscript()
+    lines, _ = _split_lines(_decode(raw))
+    buffer = _EventBuffer()
+    last_id: str | None = None
+    for line in lines:
+        if line == "":
+            event = buffer.build(last_id)
+            if event is not None:
+                transcript.events.append(event)
+            buffer = _EventBuffer()
+            continue
+        if line.startswith(":"):
+            transcript.comments.append(line[1:].strip())
+            continue
+        name, value = _split_field(line)
+        buffer.has_fields = True
+        if name == "event":
+            buffer.event = value
+        elif name == "data":
+            buffer.data.append(value)
+        elif name == "id" and "\x00" not in value:
+            last_id = value
+        elif name == "retry" and value.isdigit():
+            transcript.retry_ms = int(value)
+    if buffer.has_fields:
+        transcript.unterminated = SseEvent(
+            event=buffer.event or "message", data="\n".join(buffer.data), id=last_id
+        )
+    return transcript
+
+
+def iter_sse_events(raw: bytes) -> Iterator[SseEvent]:
+    """The dispatched events of a transcript, in order."""
+    yield from parse_sse(raw).events
+
+
+def looks_like_sse(raw: bytes) -> bool:
+    head = raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:64]
+    return head.startswith((b"event:", b"data:", b"id:", b":", b"retry:"))
+
+
+@dataclass
+class NdjsonTranscript:
+    objects: list[Any] = field(default_factory=list)
+    invalid_lines: list[str] = field(default_factory=list)
+    ends_with_newline: bool = True  # False: the last line may have been cut
+
+
+def parse_ndjson(raw: bytes) -> NdjsonTranscript:
+    """Read newline-delimited JSON; blank lines are skipped, bad lines are kept for review."""
+    lines, ends_with_break = _split_lines(_decode(raw))
+    transcript = NdjsonTranscript(ends_with_newline=ends_with_break or not lines)
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            transcript.objects.append(json.loads(line))
+        except ValueError:
+            transcript.invalid_lines.append(line)
+    return transcript
+
+
+def iter_ndjson(raw: bytes) -> Iterator[Any]:
+    yield from parse_ndjson(raw).objects

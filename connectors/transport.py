@@ -1,0 +1,186 @@
+"""The one HTTP helper adapters use: send a request, keep the response bytes as received.
+
+Why a helper at all: every adapter must (a) capture raw bytes exactly for evidence, streamed
+or not, (b) tell "never sent" (safe to retry) from "sent, no answer" (verify first), (c)
+alternate egress paths between attempts and record which one was used, and (d) never leak
+the API key into an error, a log line or stored evidence. Request and response *shapes* stay
+in the adapters; they share no request code beyond this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+import urllib3
+
+from .base import ConnectorConfig, ErrorClass, UpstreamError
+
+DIRECT = "direct"
+CHUNK_SIZE = 16 * 1024
+
+
+@dataclass(frozen=True)
+class HttpExchange:
+    """One response as received. `interrupted` is set when the status and headers arrived but
+    the body stopped early (read timeout or connection loss mid-stream): the upstream did
+    answer, so acceptance is known, and `body` holds every byte that came before the cut."""
+
+    status_code: int
+    headers: dict[str, str]  # lowercased names
+    body: bytes
+    egress: str
+    elapsed_seconds: float
+    interrupted: str | None = None
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "")
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status_code < 300
+
+
+def choose_egress(proxies: tuple[str | None, ...], attempt_no: int) -> str | None:
+    """Attempt 1 takes the first path, attempt 2 the next, and so on round the list."""
+    if not proxies:
+        return None
+    return proxies[(max(attempt_no, 1) - 1) % len(proxies)]
+
+
+def egress_label(proxy: str | None) -> str:
+    """How an egress path is recorded: "direct" or the proxy URL without credentials."""
+    if proxy is None:
+        return DIRECT
+    parts = urlsplit(proxy)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def header_safe(value: str, *, max_length: int = 128) -> str:
+    """`value` when it can travel as an HTTP header as is; otherwise a stable digest of it, so
+    the same key always becomes the same header (idempotency keys stay idempotent)."""
+    printable = value.isascii() and value.isprintable() and 0 < len(value) <= max_length
+    return value if printable else "sha256-" + hashlib.sha256(value.encode()).hexdigest()[:48]
+
+
+def _redact(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _failed_before_sending(exc: BaseException) -> bool:
+    """True when the connection was never established, so the upstream cannot have seen the
+    request: refused, unresolvable, connect timeout, or the proxy itself unreachable."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout | requests.exceptions.ProxyError):
+        return True
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, urllib3.exceptions.NewConnectionError | ConnectionRefusedError):
+            return True
+        nested = [getattr(current, "reason", None), current.__cause__, current.__context__]
+        nested += [arg for arg in current.args if isinstance(arg, BaseException)]
+        stack.extend(item for item in nested if isinstance(item, BaseException))
+    return False
+
+
+class HttpTransport:
+    """Holds one `requests.Session` per connector. Environment proxy variables are ignored
+    (`trust_env = False`): the egress path is exactly what the configuration says."""
+
+    def __init__(self, config: ConnectorConfig, session: requests.Session | None = None) -> None:
+        self.config = config
+        self.session = session or requests.Session()
+        self.session.trust_env = False
+
+    def url(self, path: str) -> str:
+        return f"{self.config.base_url.rstrip('/')}/{path.lstrip('/')}"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        attempt_no: int = 1,
+        headers: Mapping[str, str] | None = None,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        stream: bool = False,
+        deadline_seconds: float | None = None,
+    ) -> HttpExchange:
+        """Send and read the whole response. Raises UpstreamError TRANSIENT when the request
+        was never sent, ACCEPTANCE_UNKNOWN when it was sent and nothing came back."""
+        proxy = choose_egress(self.config.egress_proxies, attempt_no)
+        egress = egress_label(proxy)
+        data = None if json_body is None else json.dumps(json_body, ensure_ascii=False).encode()
+        send_headers = {"Content-Type": "application/json"} if data is not None else {}
+        send_headers.update(headers or {})
+        started = time.monotonic()
+        try:
+            response = self.session.request(
+                method,
+                self.url(path),
+                params=params,
+                data=data,
+                headers=send_headers,
+                timeout=(self.config.connect_timeout_seconds, self.config.timeout_seconds),
+                proxies={"http": proxy, "https": proxy} if proxy else None,
+                stream=True,  # always read ourselves, so partial bodies survive a cut
+                allow_redirects=False,
+            )
+        except requests.RequestException as exc:
+            raise self._send_error(exc, egress) from None
+        with response:
+            body, interrupted = self._read_body(response, started, deadline_seconds)
+        return HttpExchange(
+            status_code=response.status_code,
+            headers={key.lower(): value for key, value in response.headers.items()},
+            body=body,
+            egress=egress,
+            elapsed_seconds=time.monotonic() - started,
+            interrupted=interrupted,
+        )
+
+    def _read_body(
+        self, response: requests.Response, started: float, deadline_seconds: float | None
+    ) -> tuple[bytes, str | None]:
+        chunks: list[bytes] = []
+        try:
+            for chunk in response.iter_content(chunk_size=CHUNK_SIZE):
+                chunks.append(chunk)
+                if deadline_seconds is not None and time.monotonic() - started > deadline_seconds:
+                    return b"".join(chunks), f"stream exceeded {deadline_seconds:.0f}s deadline"
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            return b"".join(chunks), self._describe(exc)
+        return b"".join(chunks), None
+
+    def _describe(self, exc: BaseException) -> str:
+        text = f"{type(exc).__name__}: {exc}"[:300]
+        return _redact(text, (self.config.api_key,))
+
+    def _send_error(self, exc: requests.RequestException, egress: str) -> UpstreamError:
+        if _failed_before_sending(exc):
+            return UpstreamError(
+                ErrorClass.TRANSIENT,
+                f"not sent: {self._describe(exc)}",
+                egress=egress,
+            )
+        return UpstreamError(
+            ErrorClass.ACCEPTANCE_UNKNOWN,
+            f"sent, no response: {self._describe(exc)}",
+            egress=egress,
+        )

@@ -1,0 +1,160 @@
+import random
+
+import pytest
+
+from connectors.base import ErrorClass, UpstreamError
+from connectors.retry import (
+    FAIL,
+    POLL,
+    RETRY,
+    REVIEW,
+    VERIFY,
+    RateLimit,
+    RateLimiter,
+    RetryPolicy,
+    TokenBucket,
+)
+
+POLICY = RetryPolicy(max_attempts=4, base=1.0, max_delay=10.0, max_total_seconds=60.0)
+
+
+def decide(error: UpstreamError | ErrorClass, attempt_no: int = 1, elapsed: float = 0.0):
+    return POLICY.decide(
+        error, attempt_no=attempt_no, elapsed_seconds=elapsed, rng=random.Random(1)
+    )
+
+
+@pytest.mark.parametrize(
+    "error_class",
+    [ErrorClass.INVALID, ErrorClass.AUTH, ErrorClass.UNSUPPORTED, ErrorClass.UPSTREAM_FAILED],
+)
+def test_non_retryable_classes_never_retry(error_class: ErrorClass) -> None:
+    decision = decide(error_class)
+    assert not decision.retry
+    assert decision.action == FAIL
+
+
+def test_transient_backs_off_exponentially_with_bounded_jitter() -> None:
+    delays = [decide(ErrorClass.TRANSIENT, attempt_no=n).delay_seconds for n in (1, 2, 3)]
+    for n, delay in zip((1, 2, 3), delays, strict=True):
+        exponential = min(POLICY.max_delay, POLICY.base * 2 ** (n - 1))
+        assert exponential <= delay < exponential + POLICY.base
+    assert all(decide(ErrorClass.TRANSIENT, attempt_no=n).action == RETRY for n in (1, 2, 3))
+
+
+def test_backoff_is_capped_at_max_delay() -> None:
+    policy = RetryPolicy(max_attempts=20, base=1.0, max_delay=10.0, max_total_seconds=1000)
+    decision = policy.decide(
+        ErrorClass.TRANSIENT, attempt_no=10, elapsed_seconds=0, rng=random.Random(0)
+    )
+    assert 10.0 <= decision.delay_seconds < 11.0
+
+
+def test_attempts_are_bounded() -> None:
+    assert decide(ErrorClass.TRANSIENT, attempt_no=3).retry
+    assert not decide(ErrorClass.TRANSIENT, attempt_no=4).retry
+
+
+def test_total_time_budget_is_bounded() -> None:
+    decision = decide(ErrorClass.TRANSIENT, attempt_no=1, elapsed=59.5)
+    assert not decision.retry
+    assert "budget" in decision.reason
+
+
+def test_rate_limited_waits_as_told() -> None:
+    error = UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=2.5)
+    decision = decide(error)
+    assert decision.retry
+    assert 2.5 <= decision.delay_seconds <= 2.5 + 0.25
+
+
+def test_rate_limited_hint_beyond_max_delay_stops_retrying() -> None:
+    error = UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=30)
+    decision = decide(error)
+    assert not decision.retry
+    assert "exceeds max delay" in decision.reason
+
+
+def test_rate_limited_hint_beyond_total_budget_stops_retrying() -> None:
+    error = UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=5)
+    assert not decide(error, elapsed=58).retry
+
+
+def test_rate_limited_without_hint_backs_off() -> None:
+    decision = decide(ErrorClass.RATE_LIMITED, attempt_no=2)
+    assert decision.retry
+    assert 2.0 <= decision.delay_seconds < 3.0
+
+
+def test_acceptance_unknown_asks_for_verification_not_a_retry() -> None:
+    decision = decide(ErrorClass.ACCEPTANCE_UNKNOWN)
+    assert not decision.retry
+    assert decision.action == VERIFY
+    assert decision.reason.startswith("verify")
+
+
+def test_parse_failure_goes_to_review_and_is_never_re_asked() -> None:
+    decision = decide(ErrorClass.PARSE_FAILED)
+    assert (decision.retry, decision.action) == (False, REVIEW)
+
+
+def test_poll_failure_keeps_polling_within_the_time_budget() -> None:
+    late_attempt = decide(ErrorClass.POLL_FAILED, attempt_no=30, elapsed=10)
+    assert late_attempt.retry  # attempts do not bound polling; time does
+    assert late_attempt.action == POLL
+    assert not decide(ErrorClass.POLL_FAILED, attempt_no=2, elapsed=59.9).retry
+
+
+def test_x_should_retry_false_forces_no_retry() -> None:
+    error = UpstreamError(ErrorClass.TRANSIENT, "x", status_code=500, should_retry=False)
+    assert not decide(error).retry
+
+
+def test_x_should_retry_true_forces_a_retry() -> None:
+    error = UpstreamError(ErrorClass.INVALID, "x", status_code=400, should_retry=True)
+    decision = decide(error)
+    assert decision.retry
+    assert decision.action == RETRY
+
+
+def test_same_rng_seed_same_decision() -> None:
+    assert decide(ErrorClass.TRANSIENT) == decide(ErrorClass.TRANSIENT)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_token_bucket_spends_and_refills() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(rate=2.0, capacity=2.0, clock=clock)
+    assert bucket.try_acquire() and bucket.try_acquire()
+    assert not bucket.try_acquire()
+    assert bucket.seconds_until_available() == pytest.approx(0.5)
+    clock.now = 0.5
+    assert bucket.try_acquire()
+
+
+def test_rate_limiter_keeps_platforms_and_operations_apart() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(
+        limits={("openai", "submit"): RateLimit(1.0, 1.0)},
+        default=RateLimit(100.0, 5.0),
+        clock=clock,
+    )
+    assert limiter.try_acquire("openai", "submit")
+    assert not limiter.try_acquire("openai", "submit")
+    assert limiter.try_acquire("openai", "poll")  # a different operation has its own budget
+    assert limiter.try_acquire("gemini", "submit")  # so does a different platform
+    assert limiter.wait_seconds("openai", "submit") == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        limiter.try_acquire("openai", "download")
+
+
+def test_unconfigured_pairs_without_default_are_unlimited() -> None:
+    limiter = RateLimiter()
+    assert all(limiter.try_acquire("x", "screenshot") for _ in range(100))

@@ -1,0 +1,77 @@
+"""Real processes: a Celery worker subprocess on Redis, the simulator over HTTP, PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from connectors.simulator import start_simulator
+from connectors.simulator.core import SimulatorHandle
+from geo_collect.processes import start_worker, stop_worker
+from sampling.dispatch import dispatch_once
+from sampling.selectors import Status, run_status
+
+
+@pytest.fixture
+def broker() -> Iterator[str]:
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.fail("end-to-end tests need REDIS_URL (make test sets it)")
+    client = redis.Redis.from_url(url)
+    client.flushdb()  # messages left by an earlier, interrupted run name rows that are gone
+    yield url
+    client.flushdb()
+
+
+@pytest.fixture
+def simulator(settings: Any) -> Iterator[SimulatorHandle]:
+    handle = start_simulator(seed=11)
+    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def worker_env(broker: str, simulator: SimulatorHandle, tmp_path: Any) -> dict[str, str]:
+    db = connection.settings_dict
+    return {
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "REDIS_URL": broker,
+        "GEO_UPSTREAM_BASE_URL": simulator.base_url,
+        "GEO_VAR_DIR": str(settings.VAR_DIR),
+        "GEO_MAX_SUBMIT_ATTEMPTS": "3",
+    }
+
+
+@pytest.fixture
+def celery_worker(worker_env: dict[str, str], tmp_path: Any) -> Iterator[Callable[..., Any]]:
+    started: list[Any] = []
+
+    def start(**kwargs: Any) -> Any:
+        process = start_worker(env=worker_env, log_path=tmp_path / "worker.log", **kwargs)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        stop_worker(process)
+
+
+def drive_until_finished(run_id: Any, *, timeout: float = 180.0) -> Status:
+    """The dispatcher loop, in the test process, until the run is finished."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        report = dispatch_once(owner="test-dispatcher")
+        status = run_status(run_id=run_id)
+        if status.finished:
+            return status
+        if not report.claimed:
+            time.sleep(0.2)
+    return run_status(run_id=run_id)

@@ -1,0 +1,115 @@
+"""A run through a real Celery worker process and the simulator, with injected failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from evidence.models import Capture, EvidenceObject
+from sampling.models import Attempt, Run, Sample
+from sampling.planning import parse_campaign_spec
+from sampling.services import launch_run, save_campaign
+from tests.conftest import make_campaign_data
+from tests.e2e.conftest import drive_until_finished
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+TARGETS = [
+    {"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"},
+    {"platform": "collector", "device": "mobile", "region": "cn", "mode": "web_search"},
+]
+
+
+def _launch(questions: list[str]) -> Run:
+    data = make_campaign_data(questions=0, targets=TARGETS, repeats=2)
+    data["questions"] = questions
+    return launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+
+
+def _samples(run: Run, question_prefix: str, platform: str) -> Any:
+    return Sample.objects.filter(
+        run=run, platform=platform, question_revision__text__startswith=question_prefix
+    )
+
+
+def test_run_finishes_with_every_planned_sample_accounted_for(
+    simulator: Any, celery_worker: Any
+) -> None:
+    simulator.script(
+        {"match": "Rate limited once", "fault": "rate_limit", "times": 2, "platform": "openai"},
+        {"match": "Always broken", "fault": "server_error", "times": None, "platform": "openai"},
+        {"match": "Truncated once", "fault": "truncate", "times": 1, "platform": "openai"},
+        {
+            "match": "Lost by provider",
+            "fault": "task_failed",
+            "times": None,
+            "platform": "collector",
+        },
+        {
+            "match": "No screenshot",
+            "fault": "screenshot_missing",
+            "times": None,
+            "platform": "collector",
+        },
+    )
+    run = _launch(
+        [
+            "Rate limited once: which CRM is best?",
+            "Always broken: which CRM is cheapest?",
+            "Truncated once: which CRM has the best app?",
+            "Lost by provider: which CRM for startups?",
+            "No screenshot: which CRM integrates with mail?",
+            "哪个CRM最适合小团队？",
+        ]
+    )
+    celery_worker()
+
+    status = drive_until_finished(run.pk)
+
+    assert status.finished, status.as_json()
+    assert status.planned == 6 * 2 * 2 == Sample.objects.filter(run=run).count()
+    assert status.succeeded + status.failed + status.invalid + status.review == status.planned
+    assert status.outcome.value == "partially_succeeded"
+
+    # Rate limited twice, then answered: one sample each, more than one attempt, one answer.
+    for sample in _samples(run, "Rate limited", "openai"):
+        assert sample.collection_state == "completed"
+    attempts = Attempt.objects.filter(sample__in=_samples(run, "Rate limited", "openai"))
+    assert attempts.filter(error_class="rate_limited").count() == 2
+    assert attempts.filter(status="accepted").count() == 2
+
+    # A platform that always fails: failed after the bounded retries, never "completed".
+    broken = _samples(run, "Always broken", "openai")
+    assert {s.collection_state for s in broken} == {"failed"}
+    assert all(s.attempts == 3 and "transient" in s.failure_reason for s in broken)
+
+    # A truncated stream is never a short answer: the raw is kept and the question re-asked.
+    truncated_capture = Capture.objects.get(
+        sample__in=_samples(run, "Truncated", "openai"), collection_state="truncated"
+    )
+    assert truncated_capture.evidence_objects.filter(kind="raw").exists()
+    assert {s.collection_state for s in _samples(run, "Truncated", "openai")} == {"completed"}
+
+    assert {s.collection_state for s in _samples(run, "Lost by provider", "collector")} == {
+        "failed"
+    }
+
+    # Answer kept, screenshot missing: completed with partial evidence, and it still counts.
+    for sample in _samples(run, "No screenshot", "collector"):
+        assert (sample.collection_state, sample.evidence_state) == ("completed", "partial")
+        assert sample.evidence_reason == "SCREENSHOT_UNAVAILABLE"
+        assert sample.analysis_state == "accepted"
+
+    # Provider answers come with a screenshot object and a cost.
+    ok_collector = _samples(run, "哪个", "collector")
+    assert (
+        EvidenceObject.objects.filter(capture__sample__in=ok_collector, kind="screenshot").count()
+        == 2
+    )
+    assert all(c.upstream_cost for c in Capture.objects.filter(sample__in=ok_collector))
+
+    # Nothing is left leased or ready; every sample was analysed or failed exactly once.
+    assert not Sample.objects.filter(run=run).exclude(queue_state="done").exists()
+    run.refresh_from_db()
+    assert run.finished_at is not None
