@@ -751,6 +751,8 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.display(description="quote snapshot")
     def quote(self, run: Run) -> SafeString:
+        if run.quote_snapshot is None:
+            return format_html('<span class="geo-muted">{}</span>', "no quote recorded")
         return pretty_json(run.quote_snapshot)
 
     def change_view(

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
 
+from .bulk import copy_insert
 from .dbtime import db_now
 from .models import (
     Batch,
@@ -25,8 +26,6 @@ from .models import (
     Tenant,
 )
 from .planning import CampaignSpec, PlanError, batch_sizes, normalize_text, parse_campaign_spec
-
-SAMPLE_INSERT_CHUNK = 5000
 
 
 @dataclass(frozen=True)
@@ -257,36 +256,35 @@ def _expand_samples(*, run: Run, spec: CampaignSpec, revision_ids: list[int]) ->
     )
     # Higher priority work starts out as if it had been waiting longer; everything ages at
     # the same rate, so low priority work is delayed by a bounded amount, never starved.
+    # (Read before the COPY starts: the connection runs no other query while it streams.)
     due_at = db_now() - timedelta(seconds=60 * spec.priority)
+    copy_insert(Sample, _sample_rows(run, spec, revision_ids, batches, due_at))
+
+
+def _sample_rows(
+    run: Run, spec: CampaignSpec, revision_ids: list[int], batches: list[Batch], due_at: datetime
+) -> Iterator[dict[str, Any]]:
     batch_iter = iter(batches)
     batch = next(batch_iter)
     filled = 0
-    chunk: list[Sample] = []
     for platform, target_index, revision_id, repeat in _planned_rows(spec, revision_ids):
         if filled == batch.size:
             batch, filled = next(batch_iter), 0
         target = spec.targets[target_index]
-        chunk.append(
-            Sample(
-                run=run,
-                batch=batch,
-                tenant_id=run.tenant_id,
-                question_revision_id=revision_id,
-                platform=platform,
-                device=target.device,
-                region=target.region,
-                mode=target.mode,
-                repeat_index=repeat,
-                priority=spec.priority,
-                due_at=due_at,
-            )
-        )
         filled += 1
-        if len(chunk) >= SAMPLE_INSERT_CHUNK:
-            Sample.objects.bulk_create(chunk)
-            chunk = []
-    if chunk:
-        Sample.objects.bulk_create(chunk)
+        yield {
+            "run_id": run.pk,
+            "batch_id": batch.pk,
+            "tenant_id": run.tenant_id,
+            "question_revision_id": revision_id,
+            "platform": platform,
+            "device": target.device,
+            "region": target.region,
+            "mode": target.mode,
+            "repeat_index": repeat,
+            "priority": spec.priority,
+            "due_at": due_at,
+        }
 
 
 def enqueue_outbox(
