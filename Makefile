@@ -21,6 +21,7 @@ demo: $(STAMP)
 
 services:
 	bash scripts/ensure_services.sh
+	bash scripts/ensure_chromium.sh
 
 test: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_ARGS)

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.db import transaction
 
 from connectors.base import NormalizedResult
 
@@ -132,3 +133,44 @@ def record_capture(*, sample_id: int, attempt_no: int | None, archived: Archived
 def next_revision(*, sample_id: int) -> int:
     last = Capture.objects.filter(sample_id=sample_id).order_by("-revision").first()
     return (last.revision if last else 0) + 1
+
+
+def read_object(*, key: str) -> bytes:
+    with default_storage.open(key, "rb") as handle:
+        data: bytes = handle.read()
+    return data
+
+
+def reparse_sample(*, sample_id: int) -> tuple[Capture, NormalizedResult]:
+    """Re-derive a sample's result from its stored raw response, as a new capture revision.
+
+    Nothing is asked upstream again and no earlier revision is touched, so a parser fix can be
+    applied to past data and compared with what was derived at the time.
+    """
+    from connectors.registry import adapter_class
+    from sampling.models import Sample
+
+    sample = Sample.objects.select_related("run").get(pk=sample_id)
+    source = (
+        EvidenceObject.objects.filter(capture__sample_id=sample_id, kind=EvidenceKind.RAW)
+        .select_related("capture")
+        .order_by("-capture__revision")
+        .first()
+    )
+    if source is None:
+        raise LookupError(f"sample {sample_id} has no stored raw response to re-parse")
+    raw = read_object(key=source.key)
+    result = adapter_class(sample.platform).parse(raw, content_type=source.mime, sample_id=sample_id)
+    result.upstream_id = result.upstream_id or source.capture.upstream_id
+    archived = archive_objects(
+        result=result,
+        tenant=sample.run.config_snapshot["tenant"],
+        run_id=str(sample.run_id),
+        sample_id=sample_id,
+        revision=next_revision(sample_id=sample_id),
+    )
+    with transaction.atomic():
+        capture = record_capture(
+            sample_id=sample_id, attempt_no=source.capture.attempt_no, archived=archived
+        )
+    return capture, result

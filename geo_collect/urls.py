@@ -1,6 +1,9 @@
 from django.contrib import admin
 from django.urls import path
+from django.views.generic import RedirectView
 
 urlpatterns = [
+    # The operator console is the admin; "/" takes an operator there (via its login page).
+    path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
     path("admin/", admin.site.urls),
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from datetime import datetime
 from typing import Any, cast
 from uuid import UUID
 
@@ -68,6 +69,8 @@ from .services import (
 admin.site.site_header = "GEO operator console"
 admin.site.site_title = "GEO console"
 admin.site.index_title = "Campaigns, runs and evidence"
+# The console's tables (runs, samples) are wide; the app list is one click away in the header.
+admin.site.enable_nav_sidebar = False
 
 OUTCOME_LABELS: dict[Outcome, str] = {
     Outcome.IN_PROGRESS: "In progress",
@@ -193,13 +196,13 @@ def citations_html(capture: Capture) -> SafeString:
             if href
             else format_html("<code>{}</code>", c.url)
         )
-        items.append((c.position, url, c.normalized_url, c.domain, c.title, c.start, c.end))
+        span = "–" if c.start is None else f"{c.start}–{c.end}"
+        items.append((c.position, url, c.normalized_url, c.domain, c.title, span))
     if not items:
         return format_html('<span class="geo-muted">{}</span>', "no citations")
     rows = format_html_join(
         "",
-        "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td>"
-        "<td>{}–{}</td></tr>",
+        "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
         items,
     )
     return format_html(
@@ -247,7 +250,7 @@ class TenantAdmin(admin.ModelAdmin):
 class LinesField(forms.Field):
     """A JSON list of strings (aliases, domains) edited as one item per line."""
 
-    widget = forms.Textarea(attrs={"rows": 3, "cols": 40})
+    widget = forms.Textarea(attrs={"rows": 3, "cols": 28})
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
@@ -681,10 +684,10 @@ class RunAdmin(admin.ModelAdmin):
     list_display = (
         "short_id",
         "tenant",
-        "campaign",
-        "created_at",
-        "finished_at",
-        "planned_samples",
+        "campaign_name",
+        "created",
+        "finished",
+        "planned",
         "outcome",
         "succeeded_count",
         "failed_count",
@@ -692,7 +695,7 @@ class RunAdmin(admin.ModelAdmin):
         "review_count",
         "pending_count",
     )
-    list_select_related = ("tenant", "campaign", "campaign__tenant")
+    list_select_related = ("tenant", "campaign")
     list_filter = ("tenant", RunFinishedFilter, "campaign")
     list_per_page = 25
     fields = (
@@ -732,6 +735,22 @@ class RunAdmin(admin.ModelAdmin):
     @admin.display(description="run", ordering="id")
     def short_id(self, run: Run) -> str:
         return str(run.pk)[:8]
+
+    @admin.display(description="campaign", ordering="campaign__name")
+    def campaign_name(self, run: Run) -> str:
+        return run.campaign.name
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, run: Run) -> datetime:
+        return run.created_at
+
+    @admin.display(description="finished", ordering="finished_at", empty_value="–")
+    def finished(self, run: Run) -> datetime | None:
+        return run.finished_at
+
+    @admin.display(description="planned", ordering="planned_samples")
+    def planned(self, run: Run) -> int:
+        return run.planned_samples
 
     @admin.display(description="outcome")
     def outcome(self, run: Run) -> SafeString:
@@ -977,6 +996,7 @@ class SampleAdmin(HistoryAdmin):
     ordering = ("-id",)
     inlines = (AttemptInline, CaptureInline, MentionInline, StaleWriteInline)
     change_form_template = "admin/sampling/sample/change_form.html"
+    change_list_template = "admin/sampling/sample/change_list.html"
     fieldsets = (
         (
             "Identity",
@@ -1027,7 +1047,7 @@ class SampleAdmin(HistoryAdmin):
     def question(self, sample: Sample) -> str:
         revision = sample.question_revision
         text = revision.text
-        return f"r{revision.revision_no} {text[:60]}{'…' if len(text) > 60 else ''}"
+        return f"r{revision.revision_no} {text[:50]}{'…' if len(text) > 50 else ''}"
 
     @admin.display(description="run")
     def run_link(self, sample: Sample) -> SafeString:

@@ -11,7 +11,7 @@ from django.db import connection
 def db_now() -> datetime:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute("SELECT now()")
+            cursor.execute("SELECT statement_timestamp()")  # the clock of Django's Now()
             value: datetime = cursor.fetchone()[0]
             return value
         # SQLite: every process on the host shares this clock; stored timestamps are UTC text.

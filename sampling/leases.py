@@ -27,13 +27,15 @@ class Claim:
 
 
 def _now() -> str:
-    """Database time as SQL. SQLite stores UTC text, so compare against text of that shape."""
-    return "now()" if _pg() else "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+    """Database time as SQL, the same clock as Django's Now() (statement time on PostgreSQL,
+    so a long transaction does not see time stand still). SQLite stores UTC text, so compare
+    against text of that shape."""
+    return "statement_timestamp()" if _pg() else "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
 
 
 def _lease_end(param: str) -> str:
     if _pg():
-        return f"now() + make_interval(secs => {param})"
+        return f"statement_timestamp() + make_interval(secs => {param})"
     return f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || {param} || ' seconds')"
 
 

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Debian's Chromium renders evidence pages and drives the browser tests. Install it where it is
+# missing and we may (root with apt); never download a browser build of a test tool.
+set -uo pipefail
+command -v chromium >/dev/null 2>&1 && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing Debian's chromium" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "chromium could not be installed; browser checks will be skipped and say why" >&2
+else
+  echo "chromium is missing and cannot be installed here; browser checks will be skipped" >&2
+fi
+exit 0

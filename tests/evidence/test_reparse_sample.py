@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from connectors.simulator import SimulatorHandle, start_simulator
+from evidence.models import Capture
+from sampling.models import Sample
+from sampling.planning import parse_campaign_spec
+from sampling.services import launch_run, save_campaign
+from tests.conftest import make_campaign_data
+from tests.inprocess import drive_in_process
+
+
+@pytest.fixture
+def simulator(settings: Any) -> Iterator[SimulatorHandle]:
+    handle = start_simulator(seed=5)
+    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
+    yield handle
+    handle.stop()
+
+
+@pytest.mark.django_db
+def test_reparse_sample_adds_a_revision_equal_to_the_live_derivation(
+    simulator: SimulatorHandle,
+) -> None:
+    targets = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
+    data = make_campaign_data(questions=1, targets=targets, repeats=1)
+    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    drive_in_process(run.pk)
+    sample = Sample.objects.get(run=run)
+    original = Capture.objects.get(sample=sample)
+
+    out = StringIO()
+    call_command("reparse", sample=sample.pk, stdout=out)
+    printed = json.loads(out.getvalue())
+
+    assert printed["revision"] == original.revision + 1
+    again = Capture.objects.get(sample=sample, revision=printed["revision"])
+    assert again.answer_text == original.answer_text == printed["answer_text"]
+    assert list(again.citations.values_list("url", "start", "end")) == list(
+        original.citations.values_list("url", "start", "end")
+    )
+    assert Capture.objects.filter(sample=sample).count() == 2  # the original is untouched
+
+
+@pytest.mark.django_db
+def test_reparse_of_an_unknown_sample_is_a_clear_error() -> None:
+    with pytest.raises(CommandError, match="no sample with id 999999"):
+        call_command("reparse", sample=999999)
