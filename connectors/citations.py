@@ -181,3 +181,19 @@ def make_citation(
         start=start,
         end=end,
     )
+
+
+def claim_span_before_marker(text: str, marker: Marker) -> tuple[int, int]:
+    """`span_before_marker` without the markers of the previous claim at its start.
+
+    When markers follow the punctuation (`First.[1] Second.[2]`) the previous sentence end is
+    before `[1]`, so the plain span of `[2]` would be `[1] Second.`; this one is `Second.`."""
+    start, end = span_before_marker(text, marker)
+    while start < end:
+        leading = [m for m in find_markers(text[start:end]) if m.start == 0]
+        if not leading:
+            break
+        start += leading[0].end
+        while start < end and text[start].isspace():
+            start += 1
+    return start, end

@@ -83,3 +83,106 @@ def sample(
         mode=mode,
         screenshot=screenshot,
     )
+
+
+# --- doubao / qwen / ollama (imports local to each fixture, so appends do not collide) ---
+@pytest.fixture
+def doubao_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
+    from connectors.adapters.doubao import DoubaoConnector
+
+    def build(**overrides: Any) -> DoubaoConnector:
+        settings: dict[str, Any] = {
+            "platform": "doubao",
+            "base_url": simulator.url("doubao"),
+            "api_key": "ark-test-secret-789",
+            "model": "doubao-test",
+            "timeout_seconds": 5.0,
+        }
+        return DoubaoConnector(ConnectorConfig(**(settings | overrides)))
+
+    return build
+
+
+@pytest.fixture
+def qwen_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
+    from connectors.adapters.qwen import QwenConnector
+
+    def build(**overrides: Any) -> QwenConnector:
+        settings: dict[str, Any] = {
+            "platform": "qwen",
+            "base_url": simulator.url("qwen"),
+            "api_key": "sk-dashscope-secret-321",
+            "model": "qwen-test",
+            "timeout_seconds": 5.0,
+        }
+        return QwenConnector(ConnectorConfig(**(settings | overrides)))
+
+    return build
+
+
+@pytest.fixture
+def ollama_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
+    from connectors.adapters.ollama import OllamaConnector
+
+    def build(**overrides: Any) -> OllamaConnector:
+        settings: dict[str, Any] = {
+            "platform": "ollama",
+            "base_url": simulator.url("ollama"),
+            "api_key": "",
+            "model": "llama-test",
+            "timeout_seconds": 5.0,
+        }
+        return OllamaConnector(ConnectorConfig(**(settings | overrides)))
+
+    return build
+
+
+@pytest.fixture
+def anthropic_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
+    from connectors.adapters.anthropic import AnthropicConnector
+
+    def build(**overrides: Any) -> AnthropicConnector:
+        settings: dict[str, Any] = {
+            "platform": "anthropic",
+            "base_url": simulator.url("anthropic"),
+            "api_key": "sk-ant-test-secret-789",
+            "model": "claude-test",
+            "timeout_seconds": 5.0,
+        }
+        return AnthropicConnector(ConnectorConfig(**(settings | overrides)))
+
+    return build
+
+
+@pytest.fixture
+def gemini_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
+    from connectors.adapters.gemini import GeminiConnector
+
+    def build(**overrides: Any) -> GeminiConnector:
+        settings: dict[str, Any] = {
+            "platform": "gemini",
+            "base_url": simulator.url("gemini"),
+            "api_key": "AIza-gemini-test-secret-654",
+            "model": "gemini-test",
+            "timeout_seconds": 5.0,
+        }
+        return GeminiConnector(ConnectorConfig(**(settings | overrides)))
+
+    return build
+
+
+@pytest.fixture
+def perplexity_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
+    from connectors.adapters.perplexity import PerplexityConnector
+
+    def build(**overrides: Any) -> PerplexityConnector:
+        settings: dict[str, Any] = {
+            "platform": "perplexity",
+            "base_url": simulator.url("perplexity"),
+            "api_key": "pplx-test-secret-987",
+            "model": "sonar",
+            "timeout_seconds": 5.0,
+        }
+        return PerplexityConnector(ConnectorConfig(**(settings | overrides)))
+
+    return build

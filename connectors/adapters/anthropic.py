@@ -1,0 +1,382 @@
+"""Anthropic Messages API with the `web_search` server tool (platform_protocols.md §3).
+
+Submit streams (`stream: true`) and keeps the SSE transcript byte for byte; `parse()` derives
+the answer from that transcript (or from a non-streaming JSON body), so `reparse` of stored
+evidence and the live path agree.
+
+- Answer text: every `type=text` content block, in index order, concatenated.
+- Citations: Anthropic gives no offsets; a `web_search_result_location` citation belongs to the
+  text block carrying it, so its span is that block's character span inside the answer.
+  (`cited_text` is the quoted *source* text, not answer text, and is never used for offsets.)
+- A stream is complete only on `event: message_stop`; `ping` events are keep-alives;
+  `event: error` mid-stream fails the collection with the classified `error.type`.
+- Request id: the `request-id` header (every response), else the body's `request_id`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..base import (
+    Capabilities,
+    Citation,
+    Connector,
+    ConnectorConfig,
+    ErrorClass,
+    NormalizedResult,
+    SampleRequest,
+    SubmitOutcome,
+    UpstreamError,
+)
+from ..citations import make_citation
+from ..errors import (
+    classify_error_code,
+    classify_http_error,
+    error_dict,
+    json_body,
+    request_id_from,
+)
+from ..streams import SseTranscript, looks_like_sse, parse_sse
+from ..transport import HttpExchange, HttpTransport
+
+REGIONS = frozenset(
+    {"us", "ca", "mx", "br", "gb", "ie", "de", "fr", "es", "it", "nl", "se", "pl", "ch",
+     "jp", "kr", "cn", "hk", "tw", "sg", "in", "id", "th", "vn", "au", "nz", "ae", "za"}
+)  # fmt: skip
+API_VERSION = "2023-06-01"
+WEB_SEARCH_TOOL = "web_search_20250305"
+DEFAULT_MAX_TOKENS = 4096
+DEEP_THINKING_BUDGET = 8192  # extended thinking; max_tokens must exceed it
+DEFAULT_MAX_SEARCHES = 5
+SSE_MIME = "text/event-stream"
+CITATION_TYPE = "web_search_result_location"
+# stop_reason values that end a complete message but deserve a note.
+_STOP_WARNINGS = {
+    "max_tokens": "MAX_TOKENS",
+    "refusal": "REFUSAL",
+    "model_context_window_exceeded": "CONTEXT_WINDOW_EXCEEDED",
+}
+# A spend limit 429 does not clear by waiting.
+_SPEND_LIMIT_CODES = frozenset({"enforced_spend_limit_reached"})
+
+
+@dataclass
+class _Block:
+    kind: str
+    text: str = ""
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    search_error: str | None = None  # web_search_tool_result_error.error_code
+
+
+@dataclass
+class _StreamState:
+    """What a (possibly cut) stream said, event by event."""
+
+    message_id: str | None = None
+    request_id: str | None = None
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    stop_reason: str | None = None
+    terminal: str | None = None  # "completed" | "error"
+    error: dict[str, Any] | None = None
+    bad_frames: int = 0
+
+
+def _block_from(content: dict[str, Any]) -> _Block:
+    kind = str(content.get("type") or "")
+    block = _Block(kind)
+    if kind == "text":
+        block.text = str(content.get("text") or "")
+        block.citations = [c for c in content.get("citations") or [] if isinstance(c, dict)]
+    elif kind == "web_search_tool_result":
+        result = content.get("content")
+        if isinstance(result, dict) and result.get("type") == "web_search_tool_result_error":
+            block.search_error = str(result.get("error_code") or "unknown")
+    return block
+
+
+def _join_blocks(blocks: list[_Block]) -> tuple[str, list[Citation]]:
+    """The answer text and its citations, each spanning the text block that carries it."""
+    text = ""
+    citations: list[Citation] = []
+    for block in blocks:
+        if block.kind != "text":
+            continue
+        start, end = len(text), len(text) + len(block.text)
+        for citation in block.citations:
+            if citation.get("type", CITATION_TYPE) != CITATION_TYPE or not citation.get("url"):
+                continue
+            citations.append(
+                make_citation(
+                    len(citations) + 1,
+                    str(citation["url"]),
+                    title=citation.get("title"),
+                    start=start,
+                    end=end,
+                )
+            )
+        text += block.text
+    return text, citations
+
+
+def _warnings(blocks: list[_Block], stop_reason: str | None) -> list[str]:
+    found = [f"WEB_SEARCH_ERROR:{b.search_error}" for b in blocks if b.search_error]
+    if stop_reason in _STOP_WARNINGS:
+        found.append(_STOP_WARNINGS[stop_reason])
+    return found
+
+
+def _error_from(payload: dict[str, Any]) -> dict[str, Any]:
+    """`{"type": "error", "error": {"type", "message"}}` as a NormalizedResult error."""
+    error = payload.get("error")
+    error = error if isinstance(error, dict) else {}
+    kind = error.get("type")
+    code = str(kind) if kind else None
+    return error_dict(
+        classify_error_code(code), str(error.get("message") or "stream error"), code=code
+    )
+
+
+def _read_stream(transcript: SseTranscript) -> _StreamState:
+    state = _StreamState()
+    for event in transcript.events:
+        if event.event == "ping":
+            continue
+        try:
+            payload = event.json()
+        except ValueError:
+            state.bad_frames += 1
+            continue
+        if not isinstance(payload, dict):
+            state.bad_frames += 1
+            continue
+        _apply_event(state, event.event if event.event != "message" else "", payload)
+        if state.terminal:
+            break
+    return state
+
+
+def _apply_event(state: _StreamState, name: str, payload: dict[str, Any]) -> None:
+    kind = str(payload.get("type") or name)
+    index = payload.get("index")
+    if kind == "message_start":
+        message = payload.get("message")
+        if isinstance(message, dict) and message.get("id"):
+            state.message_id = str(message["id"])
+    elif kind == "content_block_start" and isinstance(index, int):
+        content = payload.get("content_block")
+        state.blocks[index] = _block_from(content if isinstance(content, dict) else {})
+    elif kind == "content_block_delta" and isinstance(index, int):
+        block = state.blocks.setdefault(index, _Block("text"))
+        delta = payload.get("delta")
+        delta = delta if isinstance(delta, dict) else {}
+        if delta.get("type") == "text_delta":
+            block.text += str(delta.get("text") or "")
+        elif delta.get("type") == "citations_delta" and isinstance(delta.get("citation"), dict):
+            block.citations.append(delta["citation"])
+        # input_json_delta, thinking_delta, signature_delta: not answer text
+    elif kind == "message_delta":
+        delta = payload.get("delta")
+        if isinstance(delta, dict) and delta.get("stop_reason"):
+            state.stop_reason = str(delta["stop_reason"])
+    elif kind == "message_stop":
+        state.terminal = "completed"
+    elif kind == "error":
+        state.terminal = "error"
+        state.error = _error_from(payload)
+        if isinstance(payload.get("request_id"), str):
+            state.request_id = payload["request_id"]
+    # ping, content_block_stop and unknown future events carry nothing we keep
+
+
+class AnthropicConnector(Connector):
+    platform: ClassVar[str] = "anthropic"
+    default_base_url: ClassVar[str] = "https://api.anthropic.com"
+
+    def __init__(self, config: ConnectorConfig) -> None:
+        super().__init__(config)
+        self.transport = HttpTransport(config)
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            platform=self.platform,
+            devices=frozenset({"desktop", "mobile", "api"}),
+            regions=REGIONS,
+            modes=frozenset({"web_search", "no_search", "deep_thinking"}),
+            screenshots=False,
+            submission_limit=100,
+            asynchronous=False,
+            supports_lookup=False,
+        )
+
+    def request_body(self, request: SampleRequest) -> dict[str, Any]:
+        max_tokens = int(self.config.extra.get("max_tokens", DEFAULT_MAX_TOKENS))
+        body: dict[str, Any] = {
+            "model": request.model or self.config.model,
+            "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": request.question}],
+            "stream": True,
+        }
+        if request.mode != "no_search":
+            body["tools"] = [
+                {
+                    "type": WEB_SEARCH_TOOL,
+                    "name": "web_search",
+                    "max_uses": int(self.config.extra.get("max_searches", DEFAULT_MAX_SEARCHES)),
+                    "user_location": {"type": "approximate", "country": request.region.upper()},
+                }
+            ]
+        if request.mode == "deep_thinking":
+            budget = int(self.config.extra.get("thinking_budget", DEEP_THINKING_BUDGET))
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["max_tokens"] = max(max_tokens, budget + DEFAULT_MAX_TOKENS)
+        return body
+
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        exchange = self.transport.request(
+            "POST",
+            "/v1/messages",
+            attempt_no=attempt_no,
+            headers={
+                "x-api-key": self.config.api_key,
+                "anthropic-version": API_VERSION,
+                "Accept": SSE_MIME,
+            },
+            json_body=self.request_body(request),
+            stream=True,
+            # Pings reset the read timeout; this bounds a stream that never ends.
+            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+        )
+        if not exchange.ok:
+            raise self._http_error(exchange)
+        result = self.parse(exchange.body, content_type=exchange.content_type)
+        result.sample_id = request.sample_id
+        result.status_code = exchange.status_code
+        result.request_id = request_id_from(exchange.headers) or result.request_id
+        if exchange.interrupted and result.collection_state == "truncated":
+            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
+        upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
+        return SubmitOutcome(
+            upstream_id=upstream_id,
+            request_id=result.request_id,
+            result=result,
+            egress=exchange.egress,
+        )
+
+    @staticmethod
+    def _http_error(exchange: HttpExchange) -> UpstreamError:
+        error = classify_http_error(
+            exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
+        )
+        payload = json_body(exchange.body)
+        nested = payload.get("error") if isinstance(payload, dict) else None
+        details = nested.get("details") if isinstance(nested, dict) else None
+        if (
+            error.error_class is ErrorClass.RATE_LIMITED
+            and isinstance(details, dict)
+            and details.get("error_code") in _SPEND_LIMIT_CODES
+        ):
+            error.error_class = ErrorClass.AUTH
+        return error
+
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
+        if is_sse:
+            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            payload = None
+        if not isinstance(payload, dict) or payload.get("type") not in ("message", "error"):
+            return cls._unparseable(raw, content_type, sample_id)
+        return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
+
+    @classmethod
+    def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        state = _read_stream(parse_sse(raw))
+        blocks = [state.blocks[index] for index in sorted(state.blocks)]
+        text, citations = _join_blocks(blocks)
+        result = NormalizedResult(
+            sample_id=sample_id,
+            upstream_id=state.message_id,
+            collection_state="completed",
+            evidence_state="stored",
+            answer_text=text,
+            raw=raw,
+            raw_mime=mime,
+            citations=citations,
+            request_id=state.request_id,
+            warnings=_warnings(blocks, state.stop_reason),
+        )
+        if state.bad_frames:
+            result.warnings.append("BAD_STREAM_FRAMES")
+        if state.terminal is None:
+            result.collection_state, result.evidence_state = "truncated", "partial"
+            result.error = error_dict(ErrorClass.TRUNCATED, "stream ended without message_stop")
+        elif state.terminal == "error":
+            result.collection_state, result.evidence_state = "failed", "failed"
+            result.error = state.error
+        elif state.stop_reason == "pause_turn":
+            result.collection_state, result.evidence_state = "truncated", "partial"
+            result.error = error_dict(
+                ErrorClass.TRUNCATED, "stop_reason pause_turn: the server tool loop paused"
+            )
+        return result
+
+    @classmethod
+    def _parse_json(
+        cls, payload: dict[str, Any], raw: bytes, mime: str, sample_id: int | None
+    ) -> NormalizedResult:
+        if payload.get("type") == "error":
+            request_id = payload.get("request_id")
+            return NormalizedResult(
+                sample_id=sample_id,
+                upstream_id=None,
+                collection_state="failed",
+                evidence_state="failed",
+                answer_text="",
+                raw=raw,
+                raw_mime=mime,
+                error=_error_from(payload),
+                request_id=request_id if isinstance(request_id, str) else None,
+            )
+        blocks = [_block_from(c) for c in payload.get("content") or [] if isinstance(c, dict)]
+        text, citations = _join_blocks(blocks)
+        stop_reason = payload.get("stop_reason")
+        result = NormalizedResult(
+            sample_id=sample_id,
+            upstream_id=str(payload["id"]) if payload.get("id") else None,
+            collection_state="completed",
+            evidence_state="stored",
+            answer_text=text,
+            raw=raw,
+            raw_mime=mime,
+            citations=citations,
+            warnings=_warnings(blocks, stop_reason if isinstance(stop_reason, str) else None),
+        )
+        if stop_reason == "pause_turn":
+            result.collection_state, result.evidence_state = "truncated", "partial"
+            result.error = error_dict(
+                ErrorClass.TRUNCATED, "stop_reason pause_turn: the server tool loop paused"
+            )
+        return result
+
+    @classmethod
+    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        # A 200 that is not the API's shape: a login, captcha or proxy error page.
+        return NormalizedResult(
+            sample_id=sample_id,
+            upstream_id=None,
+            collection_state="failed",
+            evidence_state="failed",
+            answer_text="",
+            raw=raw,
+            raw_mime=mime or "application/octet-stream",
+            error=error_dict(
+                ErrorClass.PARSE_FAILED, f"not a Messages API body (content-type {mime!r})"
+            ),
+        )

@@ -1,0 +1,498 @@
+"""Volcengine Ark (Doubao) (platform_protocols.md §8).
+
+Two surfaces, each with its own request and parser:
+
+* Responses API (default): `POST /api/v3/responses` with `tools: [{"type": "web_search"}]`,
+  streamed. SSE `event:` + `data:` frames shaped like OpenAI's; complete only on
+  `response.completed`; `response.failed` / `response.incomplete` / `event: error` fail.
+  Citations are `output_text.annotations[]` (`type` "url_citation" or "annotation") with url,
+  title, site_name ... and **no offsets**: start/end stay None.
+* Bots API, when `config.extra["bot_id"]` is set: `POST /api/v3/bots/chat/completions` with the
+  bot id as `model` (the web plugin is configured on the bot). Chat-completion chunks with a
+  top-level `references[]` on some chunk (merged); complete only on `data: [DONE]`; a
+  `data: {"error": {...}}` frame fails. References have no offsets either.
+
+Request id: response header `X-Request-Id` (the client sends `X-Client-Request-Id`). No retry
+hint is documented for 429. Error bodies are `{"error": {"code", "message", "param", "type"}}`
+with Ark codes (`RateLimitExceeded.EndpointRPMExceeded`, `QuotaExceeded`, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..base import (
+    Capabilities,
+    Citation,
+    Connector,
+    ConnectorConfig,
+    ErrorClass,
+    NormalizedResult,
+    SampleRequest,
+    SubmitOutcome,
+    UpstreamError,
+)
+from ..citations import make_citation
+from ..errors import (
+    classify_error_code,
+    classify_http_error,
+    error_code,
+    error_dict,
+    request_id_from,
+)
+from ..streams import SseTranscript, looks_like_sse, parse_sse
+from ..transport import HttpTransport, header_safe
+
+RESPONSES_PATH = "/api/v3/responses"
+BOTS_PATH = "/api/v3/bots/chat/completions"
+SSE_MIME = "text/event-stream"
+ANNOTATION_TYPES = frozenset({"url_citation", "annotation"})
+_TERMINAL = ("response.completed", "response.failed", "response.incomplete")
+
+# Ark error codes (platform_protocols.md §8 and the Ark public error code page), by prefix.
+_CODE_PREFIXES: tuple[tuple[str, ErrorClass], ...] = (
+    ("RateLimitExceeded", ErrorClass.RATE_LIMITED),
+    ("ServerOverloaded", ErrorClass.RATE_LIMITED),
+    ("TooManyRequests", ErrorClass.RATE_LIMITED),
+    # Free quota used up / safe-mode spend limit / unpaid bills: waiting does not help.
+    ("QuotaExceeded", ErrorClass.AUTH),
+    ("SetLimitExceeded", ErrorClass.AUTH),
+    ("AccountOverdueError", ErrorClass.AUTH),
+    ("AuthenticationError", ErrorClass.AUTH),
+    ("AccessDenied", ErrorClass.AUTH),
+    ("InternalServiceError", ErrorClass.TRANSIENT),
+    ("InternalServerError", ErrorClass.TRANSIENT),
+    ("ServiceUnavailable", ErrorClass.TRANSIENT),
+    ("MissingParameter", ErrorClass.INVALID),
+    ("InvalidParameter", ErrorClass.INVALID),
+    ("InvalidEndpoint", ErrorClass.INVALID),
+    ("ModelNotOpen", ErrorClass.INVALID),
+    ("InputTextRiskDetection", ErrorClass.INVALID),
+    # The answer was withheld by moderation: asking again gets the same.
+    ("OutputTextRiskDetection", ErrorClass.UPSTREAM_FAILED),
+)
+
+
+def ark_code_class(code: str | None) -> ErrorClass:
+    """The class of an Ark error code; unknown codes fall back to the shared table."""
+    for prefix, error_class in _CODE_PREFIXES:
+        if code and code.startswith(prefix):
+            return error_class
+    return classify_error_code(code)
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _error_from(error: dict[str, Any], default: str) -> dict[str, Any]:
+    code = error.get("code")
+    code = str(code) if code else None
+    return error_dict(ark_code_class(code), str(error.get("message") or default), code=code)
+
+
+def _citation(index: int, source: dict[str, Any]) -> Citation:
+    # Ark gives no offsets for annotations or references.
+    return make_citation(index, str(source["url"]), title=source.get("title"))
+
+
+# --- Responses API --------------------------------------------------------------------------
+@dataclass
+class _Part:
+    text: str = ""
+    annotations: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _ResponsesState:
+    response_id: str | None = None
+    parts: dict[tuple[int, int], _Part] = field(default_factory=dict)
+    final: dict[str, Any] | None = None
+    terminal: str | None = None  # "completed" | "failed" | "incomplete" | "error"
+    error: dict[str, Any] | None = None
+    bad_frames: int = 0
+
+    def part(self, payload: dict[str, Any]) -> _Part:
+        key = (int(payload.get("output_index", 0)), int(payload.get("content_index", 0)))
+        return self.parts.setdefault(key, _Part())
+
+
+def _message_parts(response: dict[str, Any]) -> list[_Part]:
+    """output_text parts of message items, in output order (reasoning items are skipped)."""
+    found: list[_Part] = []
+    for item in response.get("output") or []:
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        for content in item.get("content") or []:
+            if isinstance(content, dict) and content.get("type") == "output_text":
+                annotations = [a for a in content.get("annotations") or [] if isinstance(a, dict)]
+                found.append(_Part(str(content.get("text") or ""), annotations))
+    return found
+
+
+def _join(parts: list[_Part]) -> tuple[str, list[Citation]]:
+    text = ""
+    citations: list[Citation] = []
+    for part in parts:
+        for annotation in part.annotations:
+            if annotation.get("type", "url_citation") in ANNOTATION_TYPES and annotation.get("url"):
+                citations.append(_citation(len(citations) + 1, annotation))
+        text += part.text
+    return text, citations
+
+
+def _response_error(response: dict[str, Any], terminal: str) -> dict[str, Any]:
+    if terminal == "incomplete":
+        reason = (response.get("incomplete_details") or {}).get("reason") or "unknown"
+        return error_dict(ErrorClass.UPSTREAM_FAILED, f"response incomplete: {reason}")
+    error = response.get("error")
+    return _error_from(error if isinstance(error, dict) else {}, f"response {terminal}")
+
+
+def _read_responses(transcript: SseTranscript) -> _ResponsesState:
+    state = _ResponsesState()
+    for event in transcript.events:
+        try:
+            payload = event.json()
+        except ValueError:
+            state.bad_frames += 1
+            continue
+        if not isinstance(payload, dict):
+            state.bad_frames += 1
+            continue
+        kind = str(payload.get("type") or event.event)
+        response = payload.get("response")
+        if isinstance(response, dict) and response.get("id"):
+            state.response_id = str(response["id"])
+        if kind == "response.output_text.delta":
+            state.part(payload).text += str(payload.get("delta") or "")
+        elif kind == "response.output_text.done" and isinstance(payload.get("text"), str):
+            state.part(payload).text = payload["text"]
+        elif kind == "response.output_text.annotation.added":
+            if isinstance(payload.get("annotation"), dict):
+                state.part(payload).annotations.append(payload["annotation"])
+        elif kind in _TERMINAL:
+            state.terminal = kind.removeprefix("response.")
+            state.final = response if isinstance(response, dict) else {}
+            if state.terminal != "completed":
+                state.error = _response_error(state.final, state.terminal)
+            break
+        elif kind == "error" or isinstance(payload.get("error"), dict):
+            nested = payload.get("error")
+            state.terminal = "error"
+            state.error = _error_from(nested if isinstance(nested, dict) else payload, "error")
+            break
+    return state
+
+
+# --- Bots API ---------------------------------------------------------------------------------
+@dataclass
+class _BotsState:
+    chunk_id: str | None = None
+    text: str = ""
+    references: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    done: bool = False
+    error: dict[str, Any] | None = None
+    bad_frames: int = 0
+
+    def add_references(self, references: Any) -> None:
+        seen = {r.get("url") for r in self.references}
+        for reference in references if isinstance(references, list) else []:
+            # Knowledge-base references (doc_id, chunk_id ...) have no url: not web citations.
+            if isinstance(reference, dict) and reference.get("url") not in seen | {None, ""}:
+                self.references.append(reference)
+                seen.add(reference["url"])
+
+
+def _read_bots(transcript: SseTranscript) -> _BotsState:
+    state = _BotsState()
+    for event in transcript.events:
+        if event.data.strip() == "[DONE]":
+            state.done = True
+            break
+        try:
+            payload = event.json()
+        except ValueError:
+            state.bad_frames += 1
+            continue
+        if not isinstance(payload, dict):
+            state.bad_frames += 1
+            continue
+        if isinstance(payload.get("error"), dict):
+            state.error = _error_from(payload["error"], "stream error")
+            break
+        if payload.get("id"):
+            state.chunk_id = str(payload["id"])
+        state.add_references(payload.get("references"))
+        for choice in payload.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = _object(choice.get("delta"))
+            state.text += str(delta.get("content") or "")
+            if choice.get("finish_reason"):
+                state.finish_reason = str(choice["finish_reason"])
+    return state
+
+
+def _finish_error(reason: str) -> dict[str, Any]:
+    return error_dict(ErrorClass.UPSTREAM_FAILED, f"answer ended with finish_reason {reason!r}")
+
+
+class DoubaoConnector(Connector):
+    platform: ClassVar[str] = "doubao"
+    default_base_url: ClassVar[str] = "https://ark.cn-beijing.volces.com"
+
+    def __init__(self, config: ConnectorConfig) -> None:
+        super().__init__(config)
+        self.transport = HttpTransport(config)
+
+    @property
+    def bot_id(self) -> str | None:
+        value = self.config.extra.get("bot_id")
+        return str(value) if value else None
+
+    def capabilities(self) -> Capabilities:
+        # A bot's plugins are fixed in the Ark console: it always searches, never "thinks" on
+        # request. The Responses API switches search per call and thinking via `thinking`.
+        modes = {"web_search"} if self.bot_id else {"web_search", "no_search", "deep_thinking"}
+        return Capabilities(
+            platform=self.platform,
+            devices=frozenset({"desktop", "mobile", "api"}),
+            # Beijing endpoint; the search sources (toutiao, douyin, moji) are Chinese.
+            regions=frozenset({"cn"}),
+            modes=frozenset(modes),
+            screenshots=False,
+            submission_limit=100,
+            asynchronous=False,
+            supports_lookup=False,
+        )
+
+    def request_body(self, request: SampleRequest) -> dict[str, Any]:
+        if self.bot_id:
+            return {
+                "model": self.bot_id,
+                "messages": [{"role": "user", "content": request.question}],
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        body: dict[str, Any] = {
+            "model": request.model or self.config.model,
+            "input": [{"role": "user", "content": request.question}],
+            "stream": True,
+            "thinking": {"type": "enabled" if request.mode == "deep_thinking" else "disabled"},
+        }
+        if request.mode != "no_search":
+            body["tools"] = [{"type": "web_search"}]
+        return body
+
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        exchange = self.transport.request(
+            "POST",
+            BOTS_PATH if self.bot_id else RESPONSES_PATH,
+            attempt_no=attempt_no,
+            headers={
+                "Authorization": f"Bearer {self.config.api_key}",
+                "Accept": SSE_MIME,
+                # Echoed for tracing; Ark has no idempotency key.
+                "X-Client-Request-Id": header_safe(request.idempotency_key),
+            },
+            json_body=self.request_body(request),
+            stream=True,
+            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+        )
+        if not exchange.ok:
+            raise self._http_error(
+                exchange.status_code, exchange.headers, exchange.body, exchange.egress
+            )
+        result = self.parse(exchange.body, content_type=exchange.content_type)
+        result.sample_id = request.sample_id
+        result.status_code = exchange.status_code
+        result.request_id = request_id_from(exchange.headers)
+        if exchange.interrupted and result.collection_state == "truncated":
+            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
+        upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
+        return SubmitOutcome(
+            upstream_id=upstream_id,
+            request_id=result.request_id,
+            result=result,
+            egress=exchange.egress,
+        )
+
+    @staticmethod
+    def _http_error(
+        status: int, headers: dict[str, str], body: bytes, egress: str
+    ) -> UpstreamError:
+        error = classify_http_error(status, headers, body, egress=egress)
+        # `QuotaExceeded` / `SetLimitExceeded` come as 429 but waiting does not cure them.
+        billing = ark_code_class(error_code(body)) is ErrorClass.AUTH
+        if error.error_class is ErrorClass.RATE_LIMITED and billing:
+            error.error_class = ErrorClass.AUTH
+        return error
+
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
+        mime = content_type or (SSE_MIME if is_sse else "application/json")
+        if is_sse:
+            transcript = parse_sse(raw)
+            if cls._is_bots_stream(transcript):
+                return cls._parse_bots_stream(transcript, raw, mime, sample_id)
+            return cls._parse_responses_stream(transcript, raw, mime, sample_id)
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            payload = None
+        if not isinstance(payload, dict):
+            return cls._unparseable(raw, content_type, sample_id)
+        if "choices" in payload:
+            return cls._parse_bots_json(payload, raw, mime, sample_id)
+        if payload.get("object") == "response" or "output" in payload:
+            return cls._parse_responses_json(payload, raw, mime, sample_id)
+        if isinstance(payload.get("error"), dict):
+            error = _error_from(payload["error"], "error")
+            return cls._result(raw, mime, sample_id, None, "", [], error=error, state="failed")
+        return cls._unparseable(raw, content_type, sample_id)
+
+    @staticmethod
+    def _is_bots_stream(transcript: SseTranscript) -> bool:
+        for event in transcript.events:
+            if event.data.strip() == "[DONE]":
+                return True
+            if event.event.startswith("response.") or event.event == "error":
+                return False
+            try:
+                payload = event.json()
+            except ValueError:
+                continue
+            if isinstance(payload, dict):
+                if str(payload.get("type", "")).startswith("response."):
+                    return False
+                if "choices" in payload or payload.get("object") == "chat.completion.chunk":
+                    return True
+        return False
+
+    @staticmethod
+    def _result(
+        raw: bytes,
+        mime: str,
+        sample_id: int | None,
+        upstream_id: str | None,
+        text: str,
+        citations: list[Citation],
+        *,
+        error: dict[str, Any] | None = None,
+        state: str = "completed",
+    ) -> NormalizedResult:
+        evidence = {"completed": "stored", "truncated": "partial"}.get(state, "failed")
+        return NormalizedResult(
+            sample_id=sample_id,
+            upstream_id=upstream_id,
+            collection_state=state,
+            evidence_state=evidence,
+            answer_text=text,
+            raw=raw,
+            raw_mime=mime,
+            citations=citations,
+            error=error,
+        )
+
+    @classmethod
+    def _parse_responses_stream(
+        cls, transcript: SseTranscript, raw: bytes, mime: str, sample_id: int | None
+    ) -> NormalizedResult:
+        state = _read_responses(transcript)
+        parts: list[_Part] = []
+        if state.terminal == "completed" and state.final is not None:
+            parts = _message_parts(state.final)
+        if not parts:
+            parts = [state.parts[key] for key in sorted(state.parts)]
+        text, citations = _join(parts)
+        outcome, error = "completed", None
+        if state.terminal is None:
+            outcome = "truncated"
+            error = error_dict(ErrorClass.TRUNCATED, "stream ended without response.completed")
+        elif state.terminal != "completed":
+            outcome, error = "failed", state.error
+        result = cls._result(
+            raw, mime, sample_id, state.response_id, text, citations, error=error, state=outcome
+        )
+        if state.bad_frames:
+            result.warnings.append("BAD_STREAM_FRAMES")
+        return result
+
+    @classmethod
+    def _parse_responses_json(
+        cls, payload: dict[str, Any], raw: bytes, mime: str, sample_id: int | None
+    ) -> NormalizedResult:
+        text, citations = _join(_message_parts(payload))
+        status = str(payload.get("status") or "failed")
+        if isinstance(payload.get("error"), dict) and status == "completed":
+            status = "failed"
+        error = None if status == "completed" else _response_error(payload, status)
+        upstream_id = str(payload["id"]) if payload.get("id") else None
+        outcome = "completed" if error is None else "failed"
+        return cls._result(
+            raw, mime, sample_id, upstream_id, text, citations, error=error, state=outcome
+        )
+
+    @classmethod
+    def _parse_bots_stream(
+        cls, transcript: SseTranscript, raw: bytes, mime: str, sample_id: int | None
+    ) -> NormalizedResult:
+        state = _read_bots(transcript)
+        citations = [_citation(n, ref) for n, ref in enumerate(state.references, start=1)]
+        outcome, error = "completed", None
+        if state.error is not None:
+            outcome, error = "failed", state.error
+        elif not state.done:
+            outcome = "truncated"
+            error = error_dict(ErrorClass.TRUNCATED, "stream ended without data: [DONE]")
+        elif state.finish_reason not in (None, "stop"):
+            outcome, error = "failed", _finish_error(str(state.finish_reason))
+        result = cls._result(
+            raw, mime, sample_id, state.chunk_id, state.text, citations, error=error, state=outcome
+        )
+        if state.bad_frames:
+            result.warnings.append("BAD_STREAM_FRAMES")
+        return result
+
+    @classmethod
+    def _parse_bots_json(
+        cls, payload: dict[str, Any], raw: bytes, mime: str, sample_id: int | None
+    ) -> NormalizedResult:
+        state = _BotsState()
+        state.add_references(payload.get("references"))
+        choices = payload.get("choices") or []
+        choice = _object(choices[0] if isinstance(choices, list) and choices else None)
+        message = _object(choice.get("message"))
+        text = str(message.get("content") or "")
+        citations = [_citation(n, ref) for n, ref in enumerate(state.references, start=1)]
+        reason = choice.get("finish_reason")
+        error = None if reason == "stop" else _finish_error(str(reason))
+        upstream_id = str(payload["id"]) if payload.get("id") else None
+        outcome = "completed" if error is None else "failed"
+        return cls._result(
+            raw, mime, sample_id, upstream_id, text, citations, error=error, state=outcome
+        )
+
+    @classmethod
+    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        # A 200 that is not Ark's shape: a login, captcha or proxy error page.
+        return cls._result(
+            raw,
+            mime or "application/octet-stream",
+            sample_id,
+            None,
+            "",
+            [],
+            error=error_dict(
+                ErrorClass.PARSE_FAILED, f"not an Ark response body (content-type {mime!r})"
+            ),
+            state="failed",
+        )

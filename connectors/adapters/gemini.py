@@ -1,0 +1,399 @@
+"""Google Gemini API with `google_search` grounding (platform_protocols.md §4).
+
+Submit streams (`:streamGenerateContent?alt=sse`) and keeps the SSE transcript byte for byte;
+`parse()` derives the answer from that transcript, from a non-streaming `:generateContent` JSON
+body, or from the JSON-array stream (`streamGenerateContent` without `alt=sse`).
+
+- Answer text: `candidates[0].content.parts[].text`, skipping `"thought": true` parts; in a
+  stream each chunk carries the next pieces.
+- Citations: `groundingSupports[].segment` → `groundingChunks[groundingChunkIndices[]].web`.
+  Segment offsets are UTF-8 *byte* offsets (start inclusive, end exclusive; proto3 JSON omits
+  zero values, so a missing `startIndex` is 0) and are converted to `str` indices. In a
+  non-streamed body `partIndex` selects the part; in a stream the parts are pieces of one text,
+  so offsets count from the start of the aggregated answer. When the segment's own `text` does
+  not sit at the converted offsets it is looked up in the answer (warning
+  CITATION_SPAN_RELOCATED). Grounding metadata from every chunk is merged, duplicates dropped.
+- Completion: the stream is complete when a chunk carried `finishReason` and then EOF came.
+  A stream that ends without any `finishReason` is truncated. A data payload `{"error": ...}`
+  is a mid-stream failure.
+- No request id header exists; the body's `responseId` is both the upstream id and request id.
+- Errors: google.rpc bodies; the 429 hint is `details[RetryInfo].retryDelay` (no Retry-After).
+  An invalid key is HTTP 400 `INVALID_ARGUMENT` with `ErrorInfo.reason = API_KEY_INVALID`,
+  which is an authentication failure, not a bad request.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..base import (
+    Capabilities,
+    Citation,
+    Connector,
+    ConnectorConfig,
+    ErrorClass,
+    NormalizedResult,
+    SampleRequest,
+    SubmitOutcome,
+    UpstreamError,
+)
+from ..citations import make_citation, utf8_byte_to_char_offset
+from ..errors import (
+    classify_error_code,
+    classify_http_error,
+    error_dict,
+    json_body,
+    retry_info_delay,
+    status_error_class,
+)
+from ..streams import looks_like_sse, parse_sse
+from ..transport import HttpExchange, HttpTransport
+
+API_VERSION = "v1beta"
+DEEP_THINKING_BUDGET = 8192  # within the ranges of the 2.5 Flash and Pro models
+SSE_MIME = "text/event-stream"
+# Not errors, but the answer stopped for a reason worth reviewing.
+_FINISH_WARNINGS = {"MAX_TOKENS": "MAX_TOKENS"}
+_AUTH_REASONS = frozenset({"API_KEY_INVALID", "API_KEY_SERVICE_BLOCKED", "API_KEY_EXPIRED"})
+
+
+@dataclass(frozen=True)
+class _Support:
+    """One (segment, source) pair as the upstream sent it."""
+
+    url: str
+    title: str | None
+    part_index: int | None  # None: offsets count from the start of the aggregated text
+    start_byte: int
+    end_byte: int
+    text: str | None
+
+
+@dataclass
+class _State:
+    response_id: str | None = None
+    parts: list[tuple[str, bool]] = field(default_factory=list)  # (text, is_thought)
+    supports: list[_Support] = field(default_factory=list)
+    finish_reason: str | None = None
+    block_reason: str | None = None
+    error: dict[str, Any] | None = None
+    bad_frames: int = 0
+
+
+def _supports(metadata: Any, *, streamed: bool) -> list[_Support]:
+    if not isinstance(metadata, dict):
+        return []
+    chunks = metadata.get("groundingChunks") or []
+    found: list[_Support] = []
+    for support in metadata.get("groundingSupports") or []:
+        segment = support.get("segment") if isinstance(support, dict) else None
+        if not isinstance(segment, dict):
+            continue
+        for index in support.get("groundingChunkIndices") or []:
+            if not isinstance(index, int) or not 0 <= index < len(chunks):
+                continue
+            source = chunks[index] if isinstance(chunks[index], dict) else {}
+            web = source.get("web") or source.get("retrievedContext") or {}
+            if not isinstance(web, dict) or not web.get("uri"):
+                continue
+            title = web.get("title")
+            found.append(
+                _Support(
+                    url=str(web["uri"]),
+                    title=str(title) if title else None,
+                    part_index=None if streamed else int(segment.get("partIndex") or 0),
+                    start_byte=int(segment.get("startIndex") or 0),
+                    end_byte=int(segment.get("endIndex") or 0),
+                    text=segment.get("text") if isinstance(segment.get("text"), str) else None,
+                )
+            )
+    return found
+
+
+def _apply_chunk(state: _State, payload: dict[str, Any], *, streamed: bool) -> None:
+    if isinstance(payload.get("error"), dict):
+        state.error = _error_from(payload)
+        return
+    if payload.get("responseId") and state.response_id is None:
+        state.response_id = str(payload["responseId"])
+    feedback = payload.get("promptFeedback")
+    if isinstance(feedback, dict) and feedback.get("blockReason"):
+        state.block_reason = str(feedback["blockReason"])
+    candidates = payload.get("candidates") or []
+    candidate = candidates[0] if candidates and isinstance(candidates[0], dict) else {}
+    content = candidate.get("content")
+    for part in (content.get("parts") or []) if isinstance(content, dict) else []:
+        if isinstance(part, dict) and isinstance(part.get("text"), str):
+            state.parts.append((part["text"], bool(part.get("thought"))))
+    for support in _supports(candidate.get("groundingMetadata"), streamed=streamed):
+        if support not in state.supports:
+            state.supports.append(support)
+    if candidate.get("finishReason"):
+        state.finish_reason = str(candidate["finishReason"])
+
+
+def _error_from(payload: dict[str, Any]) -> dict[str, Any]:
+    error = payload.get("error")
+    error = error if isinstance(error, dict) else {}
+    status = error.get("status")
+    code = error.get("code")
+    error_class = classify_error_code(str(status) if status else None)
+    if error_class is ErrorClass.UPSTREAM_FAILED and isinstance(code, int) and code >= 400:
+        error_class = status_error_class(code)
+    details: dict[str, Any] = {"code": status or code}
+    if (delay := retry_info_delay(payload)) is not None:
+        details["retry_after"] = delay
+    return error_dict(error_class, str(error.get("message") or "stream error"), **details)
+
+
+def _locate(
+    answer: str, bases: dict[int, tuple[int, str]], support: _Support
+) -> tuple[int, int, bool]:
+    """The support's span as `str` indices into the answer, and whether it was relocated."""
+    base, text = 0, answer
+    if support.part_index is not None and support.part_index in bases:
+        base, text = bases[support.part_index]
+    start = base + utf8_byte_to_char_offset(text, support.start_byte)
+    end = base + utf8_byte_to_char_offset(text, support.end_byte)
+    if support.text and answer[start:end] != support.text:
+        # Offsets that disagree with the segment's own text: trust the text when it is there,
+        # taking the occurrence nearest the reported start.
+        hits = []
+        at = answer.find(support.text)
+        while at >= 0:
+            hits.append(at)
+            at = answer.find(support.text, at + 1)
+        if hits:
+            found = min(hits, key=lambda hit: abs(hit - start))
+            return found, found + len(support.text), True
+    return start, end, False
+
+
+def _result_parts(state: _State) -> tuple[str, dict[int, tuple[int, str]]]:
+    """The answer (thought parts skipped) and, per part index, its offset and text."""
+    answer = ""
+    bases: dict[int, tuple[int, str]] = {}
+    for index, (text, thought) in enumerate(state.parts):
+        if thought:
+            continue
+        bases[index] = (len(answer), text)
+        answer += text
+    return answer, bases
+
+
+def _build(state: _State, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+    answer, bases = _result_parts(state)
+    citations: list[Citation] = []
+    warnings: list[str] = []
+    for support in state.supports:
+        start, end, moved = _locate(answer, bases, support)
+        if moved and "CITATION_SPAN_RELOCATED" not in warnings:
+            warnings.append("CITATION_SPAN_RELOCATED")
+        citations.append(
+            make_citation(
+                len(citations) + 1,
+                support.url,
+                title=support.title,
+                start=start,
+                end=end,
+                text_length=len(answer),
+            )
+        )
+    if state.finish_reason and state.finish_reason != "STOP":
+        warnings.append(
+            _FINISH_WARNINGS.get(state.finish_reason, f"FINISH_REASON_{state.finish_reason}")
+        )
+    if state.bad_frames:
+        warnings.append("BAD_STREAM_FRAMES")
+    result = NormalizedResult(
+        sample_id=sample_id,
+        upstream_id=state.response_id,
+        collection_state="completed",
+        evidence_state="stored",
+        answer_text=answer,
+        raw=raw,
+        raw_mime=mime,
+        citations=citations,
+        warnings=warnings,
+        request_id=state.response_id,
+    )
+    if state.error is not None:
+        result.collection_state, result.evidence_state = "failed", "failed"
+        result.error = state.error
+    elif state.block_reason and not state.parts:
+        result.collection_state, result.evidence_state = "failed", "failed"
+        result.error = error_dict(
+            ErrorClass.UPSTREAM_FAILED, f"prompt blocked: {state.block_reason}"
+        )
+    elif state.finish_reason is None:
+        result.collection_state, result.evidence_state = "truncated", "partial"
+        result.error = error_dict(ErrorClass.TRUNCATED, "stream ended without a finishReason")
+    return result
+
+
+def _json_array_items(raw: bytes) -> tuple[list[Any], bool]:
+    """The objects of a JSON-array stream, and whether the array was closed. A cut array
+    still yields every object that arrived whole."""
+    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    decoder = json.JSONDecoder()
+    items: list[Any] = []
+    position = 1  # after "["
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text):
+            return items, False
+        if text[position] == "]":
+            return items, True
+        try:
+            item, position = decoder.raw_decode(text, position)
+        except ValueError:
+            return items, False
+        items.append(item)
+
+
+class GeminiConnector(Connector):
+    platform: ClassVar[str] = "gemini"
+    default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com"
+
+    def __init__(self, config: ConnectorConfig) -> None:
+        super().__init__(config)
+        self.transport = HttpTransport(config)
+
+    def capabilities(self) -> Capabilities:
+        # The Gemini API has no user-location setting for google_search: the region is
+        # wherever the call comes from, so only "global" is honest.
+        return Capabilities(
+            platform=self.platform,
+            devices=frozenset({"desktop", "mobile", "api"}),
+            regions=frozenset({"global"}),
+            modes=frozenset({"web_search", "no_search", "deep_thinking"}),
+            screenshots=False,
+            submission_limit=100,
+            asynchronous=False,
+            supports_lookup=False,
+        )
+
+    def model(self, request: SampleRequest) -> str:
+        return str(request.model or self.config.model or "").removeprefix("models/")
+
+    def request_body(self, request: SampleRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "contents": [{"role": "user", "parts": [{"text": request.question}]}],
+        }
+        if request.mode != "no_search":
+            body["tools"] = [{"google_search": {}}]
+        if request.mode == "deep_thinking":
+            budget = int(self.config.extra.get("thinking_budget", DEEP_THINKING_BUDGET))
+            body["generationConfig"] = {"thinkingConfig": {"thinkingBudget": budget}}
+        return body
+
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        exchange = self.transport.request(
+            "POST",
+            f"/{API_VERSION}/models/{self.model(request)}:streamGenerateContent",
+            attempt_no=attempt_no,
+            # The key travels in a header, never in `?key=` (URLs end up in logs).
+            headers={"x-goog-api-key": self.config.api_key, "Accept": SSE_MIME},
+            params={"alt": "sse"},
+            json_body=self.request_body(request),
+            stream=True,
+            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+        )
+        if not exchange.ok:
+            raise self._http_error(exchange)
+        result = self.parse(exchange.body, content_type=exchange.content_type)
+        result.sample_id = request.sample_id
+        result.status_code = exchange.status_code
+        if exchange.interrupted and result.collection_state == "truncated":
+            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
+        upstream_id = result.upstream_id or f"noid:{request.idempotency_key}"
+        return SubmitOutcome(
+            upstream_id=upstream_id,
+            request_id=result.request_id,
+            result=result,
+            egress=exchange.egress,
+        )
+
+    @staticmethod
+    def _http_error(exchange: HttpExchange) -> UpstreamError:
+        error = classify_http_error(
+            exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
+        )
+        payload = json_body(exchange.body)
+        if isinstance(payload, list) and payload:
+            payload = payload[0]
+        nested = payload.get("error") if isinstance(payload, dict) else None
+        details = nested.get("details") if isinstance(nested, dict) else None
+        for detail in details if isinstance(details, list) else []:
+            if isinstance(detail, dict) and detail.get("reason") in _AUTH_REASONS:
+                error.error_class = ErrorClass.AUTH
+        return error
+
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
+        if is_sse:
+            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
+        mime = content_type or "application/json"
+        if raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+            items, closed = _json_array_items(raw)
+            state = _State()
+            for item in items:
+                if isinstance(item, dict):
+                    _apply_chunk(state, item, streamed=True)
+                else:
+                    state.bad_frames += 1
+            if not closed and state.error is None:
+                state.finish_reason = None  # a cut array is a cut stream, whatever it said
+            return _build(state, raw, mime, sample_id)
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            payload = None
+        if not isinstance(payload, dict) or not (
+            {"candidates", "promptFeedback", "error"} & payload.keys()
+        ):
+            return cls._unparseable(raw, content_type, sample_id)
+        state = _State()
+        _apply_chunk(state, payload, streamed=False)
+        if state.error is None and state.finish_reason is None:
+            state.finish_reason = "STOP"  # a whole JSON body is complete by construction
+        return _build(state, raw, mime, sample_id)
+
+    @classmethod
+    def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        state = _State()
+        for event in parse_sse(raw).events:
+            try:
+                payload = event.json()
+            except ValueError:
+                state.bad_frames += 1
+                continue
+            if not isinstance(payload, dict):
+                state.bad_frames += 1
+                continue
+            _apply_chunk(state, payload, streamed=True)
+            if state.error is not None:
+                break
+        return _build(state, raw, mime, sample_id)
+
+    @classmethod
+    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        # A 200 that is not the API's shape: a login, captcha or proxy error page.
+        return NormalizedResult(
+            sample_id=sample_id,
+            upstream_id=None,
+            collection_state="failed",
+            evidence_state="failed",
+            answer_text="",
+            raw=raw,
+            raw_mime=mime or "application/octet-stream",
+            error=error_dict(
+                ErrorClass.PARSE_FAILED, f"not a generateContent body (content-type {mime!r})"
+            ),
+        )

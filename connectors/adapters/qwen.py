@@ -1,0 +1,407 @@
+"""Alibaba DashScope native text generation with `enable_search` (platform_protocols.md §9).
+
+Submit streams (`X-DashScope-SSE: enable`, `incremental_output: true`) and keeps the SSE
+transcript byte for byte; `parse()` reads that transcript or a non-streaming JSON body.
+
+Stream frames are `id:` / `event:result` / `:HTTP_STATUS/200` (a comment, ignored) / `data:`.
+There is no `[DONE]`: a stream is complete only on a frame whose
+`output.choices[0].finish_reason` is a real reason (`stop`); until then it is the *string*
+`"null"`. A failure after the 200 is `event:error` + `:HTTP_STATUS/<code>` +
+`data:{"code","message","request_id"}`.
+
+Citations: `[n]` markers in the text (citation_format `[<number>]`) refer to
+`output.search_info.search_results[index=n]`; each marker's span is the claim before it
+(`citations.claim_span_before_marker`). Search results no marker refers to are kept as citations
+without offsets. The request id is `x-request-id` = body `request_id`; DashScope has no other
+id, so it is also the upstream id. No retry hint (Retry-After) is sent on 429.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..base import (
+    Capabilities,
+    Citation,
+    Connector,
+    ConnectorConfig,
+    ErrorClass,
+    NormalizedResult,
+    SampleRequest,
+    SubmitOutcome,
+    UpstreamError,
+)
+from ..citations import claim_span_before_marker, find_markers, make_citation
+from ..errors import (
+    classify_http_error,
+    error_code,
+    error_dict,
+    request_id_from,
+    status_error_class,
+)
+from ..streams import SseTranscript, looks_like_sse, parse_sse
+from ..transport import HttpTransport
+
+PATH = "/api/v1/services/aigc/text-generation/generation"
+SSE_MIME = "text/event-stream"
+CITATION_FORMAT = "[<number>]"
+_HTTP_STATUS = re.compile(r"^HTTP_STATUS/(\d{3})$")
+_NOT_FINISHED = (None, "", "null")
+
+# DashScope error codes (platform_protocols.md §9), most specific prefix first.
+_CODE_PREFIXES: tuple[tuple[str, ErrorClass], ...] = (
+    ("Throttling", ErrorClass.RATE_LIMITED),
+    ("Arrearage", ErrorClass.AUTH),
+    ("InvalidApiKey", ErrorClass.AUTH),
+    ("AccessDenied", ErrorClass.AUTH),
+    ("insufficient_quota", ErrorClass.AUTH),
+    ("invalid_api_key", ErrorClass.AUTH),
+    ("InternalError", ErrorClass.TRANSIENT),
+    ("ServiceUnavailable", ErrorClass.TRANSIENT),
+    ("RequestTimeOut", ErrorClass.TRANSIENT),
+    ("InvalidParameter", ErrorClass.INVALID),
+    ("ModelNotFound", ErrorClass.INVALID),
+    ("NotFound", ErrorClass.INVALID),
+)
+
+
+def dashscope_code_class(code: str | None) -> ErrorClass | None:
+    """The class a DashScope error code implies; None when the code says nothing we know."""
+    for prefix, error_class in _CODE_PREFIXES:
+        if code and code.startswith(prefix):
+            return error_class
+    return None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _message_text(message: Any) -> str:
+    """`message.content` is a string, or (multimodal models) a list of `{"text": ...}`."""
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _choice(output: dict[str, Any]) -> tuple[str, Any]:
+    """(text, finish_reason) of the first choice; `result_format: text` bodies too."""
+    choices = output.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return _message_text(choices[0].get("message")), choices[0].get("finish_reason")
+    return str(output.get("text") or ""), output.get("finish_reason")
+
+
+def _search_results(output: dict[str, Any]) -> list[dict[str, Any]]:
+    info = output.get("search_info")
+    results = info.get("search_results") if isinstance(info, dict) else None
+    return [r for r in results or [] if isinstance(r, dict) and r.get("url")]
+
+
+def _citations(text: str, sources: dict[int, dict[str, Any]]) -> tuple[list[Citation], bool]:
+    """One citation per marker that names a known source (span = the claim before it), then
+    the sources no marker named (no offsets). Also: whether some marker named no source."""
+    citations: list[Citation] = []
+    cited: set[int] = set()
+    unresolved = False
+    for marker in find_markers(text):
+        source = sources.get(marker.number)
+        if source is None:
+            unresolved = True
+            continue
+        start, end = claim_span_before_marker(text, marker)
+        citations.append(
+            make_citation(
+                len(citations) + 1,
+                str(source["url"]),
+                title=source.get("title"),
+                start=start,
+                end=end,
+                text_length=len(text),
+            )
+        )
+        cited.add(marker.number)
+    for index in sorted(set(sources) - cited):
+        source = sources[index]
+        citations.append(
+            make_citation(len(citations) + 1, str(source["url"]), title=source.get("title"))
+        )
+    return citations, unresolved
+
+
+def _sources(results: list[dict[str, Any]], into: dict[int, dict[str, Any]]) -> None:
+    for position, result in enumerate(results, start=1):
+        index = result.get("index")
+        into[index if isinstance(index, int) else position] = result
+
+
+def _error_class(code: str | None, http_status: int | None) -> ErrorClass:
+    by_code = dashscope_code_class(code)
+    if by_code is not None:
+        return by_code
+    if http_status is not None and http_status >= 400:
+        return status_error_class(http_status)
+    return ErrorClass.UPSTREAM_FAILED
+
+
+def _finish_error(reason: str) -> dict[str, Any]:
+    return error_dict(ErrorClass.UPSTREAM_FAILED, f"answer ended with finish_reason {reason!r}")
+
+
+@dataclass
+class _StreamState:
+    request_id: str | None = None
+    texts: list[str] = field(default_factory=list)  # content of each frame, in order
+    sources: dict[int, dict[str, Any]] = field(default_factory=dict)
+    finish_reason: str | None = None
+    error: dict[str, Any] | None = None
+    bad_frames: int = 0
+
+    def text(self) -> str:
+        """Incremental frames are deltas; with `incremental_output: false` every frame repeats
+        the text so far, which shows as each frame extending the one before."""
+        frames = [t for t in self.texts if t]
+        cumulative = len(frames) > 1 and all(
+            later.startswith(earlier) and len(later) > len(earlier)
+            for earlier, later in itertools.pairwise(frames)
+        )
+        return frames[-1] if cumulative else "".join(frames)
+
+
+def _last_error_status(transcript: SseTranscript) -> int | None:
+    status = None
+    for comment in transcript.comments:
+        match = _HTTP_STATUS.match(comment)
+        if match and not match.group(1).startswith("2"):
+            status = int(match.group(1))
+    return status
+
+
+def _read_stream(transcript: SseTranscript) -> _StreamState:
+    state = _StreamState()
+    for event in transcript.events:
+        try:
+            payload = event.json()
+        except ValueError:
+            state.bad_frames += 1
+            continue
+        if not isinstance(payload, dict):
+            state.bad_frames += 1
+            continue
+        if isinstance(payload.get("request_id"), str) and payload["request_id"]:
+            state.request_id = payload["request_id"]
+        # The SDK treats any frame with a `code` as an error, whatever its event name.
+        if event.event == "error" or payload.get("code"):
+            code = payload.get("code")
+            code = str(code) if code else None
+            status = _last_error_status(transcript)
+            state.error = error_dict(
+                _error_class(code, status),
+                str(payload.get("message") or "stream error"),
+                code=code,
+                http_status=status,
+            )
+            return state
+        output = payload.get("output")
+        if not isinstance(output, dict):
+            continue
+        text, reason = _choice(output)
+        state.texts.append(text)
+        _sources(_search_results(output), state.sources)
+        if reason not in _NOT_FINISHED:
+            state.finish_reason = str(reason)
+            return state
+    return state
+
+
+class QwenConnector(Connector):
+    platform: ClassVar[str] = "qwen"
+    default_base_url: ClassVar[str] = "https://dashscope.aliyuncs.com"
+
+    def __init__(self, config: ConnectorConfig) -> None:
+        super().__init__(config)
+        self.transport = HttpTransport(config)
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            platform=self.platform,
+            devices=frozenset({"desktop", "mobile", "api"}),
+            # The search takes no location; the Beijing endpoint searches the Chinese web.
+            regions=frozenset({"cn"}),
+            modes=frozenset({"web_search", "no_search", "deep_thinking"}),
+            screenshots=False,
+            submission_limit=100,
+            asynchronous=False,
+            supports_lookup=False,
+        )
+
+    def request_body(self, request: SampleRequest) -> dict[str, Any]:
+        parameters: dict[str, Any] = {"result_format": "message", "incremental_output": True}
+        if request.mode != "no_search":
+            parameters["enable_search"] = True
+            parameters["search_options"] = {
+                "enable_source": True,
+                "enable_citation": True,
+                "citation_format": CITATION_FORMAT,
+            }
+        if request.mode == "deep_thinking":
+            parameters["enable_thinking"] = True  # hybrid models; thinking needs streaming
+        return {
+            "model": request.model or self.config.model,
+            "input": {"messages": [{"role": "user", "content": request.question}]},
+            "parameters": parameters,
+        }
+
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        exchange = self.transport.request(
+            "POST",
+            PATH,
+            attempt_no=attempt_no,
+            headers={
+                "Authorization": f"Bearer {self.config.api_key}",
+                "Accept": SSE_MIME,
+                "X-DashScope-SSE": "enable",
+            },
+            json_body=self.request_body(request),
+            stream=True,
+            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+        )
+        if not exchange.ok:
+            raise self._http_error(
+                exchange.status_code, exchange.headers, exchange.body, exchange.egress
+            )
+        result = self.parse(exchange.body, content_type=exchange.content_type)
+        result.sample_id = request.sample_id
+        result.status_code = exchange.status_code
+        result.request_id = request_id_from(exchange.headers) or result.request_id
+        if exchange.interrupted and result.collection_state == "truncated":
+            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
+        upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
+        return SubmitOutcome(
+            upstream_id=upstream_id,
+            request_id=result.request_id,
+            result=result,
+            egress=exchange.egress,
+        )
+
+    @staticmethod
+    def _http_error(
+        status: int, headers: dict[str, str], body: bytes, egress: str
+    ) -> UpstreamError:
+        error = classify_http_error(status, headers, body, egress=egress)
+        # A 429 or 403 code can say more than the status: `Arrearage` is not cured by waiting.
+        by_code = dashscope_code_class(error_code(body))
+        if by_code is ErrorClass.AUTH:
+            error.error_class = ErrorClass.AUTH
+        return error
+
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
+        if is_sse:
+            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            payload = None
+        if not isinstance(payload, dict) or not (
+            isinstance(payload.get("output"), dict) or payload.get("code")
+        ):
+            return cls._unparseable(raw, content_type, sample_id)
+        return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
+
+    @classmethod
+    def _result(
+        cls,
+        raw: bytes,
+        mime: str,
+        sample_id: int | None,
+        text: str,
+        sources: dict[int, dict[str, Any]],
+        request_id: str | None,
+    ) -> NormalizedResult:
+        citations, unresolved = _citations(text, sources)
+        result = NormalizedResult(
+            sample_id=sample_id,
+            upstream_id=request_id,
+            collection_state="completed",
+            evidence_state="stored",
+            answer_text=text,
+            raw=raw,
+            raw_mime=mime,
+            citations=citations,
+            request_id=request_id,
+        )
+        if unresolved:
+            result.warnings.append("UNRESOLVED_CITATION_MARKER")
+        return result
+
+    @classmethod
+    def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        state = _read_stream(parse_sse(raw))
+        result = cls._result(raw, mime, sample_id, state.text(), state.sources, state.request_id)
+        if state.bad_frames:
+            result.warnings.append("BAD_STREAM_FRAMES")
+        if state.error is not None:
+            result.collection_state, result.evidence_state = "failed", "failed"
+            result.error = state.error
+        elif state.finish_reason is None:
+            result.collection_state, result.evidence_state = "truncated", "partial"
+            result.error = error_dict(
+                ErrorClass.TRUNCATED, "stream ended without a frame with finish_reason 'stop'"
+            )
+        elif state.finish_reason != "stop":
+            result.collection_state, result.evidence_state = "failed", "failed"
+            result.error = _finish_error(state.finish_reason)
+        return result
+
+    @classmethod
+    def _parse_json(
+        cls, payload: dict[str, Any], raw: bytes, mime: str, sample_id: int | None
+    ) -> NormalizedResult:
+        request_id = (
+            payload.get("request_id") if isinstance(payload.get("request_id"), str) else None
+        )
+        output = _object(payload.get("output"))
+        text, reason = _choice(output)
+        sources: dict[int, dict[str, Any]] = {}
+        _sources(_search_results(output), sources)
+        result = cls._result(raw, mime, sample_id, text, sources, request_id)
+        if payload.get("code"):
+            code = str(payload["code"])
+            result.collection_state, result.evidence_state = "failed", "failed"
+            result.error = error_dict(
+                _error_class(code, None), str(payload.get("message") or code), code=code
+            )
+        elif reason != "stop":
+            result.collection_state, result.evidence_state = "failed", "failed"
+            result.error = _finish_error(str(reason))
+        return result
+
+    @classmethod
+    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        # A 200 that is not DashScope's shape: a login, captcha or proxy error page.
+        return NormalizedResult(
+            sample_id=sample_id,
+            upstream_id=None,
+            collection_state="failed",
+            evidence_state="failed",
+            answer_text="",
+            raw=raw,
+            raw_mime=mime or "application/octet-stream",
+            error=error_dict(
+                ErrorClass.PARSE_FAILED, f"not a DashScope generation body (content-type {mime!r})"
+            ),
+        )

@@ -1,0 +1,488 @@
+"""Volcengine Ark / Doubao (platform_protocols.md §8).
+
+* `POST /api/v3/responses`: OpenAI-shaped Responses API. With `tools: [{"type": "web_search"}]`
+  a `web_search_call` item precedes the message; `thinking: {"type": "enabled"}` adds a
+  `reasoning` item. Annotations are `{"type": "url_citation", "title", "url", "logo_url",
+  "mobile_url", "site_name", "publish_time", "summary"}` with **no offsets**; streamed they come
+  as `response.output_text.annotation.added` (no start/end). Stream ends `response.completed`.
+* `POST /api/v3/bots/chat/completions`: `model` is a bot id (`bot-…`); chat-completion chunks,
+  top-level `references[]` on the first content chunk, usage chunk, then `data: [DONE]`.
+
+Errors `{"error": {"code", "message": "… Request id: …", "param", "type"}}`: 400
+MissingParameter/InvalidParameter, 401 AuthenticationError, 403 AccountOverdueError, 404
+InvalidEndpointOrModel.NotFound, 429 RateLimitExceeded.EndpointRPMExceeded (no Retry-After),
+500 InternalServiceError. Mid-stream: `event: error` / `response.failed` (Responses) or
+`data: {"error": {...}}` (Bots). Header `X-Request-Id` on every response.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..content import SimAnswer
+from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
+from ..protocol import PlatformProtocol, SimRequest, SimResponse
+
+RESPONSES_PATH = "/api/v3/responses"
+BOTS_PATH = "/api/v3/bots/chat/completions"
+DELTA_CHARS = 8
+Event = tuple[str, dict[str, Any]]
+SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8"}
+THINKING_TYPES = frozenset({"enabled", "disabled", "auto"})
+
+
+def _request_id(draw: Draw) -> str:
+    return f"20261111020000{draw.rng.getrandbits(80):020X}"
+
+
+def _error(code: str, message: str, kind: str, request_id: str, param: str = "") -> dict[str, Any]:
+    return {
+        "error": {
+            "code": code,
+            "message": f"{message} Request id: {request_id}",
+            "param": param,
+            "type": kind,
+        }
+    }
+
+
+def _question(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    texts: list[str] = []
+    for item in value if isinstance(value, list) else []:
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [str(c.get("text", "")) for c in content if isinstance(c, dict)]
+    return "\n".join(texts)
+
+
+def _sources(answer: SimAnswer) -> list[dict[str, Any]]:
+    """Ark's annotation / reference fields for each cited URL (no offsets anywhere)."""
+    found: list[dict[str, Any]] = []
+    for citation in answer.citations:
+        domain = citation.url.split("/")[2]
+        found.append(
+            {
+                "title": citation.title,
+                "url": citation.url,
+                "logo_url": f"https://{domain}/favicon.ico",
+                "mobile_url": citation.url,
+                "site_name": domain,
+                "publish_time": "2026年11月01日 08:00:00(CST)",
+                "summary": citation.cited_text,
+            }
+        )
+    return found
+
+
+class DoubaoProtocol(PlatformProtocol):
+    name = "doubao"
+    faults = HTTP_FAULTS | STREAM_FAULTS
+
+    # --- error shapes -----------------------------------------------------------------------
+    def rate_limited(self, draw: Draw) -> SimResponse:
+        message = (
+            "The request has exceeded the rate limit of the endpoint (RPM). Please retry later."
+        )
+        return SimResponse.json(
+            429,
+            _error(
+                "RateLimitExceeded.EndpointRPMExceeded",
+                message,
+                "TooManyRequests",
+                _request_id(draw),
+            ),
+        )
+
+    def server_error(self, draw: Draw, *, overloaded: bool = False) -> SimResponse:
+        status = int(draw.params.get("status", 503 if overloaded else 500))
+        if status == 503:
+            body = _error(
+                "ServiceUnavailable",
+                "The service is temporarily unavailable.",
+                "ServiceUnavailable",
+                _request_id(draw),
+            )
+        else:
+            body = _error(
+                "InternalServiceError",
+                "The service encountered an unexpected internal error.",
+                "InternalServiceError",
+                _request_id(draw),
+            )
+        return SimResponse.json(status, body)
+
+    def auth_error(self, draw: Draw) -> SimResponse:
+        if int(draw.params.get("status", 401)) == 403:
+            message = "Your account has an overdue balance. Please recharge."
+            return SimResponse.json(
+                403, _error("AccountOverdueError", message, "Forbidden", _request_id(draw))
+            )
+        message = "The API key or AK/SK in the request is missing or invalid."
+        return SimResponse.json(
+            401, _error("AuthenticationError", message, "Unauthorized", _request_id(draw))
+        )
+
+    # --- routing ------------------------------------------------------------------------------
+    def handle(self, request: SimRequest) -> SimResponse:
+        if request.method != "POST" or request.path not in (RESPONSES_PATH, BOTS_PATH):
+            body = _error(
+                "InvalidEndpoint.NotFound",
+                "The endpoint does not exist.",
+                "NotFound",
+                "sim-not-found",
+            )
+            return SimResponse.json(404, body)
+        key = request.bearer()
+        if not key:
+            message = "The API key or AK/SK in the request is missing or invalid."
+            return SimResponse.json(
+                401, _error("AuthenticationError", message, "Unauthorized", "sim-no-key")
+            )
+        body = request.json()
+        bots = request.path == BOTS_PATH
+        problem = self._validate(body, bots)
+        if problem is not None:
+            return problem
+        assert isinstance(body, dict)
+        question = _question(body["messages"] if bots else body["input"])
+        draw = self.sim.draw(self.name, question, self.faults)
+        request_id = _request_id(draw)
+        headers = {"X-Request-Id": request_id}
+        if key.startswith("invalid"):
+            return self._finish(self.auth_error(draw), headers, draw)
+        if (failure := self.http_fault(draw)) is not None:
+            return self._finish(failure, headers, draw)
+        if bots:
+            return self._bots(body, question, draw, headers)
+        return self._responses(body, question, draw, headers)
+
+    def _validate(self, body: Any, bots: bool) -> SimResponse | None:
+        def bad(code: str, message: str, param: str, status: int = 400) -> SimResponse:
+            kind = "BadRequest" if status == 400 else "NotFound"
+            return SimResponse.json(status, _error(code, message, kind, "sim-bad-request", param))
+
+        if not isinstance(body, dict) or not body.get("model"):
+            return bad(
+                "MissingParameter",
+                "The request failed because it is missing one or "
+                "multiple required parameters: model.",
+                "model",
+            )
+        if bots:
+            if not str(body["model"]).startswith("bot-"):
+                return bad(
+                    "InvalidEndpointOrModel.NotFound",
+                    "The bot does not exist or you do not have access to it.",
+                    "model",
+                    404,
+                )
+            if not isinstance(body.get("messages"), list) or not body["messages"]:
+                return bad(
+                    "MissingParameter",
+                    "The request failed because it is missing one "
+                    "or multiple required parameters: messages.",
+                    "messages",
+                )
+            return None
+        if "input" not in body:
+            return bad(
+                "MissingParameter",
+                "The request failed because it is missing one or "
+                "multiple required parameters: input.",
+                "input",
+            )
+        thinking = body.get("thinking")
+        if thinking is not None and (
+            not isinstance(thinking, dict) or thinking.get("type") not in THINKING_TYPES
+        ):
+            return bad(
+                "InvalidParameter",
+                "A parameter specified in the request is not valid: thinking.type.",
+                "thinking.type",
+            )
+        return None
+
+    @staticmethod
+    def _finish(response: SimResponse, headers: dict[str, str], draw: Draw) -> SimResponse:
+        response.headers = headers | response.headers
+        response.delay_seconds = draw.latency_seconds
+        return response
+
+    # --- Responses API --------------------------------------------------------------------------
+    def _responses(
+        self, body: dict[str, Any], question: str, draw: Draw, headers: dict[str, str]
+    ) -> SimResponse:
+        web_search = any(
+            isinstance(t, dict) and t.get("type") == "web_search" for t in body.get("tools") or []
+        )
+        thinking = (body.get("thinking") or {}).get("type") == "enabled"
+        answer = self.sim.answer_for(question, draw)
+        if not web_search:
+            answer.citations = []
+        response = self._response(draw, str(body["model"]), answer, web_search, thinking)
+        self.sim.record_answer(
+            self.name,
+            question,
+            draw,
+            answer,
+            upstream_id=response["id"],
+            request_id=headers["X-Request-Id"],
+        )
+        if body.get("stream"):
+            chunks = self._stream(draw, response, answer)
+            return self._finish(SimResponse(200, dict(SSE_HEADERS), chunks=chunks), headers, draw)
+        if draw.fault == "midstream_error":
+            error = {"code": "InternalServiceError", "message": "The model failed to respond."}
+            response |= {"status": "failed", "output": [], "error": error}
+        return self._finish(SimResponse.json(200, response), headers, draw)
+
+    def _response(
+        self, draw: Draw, model: str, answer: SimAnswer, web_search: bool, thinking: bool
+    ) -> dict[str, Any]:
+        output: list[dict[str, Any]] = []
+        if thinking:
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{draw.rng.getrandbits(64):016x}",
+                    "status": "completed",
+                    "summary": [{"type": "summary_text", "text": "先检索，再比较几家供应商。"}],
+                }
+            )
+        if web_search:
+            output.append(
+                {
+                    "type": "web_search_call",
+                    "id": f"ws_{draw.rng.getrandbits(64):016x}",
+                    "status": "completed",
+                    "action": {"type": "search", "query": answer.text[:30]},
+                }
+            )
+        annotations = [{"type": "url_citation"} | source for source in _sources(answer)]
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{draw.rng.getrandbits(64):016x}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": answer.text, "annotations": annotations}
+                ],
+            }
+        )
+        tokens = len(answer.text) // 2 + 1
+        return {
+            "id": f"resp_0217{draw.rng.getrandbits(96):024x}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": model,
+            "output": output,
+            "usage": {"input_tokens": 40, "output_tokens": tokens, "total_tokens": 40 + tokens},
+            "error": None,
+            "incomplete_details": None,
+        }
+
+    def _events(self, response: dict[str, Any], answer: SimAnswer) -> list[Event]:
+        pending = response | {"status": "in_progress", "output": [], "usage": None}
+        events: list[Event] = [
+            ("response.created", {"response": pending}),
+            ("response.in_progress", {"response": pending}),
+        ]
+        for index, item in enumerate(response["output"]):
+            events += self._item_events(index, item, answer)
+        events.append(("response.completed", {"response": response}))
+        return events
+
+    def _item_events(self, index: int, item: dict[str, Any], answer: SimAnswer) -> list[Event]:
+        where = {"output_index": index, "item_id": item["id"]}
+        added = (
+            "response.output_item.added",
+            {"output_index": index, "item": item | {"status": "in_progress"}},
+        )
+        done = ("response.output_item.done", {"output_index": index, "item": item})
+        if item["type"] == "reasoning":
+            text = item["summary"][0]["text"]
+            return [
+                added,
+                (
+                    "response.reasoning_summary_text.delta",
+                    where | {"summary_index": 0, "delta": text},
+                ),
+                (
+                    "response.reasoning_summary_text.done",
+                    where | {"summary_index": 0, "text": text},
+                ),
+                done,
+            ]
+        if item["type"] == "web_search_call":
+            return [
+                added,
+                ("response.web_search_call.in_progress", where),
+                ("response.web_search_call.searching", where),
+                ("response.web_search_call.completed", where),
+                done,
+            ]
+        part = item["content"][0]
+        at = where | {"content_index": 0}
+        events: list[Event] = [
+            (
+                "response.output_item.added",
+                {"output_index": index, "item": item | {"status": "in_progress", "content": []}},
+            ),
+            (
+                "response.content_part.added",
+                at | {"part": {"type": "output_text", "text": "", "annotations": []}},
+            ),
+        ]
+        text = answer.text
+        # Ark emits an annotation once the text it supports has streamed (with no offsets).
+        pending = [(c.end, a) for c, a in zip(answer.citations, part["annotations"], strict=True)]
+        for start in range(0, len(text), DELTA_CHARS):
+            sent = start + DELTA_CHARS
+            events.append(("response.output_text.delta", at | {"delta": text[start:sent]}))
+            while pending and pending[0][0] <= sent:
+                annotation = pending.pop(0)[1]
+                events.append(
+                    ("response.output_text.annotation.added", at | {"annotation": annotation})
+                )
+        for _, annotation in pending:
+            events.append(
+                ("response.output_text.annotation.added", at | {"annotation": annotation})
+            )
+        events += [
+            ("response.output_text.done", at | {"text": text}),
+            ("response.content_part.done", at | {"part": part}),
+            done,
+        ]
+        return events
+
+    def _stream(
+        self, draw: Draw, response: dict[str, Any], answer: SimAnswer
+    ) -> list[bytes | float]:
+        events = self._events(response, answer)
+        first_text = next(
+            i for i, (kind, _) in enumerate(events) if kind == "response.content_part.added"
+        )
+        stall = 0.0
+        if draw.fault == "truncate":
+            events = events[: draw.rng.randint(first_text + 1, len(events) - 1)]
+            stall = float(draw.params.get("stall_seconds", 0.0))
+        elif draw.fault == "midstream_error":
+            events = events[: draw.rng.randint(first_text + 1, len(events) - 2)]
+            events.append(self._failure_event(draw, response))
+        frames = []
+        for sequence, (kind, payload) in enumerate(events):
+            data = {"type": kind, "sequence_number": sequence} | payload
+            frames.append(f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n")
+        return self._chunks(draw, frames, stall)
+
+    def _failure_event(self, draw: Draw, response: dict[str, Any]) -> Event:
+        code = str(draw.params.get("code", "InternalServiceError"))
+        message = "The service encountered an unexpected internal error."
+        variant = draw.params.get("variant") or draw.rng.choice(["error", "response.failed"])
+        if variant == "error":
+            return ("error", {"code": code, "message": message, "param": None})
+        failed = response | {"status": "failed", "error": {"code": code, "message": message}}
+        return ("response.failed", {"response": failed})
+
+    @staticmethod
+    def _chunks(draw: Draw, frames: list[str], stall: float) -> list[bytes | float]:
+        pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
+        chunks: list[bytes | float] = []
+        for frame in frames:
+            chunks.append(frame.encode())
+            if pause:
+                chunks.append(pause)
+        if stall:
+            chunks.append(stall)
+        return chunks
+
+    # --- Bots API -------------------------------------------------------------------------------
+    def _bots(
+        self, body: dict[str, Any], question: str, draw: Draw, headers: dict[str, str]
+    ) -> SimResponse:
+        answer = self.sim.answer_for(question, draw)  # the bot's web plugin always searches
+        chunk_id = f"0217{draw.rng.getrandbits(96):024x}"
+        self.sim.record_answer(
+            self.name,
+            question,
+            draw,
+            answer,
+            upstream_id=chunk_id,
+            request_id=headers["X-Request-Id"],
+            bot=body["model"],
+        )
+        references = _sources(answer)
+        base = {"id": chunk_id, "created": int(time.time()), "model": str(body["model"])}
+        tokens = len(answer.text) // 2 + 1
+        usage = {"prompt_tokens": 40, "completion_tokens": tokens, "total_tokens": 40 + tokens}
+        if not body.get("stream"):
+            if draw.fault == "midstream_error":
+                failure = _error(
+                    "InternalServiceError",
+                    "The service encountered an unexpected internal error.",
+                    "InternalServiceError",
+                    headers["X-Request-Id"],
+                )
+                return self._finish(SimResponse.json(500, failure), headers, draw)
+            message = {"role": "assistant", "content": answer.text}
+            payload = base | {
+                "object": "chat.completion",
+                "usage": usage,
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "references": references,
+                "metadata": {},
+            }
+            return self._finish(SimResponse.json(200, payload), headers, draw)
+        chunk = base | {"object": "chat.completion.chunk"}
+        datas: list[dict[str, Any]] = [
+            chunk
+            | {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "finish_reason": None,
+                    }
+                ],
+                "references": references,
+            }
+        ]
+        for start in range(0, len(answer.text), DELTA_CHARS):
+            piece = answer.text[start : start + DELTA_CHARS]
+            datas.append(
+                chunk
+                | {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+            )
+        datas.append(chunk | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if include_usage:
+            bot_usage = {
+                "model_usage": [{"name": str(body.get("model")), **usage}],
+                "action_usage": [{"name": "content_plugin", "count": 1}],
+            }
+            datas.append(chunk | {"choices": [], "usage": usage, "bot_usage": bot_usage})
+        frames = [f"data: {json.dumps(d, ensure_ascii=False)}\n\n" for d in datas]
+        frames.append("data: [DONE]\n\n")
+        stall = 0.0
+        if draw.fault == "truncate":
+            frames = frames[: draw.rng.randint(2, len(frames) - 1)]
+            stall = float(draw.params.get("stall_seconds", 0.0))
+        elif draw.fault == "midstream_error":
+            frames = frames[: draw.rng.randint(2, len(frames) - 2)]
+            failure = _error(
+                "InternalServiceError",
+                "The service encountered an unexpected internal error.",
+                "InternalServiceError",
+                headers["X-Request-Id"],
+            )
+            frames.append(f"data: {json.dumps(failure, ensure_ascii=False)}\n\n")
+        chunks = self._chunks(draw, frames, stall)
+        return self._finish(SimResponse(200, dict(SSE_HEADERS), chunks=chunks), headers, draw)
