@@ -4,8 +4,11 @@ adds a revision."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models.functions import Now
+
+from sampling.models import Sample
 
 
 class EvidenceKind(models.TextChoices):
@@ -22,6 +25,9 @@ class Capture(models.Model):
     sample = models.ForeignKey("sampling.Sample", on_delete=models.CASCADE, related_name="captures")
     revision = models.PositiveIntegerField()
     attempt_no = models.PositiveIntegerField(null=True, blank=True)
+    # The lease token the capture was written under (None: written outside a lease, e.g. a
+    # re-parse). check_invariants compares it with refused stale writes.
+    fencing_token = models.BigIntegerField(null=True, blank=True)
     upstream_id = models.CharField(max_length=200, blank=True, default="")
     collection_state = models.CharField(max_length=16)
     answer_text = models.TextField(blank=True, default="")
@@ -50,6 +56,9 @@ class EvidenceObject(models.Model):
     sha256 = models.CharField(max_length=64)
     size = models.PositiveBigIntegerField()
     mime = models.CharField(max_length=100)
+    # The capture's revision, repeated here so a row alone says which revision it belongs to
+    # (the key carries it too: tenant/run/sample/revision/kind).
+    revision = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:
@@ -78,3 +87,77 @@ class Citation(models.Model):
 
     def __str__(self) -> str:
         return self.normalized_url
+
+
+class TenantRole(models.TextChoices):
+    """What a tenant's user may do. Evidence (raw answers, screenshots) is readable by
+    operators and analysts; finance sees money, not answers."""
+
+    OPERATOR = "operator", "Operator"
+    ANALYST = "analyst", "Analyst"
+    FINANCE = "finance", "Finance"
+
+
+EVIDENCE_READER_ROLES = frozenset({TenantRole.OPERATOR, TenantRole.ANALYST})
+
+
+class TenantMembership(models.Model):
+    """A user's role in one tenant. Authorises evidence downloads and review decisions;
+    superusers (the platform's own staff) are members of every tenant."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tenant_memberships"
+    )
+    tenant = models.ForeignKey("sampling.Tenant", on_delete=models.CASCADE, related_name="members")
+    role = models.CharField(max_length=16, choices=TenantRole.choices)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="membership_one_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}@{self.tenant_id}: {self.role}"
+
+
+class ReviewDecisionKind(models.TextChoices):
+    ACCEPTED = "accepted", "Accepted (analysis usable)"
+    REJECTED = "rejected", "Rejected (analysis not usable)"
+    ACKNOWLEDGED = "acknowledged", "Partial evidence acknowledged"
+
+
+class ReviewDecision(models.Model):
+    """An analyst's decision on a sample in the review queue. Append-only history; the
+    sample's analysis layer changes only through its state machine."""
+
+    sample = models.ForeignKey(
+        "sampling.Sample", on_delete=models.CASCADE, related_name="review_decisions"
+    )
+    capture = models.ForeignKey(
+        Capture, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decision = models.CharField(max_length=16, choices=ReviewDecisionKind.choices)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    note = models.TextField(blank=True, default="")
+    analysis_state_before = models.CharField(max_length=16)
+    analysis_state_after = models.CharField(max_length=16)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.decision} sample {self.sample_id}"
+
+
+class ReviewSample(Sample):
+    """The analyst's review queue in the console: samples with partial evidence or with
+    analysis in review (a proxy; the rows are `sampling.Sample`)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "review queue item"
+        verbose_name_plural = "review queue"

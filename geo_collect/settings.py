@@ -7,6 +7,7 @@ local file storage and the in-project platform simulator. `DATABASE_URL`, `REDIS
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,15 @@ GEO_PLATFORM_MODELS: dict[str, str] = {
     "collector": "consumer-ui",
 }
 
-# Admission: at most this many samples of one platform leased at once (per dispatcher fleet).
+# Admission control. Concurrency caps count leased samples per platform and group: upstream
+# calls (submit/verify/poll), evidence (provider evidence, screenshots) and analysis are
+# capped separately so screenshots never take the answer-collection slots.
 GEO_PLATFORM_CONCURRENCY = int(os.environ.get("GEO_PLATFORM_CONCURRENCY", "16"))
+GEO_EVIDENCE_CONCURRENCY = int(os.environ.get("GEO_EVIDENCE_CONCURRENCY", "4"))
+GEO_ANALYSIS_CONCURRENCY = int(os.environ.get("GEO_ANALYSIS_CONCURRENCY", "16"))
+# Requests per second per platform and operation (submit / poll / screenshot), e.g.
+# GEO_RATE_LIMITS='{"openai": {"submit": 5, "poll": 20}}'; others get the default rate.
+GEO_RATE_LIMITS: dict[str, dict[str, float]] = json.loads(os.environ.get("GEO_RATE_LIMITS", "{}"))
+GEO_DEFAULT_RATE_LIMIT = float(os.environ.get("GEO_DEFAULT_RATE_LIMIT", "50"))
 # A step claimed this many times without finishing is parked with its reason (poison message).
 GEO_MAX_STEP_CLAIMS = int(os.environ.get("GEO_MAX_STEP_CLAIMS", "8"))

@@ -1,6 +1,15 @@
 """The dispatcher: relays the outbox, recovers expired leases, and claims due work with
 admission control, then publishes one message per claim (ids only) to the right queue.
 
+Admission control, per tick:
+- per platform and operation: a concurrency cap (leased samples) and a token-bucket rate,
+  so a slow or rate-limited platform only ever slows itself;
+- upstream calls, evidence (screenshots) and analysis have separate caps and queues, so
+  screenshots never take the answer-collection slots;
+- per tenant: free slots are split evenly between tenants with due work, and no tenant goes
+  past its `max_concurrency`, so one large tenant cannot take every worker;
+- inside a tenant: oldest `due_at` first; priority shifts `due_at` at plan time (aging).
+
 Publishing happens after the claim commits. If it fails, or the process dies first, the
 lease expires and the sample becomes claimable again: nothing is lost, and the fencing token
 keeps a late duplicate from writing.
@@ -9,26 +18,46 @@ keeps a late duplicate from writing.
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db import connection
+from django.db.models import Count
 from django.db.models.functions import Now
+
+from connectors.retry import OPERATIONS, RateLimit, RateLimiter
+from geo_collect.failpoints import failpoint
 
 from .leases import Claim, claim_ready, requeue_expired_leases
 from .models import OutboxMessage, QueueState, Sample, Step, Tenant
 
 log = logging.getLogger(__name__)
 
+# step -> (operation for rate limits, concurrency group)
+_STEP_KIND: dict[str, tuple[str, str]] = {
+    Step.SUBMIT: ("submit", "upstream"),
+    Step.VERIFY: ("poll", "upstream"),
+    Step.POLL: ("poll", "upstream"),
+    Step.EVIDENCE: ("screenshot", "evidence"),
+    Step.ANALYZE: ("analyze", "analysis"),
+}
+
 
 def queue_for(*, step: str, platform: str) -> str:
     """One queue per platform for upstream calls, so a slow platform only slows itself;
     evidence and analysis have their own queues."""
-    if step == Step.EVIDENCE:
-        return "evidence"
-    if step == Step.ANALYZE:
-        return "analysis"
-    return f"platform.{platform}"
+    group = _STEP_KIND[step][1]
+    return f"platform.{platform}" if group == "upstream" else group
+
+
+def _group_cap(group: str) -> int:
+    caps = {
+        "upstream": settings.GEO_PLATFORM_CONCURRENCY,
+        "evidence": settings.GEO_EVIDENCE_CONCURRENCY,
+        "analysis": settings.GEO_ANALYSIS_CONCURRENCY,
+    }
+    return int(caps[group])
 
 
 @dataclass
@@ -49,6 +78,7 @@ def relay_outbox(*, limit: int = 500) -> int:
 
     sent = 0
     for message in OutboxMessage.objects.filter(sent_at=None).order_by("id")[:limit]:
+        failpoint("after_commit_before_publish")
         try:
             app.send_task(message.task, kwargs=message.payload, queue=message.queue)
         except Exception as exc:  # broker down: keep the row, try again next tick
@@ -61,59 +91,121 @@ def relay_outbox(*, limit: int = 500) -> int:
     return sent
 
 
-def _ready_platforms() -> list[str]:
-    return list(
+@dataclass
+class _Load:
+    """What is due and what is running, from two grouped queries per tick."""
+
+    due: dict[tuple[str, str], list[int]]  # (platform, step) -> tenants with due work
+    leased_by_group: Counter[tuple[str, str]]  # (platform, group) -> leased samples
+    leased_by_tenant: Counter[int]
+    tenant_caps: dict[int, int]
+
+
+def _load() -> _Load:
+    due: dict[tuple[str, str], list[int]] = defaultdict(list)
+    rows = (
         Sample.objects.filter(queue_state=QueueState.READY, due_at__lte=Now())
-        .values_list("platform", flat=True)
+        .values_list("platform", "step", "tenant_id")
         .distinct()
+        .order_by("platform", "step", "tenant_id")
     )
-
-
-def _in_flight(platform: str) -> int:
-    return Sample.objects.filter(queue_state=QueueState.LEASED, platform=platform).count()
-
-
-def _tenant_shares(platform: str, free: int) -> dict[int, int]:
-    """Split free slots evenly between tenants with due work, skipping tenants at their
-    concurrency cap, so one large tenant cannot take every worker."""
-    ready = Sample.objects.filter(
-        queue_state=QueueState.READY, platform=platform, due_at__lte=Now()
+    for platform, step, tenant_id in rows:
+        due[(platform, step)].append(tenant_id)
+    leased_by_group: Counter[tuple[str, str]] = Counter()
+    leased_by_tenant: Counter[int] = Counter()
+    leased = (
+        Sample.objects.filter(queue_state=QueueState.LEASED)
+        .values_list("platform", "step", "tenant_id")
+        .annotate(n=Count("id"))
+        .order_by()
     )
-    tenant_ids = sorted(set(ready.values_list("tenant_id", flat=True)))
-    if not tenant_ids:
-        return {}
-    caps = dict(Tenant.objects.filter(pk__in=tenant_ids).values_list("pk", "max_concurrency"))
-    busy = Counter(
-        Sample.objects.filter(queue_state=QueueState.LEASED, tenant_id__in=tenant_ids).values_list(
-            "tenant_id", flat=True
-        )
-    )
-    open_tenants = [t for t in tenant_ids if busy[t] < caps.get(t, 0)]
-    if not open_tenants:
-        return {}
-    share, extra = divmod(free, len(open_tenants))
-    shares = {}
-    for i, tenant_id in enumerate(open_tenants):
-        room = caps[tenant_id] - busy[tenant_id]
-        shares[tenant_id] = min(room, share + (1 if i < extra else 0))
+    for platform, step, tenant_id, n in leased:
+        leased_by_group[(platform, _STEP_KIND[step][1])] += n
+        leased_by_tenant[tenant_id] += n
+    tenants = {t for tenants in due.values() for t in tenants}
+    caps = dict(Tenant.objects.filter(pk__in=tenants).values_list("pk", "max_concurrency"))
+    return _Load(due, leased_by_group, leased_by_tenant, caps)
+
+
+def _fair_shares(free: int, tenants: list[int], load: _Load) -> dict[int, int]:
+    """Split `free` slots evenly between tenants, none past its concurrency cap."""
+    room = {t: load.tenant_caps.get(t, 0) - load.leased_by_tenant[t] for t in tenants}
+    shares: dict[int, int] = dict.fromkeys(tenants, 0)
+    open_tenants = [t for t in tenants if room[t] > 0]
+    while free > 0 and open_tenants:
+        for tenant_id in list(open_tenants):
+            if free == 0:
+                break
+            shares[tenant_id] += 1
+            free -= 1
+            if shares[tenant_id] >= room[tenant_id]:
+                open_tenants.remove(tenant_id)
     return {t: n for t, n in shares.items() if n > 0}
 
 
-def _claim_for_platform(platform: str, *, owner: str, lease: int) -> list[Claim]:
-    free = settings.GEO_PLATFORM_CONCURRENCY - _in_flight(platform)
-    if free <= 0:
-        return []
-    claims: list[Claim] = []
-    for tenant_id, share in _tenant_shares(platform, free).items():
-        claims += claim_ready(
-            platform=platform, limit=share, owner=owner, lease_seconds=lease, only_tenant=tenant_id
+class Dispatcher:
+    """Holds the rate limiters between ticks; one per dispatching process."""
+
+    def __init__(self, *, owner: str = "dispatcher") -> None:
+        self.owner = owner
+        self.limiter = RateLimiter(
+            limits={
+                (platform, op): RateLimit(per_second=rate, burst=max(1.0, rate))
+                for platform, ops in settings.GEO_RATE_LIMITS.items()
+                for op, rate in ops.items()
+            },
+            default=RateLimit(
+                per_second=settings.GEO_DEFAULT_RATE_LIMIT,
+                burst=max(1.0, settings.GEO_DEFAULT_RATE_LIMIT),
+            ),
         )
-    return claims
+
+    def tick(self) -> DispatchReport:
+        report = DispatchReport()
+        report.relayed = relay_outbox()
+        report.requeued = requeue_expired_leases()
+        load = _load()
+        for (platform, step), tenants in load.due.items():
+            self._claim_and_publish(platform, step, tenants, load, report)
+        return report
+
+    def _claim_and_publish(
+        self, platform: str, step: str, tenants: list[int], load: _Load, report: DispatchReport
+    ) -> None:
+        op, group = _STEP_KIND[step]
+        free = _group_cap(group) - load.leased_by_group[(platform, group)]
+        free = min(free, self._tokens(platform, op, free))
+        if free <= 0:
+            return
+        claims: list[Claim] = []
+        for tenant_id, share in _fair_shares(free, tenants, load).items():
+            mine = claim_ready(
+                platform=platform,
+                steps=(step,),
+                limit=share,
+                owner=self.owner,
+                lease_seconds=settings.GEO_LEASE_SECONDS,
+                only_tenant=tenant_id,
+            )
+            load.leased_by_tenant[tenant_id] += len(mine)
+            claims += mine
+        load.leased_by_group[(platform, group)] += len(claims)
+        _publish(claims, report)
+
+    def _tokens(self, platform: str, op: str, wanted: int) -> int:
+        if op not in OPERATIONS:  # local work (analysis) has no upstream rate to respect
+            return wanted
+        granted = 0
+        while granted < wanted and self.limiter.try_acquire(platform, op):
+            granted += 1
+        return granted
 
 
 def _publish(claims: list[Claim], report: DispatchReport) -> None:
     from .tasks import execute_step
 
+    if claims:
+        failpoint("after_commit_before_publish")
     for claim in claims:
         queue = queue_for(step=claim.step, platform=claim.platform)
         try:
@@ -124,11 +216,32 @@ def _publish(claims: list[Claim], report: DispatchReport) -> None:
         report.published[queue] += 1
 
 
+_default: Dispatcher | None = None
+
+
 def dispatch_once(*, owner: str = "dispatcher") -> DispatchReport:
-    report = DispatchReport()
-    report.relayed = relay_outbox()
-    report.requeued = requeue_expired_leases()
-    lease = settings.GEO_LEASE_SECONDS
-    for platform in _ready_platforms():
-        _publish(_claim_for_platform(platform, owner=owner, lease=lease), report)
-    return report
+    """One tick with a process-wide dispatcher (its rate limiters persist between ticks)."""
+    global _default
+    if _default is None or _default.owner != owner:
+        _default = Dispatcher(owner=owner)
+    return _default.tick()
+
+
+_LEADER_KEY = 0x6765_6F64  # "geod": one advisory lock id for the active dispatcher
+
+
+def hold_leadership() -> bool:
+    """Only one dispatcher runs admission control at a time (its caps and rates are
+    per-process). On PostgreSQL a session advisory lock elects it; a standby keeps trying."""
+    if connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+            " AND objid = %s",
+            [_LEADER_KEY],
+        )
+        if cursor.fetchone()[0]:
+            return True
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [_LEADER_KEY])
+        return bool(cursor.fetchone()[0])

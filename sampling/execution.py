@@ -29,6 +29,7 @@ from connectors.base import (
 from connectors.registry import get_connector
 from connectors.retry import RetryPolicy
 from evidence import services as evidence_services
+from geo_collect.failpoints import failpoint
 
 from .dbtime import db_now
 from .leases import StaleToken, fenced, renew_lease, save_fenced
@@ -194,6 +195,7 @@ def handle_submit(ctx: StepContext) -> str:
         )
     except UpstreamError as error:
         return _record_submit_error(ctx, attempt, error)
+    failpoint("after_accept_before_record")
     if outcome.result is None:
         return _record_accepted(ctx, attempt, outcome)
     return _record_direct_answer(ctx, sample, attempt, outcome)
@@ -274,6 +276,7 @@ def _record_direct_answer(
     result = outcome.result
     assert result is not None
     archived = _archive(sample, result)
+    failpoint("after_store_before_complete")
     failed = result.collection_state != CollectionState.COMPLETED
     with fenced(
         sample_id=ctx.sample_id, token=ctx.token, operation="answer", worker=ctx.worker
@@ -284,7 +287,7 @@ def _record_direct_answer(
             status=AttemptStatus.FAILED if failed else AttemptStatus.ACCEPTED,
         )
         evidence_services.record_capture(
-            sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived
+            sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
         )
         if failed:
             return _answer_failed(ctx, s, attempt, result)
@@ -483,10 +486,13 @@ def handle_evidence(ctx: StepContext) -> str:
             return _fail_accepted(ctx, reason=f"evidence fetch failed: {error}")
         return _retry_later(ctx, step=Step.EVIDENCE, delay=error.retry_after or 2.0)
     archived = _archive(sample, result)
+    failpoint("after_store_before_complete")
     with fenced(
         sample_id=ctx.sample_id, token=ctx.token, operation="evidence", worker=ctx.worker
     ) as s:
-        evidence_services.record_capture(sample_id=s.pk, attempt_no=s.attempts, archived=archived)
+        evidence_services.record_capture(
+            sample_id=s.pk, attempt_no=s.attempts, archived=archived, token=ctx.token
+        )
         if result.collection_state != CollectionState.COMPLETED:
             s.fail_collection()
             s.failure_reason = str((result.error or {}).get("message", "collection failed"))[:200]

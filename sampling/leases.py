@@ -46,19 +46,28 @@ _TAKE_LEASE = """
 _RETURNING = "RETURNING id, fencing_token, step, platform, tenant_id"
 
 
-def _claim_sql(tenant_filter: str) -> str:
-    # PostgreSQL skips candidates another claimer has locked instead of waiting for them.
-    # SQLite has no row locks; its IMMEDIATE transaction serialises writers, and the state
-    # test in the outer WHERE keeps the update conditional all the same.
-    lock = "FOR UPDATE SKIP LOCKED" if _pg() else ""
-    return f"""
-UPDATE sampling_sample {_TAKE_LEASE.format(lease_end=_lease_end("%(lease)s"))}
- WHERE queue_state = 'ready' AND id IN (
+def _claim_sql(extra_filter: str) -> str:
+    candidates = f"""
         SELECT id FROM sampling_sample
          WHERE queue_state = 'ready' AND platform = %(platform)s AND due_at <= {_now()}
-           {tenant_filter}
+           {extra_filter}
          ORDER BY due_at
-         LIMIT %(limit)s {lock})
+         LIMIT %(limit)s"""
+    take = _TAKE_LEASE.format(lease_end=_lease_end("%(lease)s"))
+    if _pg():
+        # The candidates are picked once, in a materialised CTE: as a plain IN (subquery) the
+        # planner may re-run the subquery and, with SKIP LOCKED, lease more than LIMIT rows.
+        # Locked candidates are skipped, never waited for.
+        return f"""
+WITH picked AS MATERIALIZED ({candidates} FOR UPDATE SKIP LOCKED)
+UPDATE sampling_sample AS s {take}
+  FROM picked WHERE s.id = picked.id
+RETURNING s.id, s.fencing_token, s.step, s.platform, s.tenant_id"""
+    # SQLite has no row locks; its IMMEDIATE transaction serialises writers, and the state
+    # test in the outer WHERE keeps the update conditional all the same.
+    return f"""
+UPDATE sampling_sample {take}
+ WHERE queue_state = 'ready' AND id IN ({candidates})
 {_RETURNING}"""
 
 
@@ -68,10 +77,12 @@ def claim_ready(
     limit: int,
     owner: str,
     lease_seconds: int,
+    steps: tuple[str, ...] = (),
     only_tenant: int | None = None,
 ) -> list[Claim]:
-    """Lease up to `limit` due samples of one platform. Concurrent callers never get the same
-    sample: on PostgreSQL locked candidates are skipped, not waited for."""
+    """Lease up to `limit` due samples of one platform (optionally only these steps, only
+    this tenant). Concurrent callers never get the same sample: on PostgreSQL locked
+    candidates are skipped, not waited for."""
     if limit <= 0:
         return []
     params: dict[str, str | int] = {
@@ -80,12 +91,16 @@ def claim_ready(
         "platform": platform,
         "limit": limit,
     }
-    tenant_filter = ""
+    filters = []
     if only_tenant is not None:
-        tenant_filter = "AND tenant_id = %(only_tenant)s"
+        filters.append("AND tenant_id = %(only_tenant)s")
         params["only_tenant"] = only_tenant
+    for i, step in enumerate(steps):
+        params[f"step{i}"] = step
+    if steps:
+        filters.append("AND step IN (" + ", ".join(f"%(step{i})s" for i in range(len(steps))) + ")")
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_claim_sql(tenant_filter), params)
+        cursor.execute(_claim_sql(" ".join(filters)), params)
         rows = cursor.fetchall()
     return [Claim(*row) for row in rows]
 

@@ -7,6 +7,8 @@ import socket
 
 from celery import shared_task
 
+from geo_collect.failpoints import failpoint
+
 from . import execution, runs
 
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"
@@ -14,7 +16,9 @@ _WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 @shared_task(name="sampling.execute_step")
 def execute_step(sample_id: int, token: int) -> str:
-    return execution.run_step(sample_id=sample_id, token=token, worker=_WORKER)
+    outcome = execution.run_step(sample_id=sample_id, token=token, worker=_WORKER)
+    failpoint("after_complete_before_ack")
+    return outcome
 
 
 @shared_task(name="sampling.run_finished")

@@ -20,6 +20,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('revision', models.PositiveIntegerField()),
                 ('attempt_no', models.PositiveIntegerField(blank=True, null=True)),
+                ('fencing_token', models.BigIntegerField(blank=True, null=True)),
                 ('upstream_id', models.CharField(blank=True, default='', max_length=200)),
                 ('collection_state', models.CharField(max_length=16)),
                 ('answer_text', models.TextField(blank=True, default='')),

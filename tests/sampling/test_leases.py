@@ -107,6 +107,7 @@ def test_concurrent_claimers_never_claim_the_same_sample() -> None:
         try:
             while True:
                 got = claim_ready(platform="collector", limit=7, owner=name, lease_seconds=60)
+                assert len(got) <= 7
                 if not got:
                     break
                 mine += [(c.sample_id, c.token) for c in got]
@@ -122,8 +123,19 @@ def test_concurrent_claimers_never_claim_the_same_sample() -> None:
     for t in threads:
         t.join()
 
+    assert len(results) == 6, "a claimer failed"
     claimed = [sample_id for mine in results for sample_id, _ in mine]
     assert len(claimed) == 400
     assert len(set(claimed)) == 400
     assert sum(1 for mine in results if mine) > 1, "claims were not actually concurrent"
     assert Sample.objects.filter(run=run, queue_state="leased", fencing_token=1).count() == 400
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_never_leases_more_than_its_limit() -> None:
+    run = _run_with(50)
+
+    claims = claim_ready(platform="collector", limit=3, owner="a", lease_seconds=30)
+
+    assert len(claims) == 3
+    assert Sample.objects.filter(run=run, queue_state="leased").count() == 3

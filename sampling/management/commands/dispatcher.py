@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from sampling.dispatch import dispatch_once, relay_outbox
+from sampling.dispatch import Dispatcher, hold_leadership, relay_outbox
 from sampling.models import Run
 
 
@@ -25,9 +25,12 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        owner = f"dispatcher:{socket.gethostname()}:{os.getpid()}"
+        dispatcher = Dispatcher(owner=f"dispatcher:{socket.gethostname()}:{os.getpid()}")
         while True:
-            report = dispatch_once(owner=owner)
+            if not hold_leadership():  # another dispatcher is active: stand by
+                time.sleep(options["interval"])
+                continue
+            report = dispatcher.tick()
             if report.claimed or report.relayed or report.requeued:
                 self.stdout.write(
                     f"claimed={report.claimed} relayed={report.relayed} requeued={report.requeued} "

@@ -1,0 +1,66 @@
+"""Named crash points for fault-injection tests (DESIGN.md §11).
+
+Off unless `GEO_FAILPOINTS` is set in the environment; the demo and production never set it.
+`GEO_FAILPOINTS=after_accept_before_record` kills the process with SIGKILL the first time
+that point is reached; `name:3` kills on the third time; several points are comma separated.
+With `GEO_FAILPOINT_DIR` set, a point fires once per directory across all processes (a marker
+file is created atomically), so a restarted worker does not die again at the same place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+POINTS = frozenset(
+    {
+        "after_commit_before_publish",  # claim or outbox row committed, message not published
+        "after_accept_before_record",  # upstream accepted, acceptance not yet recorded
+        "after_store_before_complete",  # evidence objects stored, sample not yet completed
+        "after_complete_before_ack",  # step committed, broker message not acknowledged
+    }
+)
+
+_hits: dict[str, int] = {}
+_lock = threading.Lock()
+
+
+def _armed() -> dict[str, int]:
+    armed: dict[str, int] = {}
+    for item in filter(None, (p.strip() for p in os.environ.get("GEO_FAILPOINTS", "").split(","))):
+        name, _, nth = item.partition(":")
+        if name not in POINTS:
+            raise ValueError(f"unknown failpoint {name!r} (known: {', '.join(sorted(POINTS))})")
+        armed[name] = int(nth or 1)
+    return armed
+
+
+def failpoint(name: str) -> None:
+    """Die here, abruptly, if this point is armed. Costs one dict lookup when nothing is."""
+    if not os.environ.get("GEO_FAILPOINTS"):
+        return
+    nth = _armed().get(name)
+    if nth is None:
+        return
+    with _lock:
+        _hits[name] = _hits.get(name, 0) + 1
+        if _hits[name] != nth or not _claim_once(name):
+            return
+    log.error("failpoint %s: killing pid %s", name, os.getpid())
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _claim_once(name: str) -> bool:
+    directory = os.environ.get("GEO_FAILPOINT_DIR")
+    if not directory:
+        return True
+    try:
+        (Path(directory) / f"{name}.fired").open("x").close()
+    except FileExistsError:
+        return False
+    return True

@@ -1,0 +1,95 @@
+"""Admission control in the dispatcher: fair shares, separate caps, rate limits."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings as django_settings
+
+from sampling.dispatch import Dispatcher, queue_for
+from sampling.models import Sample, Step, Tenant
+from sampling.planning import parse_campaign_spec
+from sampling.services import launch_run, save_campaign
+from tests.conftest import make_campaign_data
+
+COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
+
+
+@pytest.fixture(autouse=True)
+def _empty_broker() -> Iterator[None]:
+    client = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)
+    client.flushdb()
+    yield
+    client.flushdb()
+
+
+def _launch(tenant: str, questions: int) -> Any:
+    data = make_campaign_data(questions=questions, targets=COLLECTOR, repeats=1, tenant=tenant)
+    return launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+
+
+def _leased_by_tenant() -> Counter[str]:
+    return Counter(
+        Sample.objects.filter(queue_state="leased").values_list("tenant__slug", flat=True)
+    )
+
+
+@pytest.mark.django_db
+def test_a_tenant_with_ten_times_the_work_gets_no_more_slots(settings: Any) -> None:
+    settings.GEO_PLATFORM_CONCURRENCY = 8
+    _launch("big", 100)
+    _launch("small", 10)
+
+    report = Dispatcher(owner="t").tick()
+
+    assert report.claimed == 8
+    assert _leased_by_tenant() == {"big": 4, "small": 4}
+
+
+@pytest.mark.django_db
+def test_a_tenant_at_its_concurrency_cap_leaves_the_slots_to_others(settings: Any) -> None:
+    settings.GEO_PLATFORM_CONCURRENCY = 10
+    _launch("big", 50)
+    _launch("small", 50)
+    Tenant.objects.filter(slug="big").update(max_concurrency=2)
+
+    Dispatcher(owner="t").tick()
+
+    assert _leased_by_tenant() == {"big": 2, "small": 8}
+
+
+@pytest.mark.django_db
+def test_evidence_work_does_not_use_the_answer_collection_slots(settings: Any) -> None:
+    settings.GEO_PLATFORM_CONCURRENCY = 3
+    settings.GEO_EVIDENCE_CONCURRENCY = 2
+    run = _launch("acme", 20)
+    ids = list(Sample.objects.filter(run=run).order_by("id").values_list("id", flat=True))
+    Sample.objects.filter(pk__in=ids[:10]).update(step=Step.EVIDENCE)
+
+    report = Dispatcher(owner="t").tick()
+
+    assert report.published == {"platform.collector": 3, "evidence": 2}
+    leased = Counter(Sample.objects.filter(queue_state="leased").values_list("step", flat=True))
+    assert leased == {"submit": 3, "evidence": 2}
+
+
+@pytest.mark.django_db
+def test_rate_limit_per_platform_and_operation_bounds_each_tick(settings: Any) -> None:
+    settings.GEO_PLATFORM_CONCURRENCY = 50
+    settings.GEO_RATE_LIMITS = {"collector": {"submit": 0.001}}  # burst of one, then ~never
+    _launch("acme", 20)
+    dispatcher = Dispatcher(owner="t")
+
+    assert dispatcher.tick().claimed == 1
+    assert dispatcher.tick().claimed == 0
+
+
+def test_steps_route_to_platform_evidence_and_analysis_queues() -> None:
+    assert queue_for(step=Step.SUBMIT, platform="openai") == "platform.openai"
+    assert queue_for(step=Step.POLL, platform="collector") == "platform.collector"
+    assert queue_for(step=Step.EVIDENCE, platform="collector") == "evidence"
+    assert queue_for(step=Step.ANALYZE, platform="openai") == "analysis"
