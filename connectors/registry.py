@@ -68,7 +68,13 @@ def connector_config(platform: str) -> ConnectorConfig:
         model=os.environ.get(f"GEO_{env}_MODEL") or settings.GEO_PLATFORM_MODELS.get(platform),
         timeout_seconds=float(os.environ.get(f"GEO_{env}_TIMEOUT", "60")),
         egress_proxies=proxies or (None,),
+        extra=_extra(env),
     )
+
+
+def _extra(env: str) -> dict[str, str]:
+    callback_url = os.environ.get(f"GEO_{env}_CALLBACK_URL")
+    return {"callback_url": callback_url} if callback_url else {}
 
 
 def get_connector(platform: str) -> Connector:

@@ -6,12 +6,52 @@ permissions, so no download links are issued here.
 
 from __future__ import annotations
 
-from django.contrib import admin
-from django.utils.safestring import SafeString
+import re
+from functools import lru_cache
+from typing import Any
 
-from sampling.admin import HistoryAdmin, HistoryInline, admin_link, answer_html
+import nh3
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.safestring import SafeString, mark_safe
 
-from .models import Capture, Citation, EvidenceObject
+from analysis.mentions import Entity, find_mentions
+from analysis.services import entities_from_snapshot
+from sampling.admin import (
+    HistoryAdmin,
+    HistoryInline,
+    admin_link,
+    answer_html,
+    citations_html,
+    evidence_objects_html,
+)
+from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
+
+from .models import (
+    EVIDENCE_READER_ROLES,
+    Capture,
+    Citation,
+    EvidenceKind,
+    EvidenceObject,
+    ReviewDecision,
+    ReviewDecisionKind,
+    ReviewSample,
+    TenantMembership,
+)
+from .sanitize import (
+    ALLOWED_ATTRIBUTES,
+    ALLOWED_TAGS,
+    ALLOWED_URL_SCHEMES,
+    LINK_REL,
+    render_display_html,
+)
+from .services import ReviewNotAllowed, decide_review
 
 
 class EvidenceObjectInline(HistoryInline):
@@ -74,3 +114,274 @@ class CitationAdmin(HistoryAdmin):
     list_select_related = ("capture",)
     ordering = ("-id",)
     fields = ("capture", "position", "url", "normalized_url", "domain", "title", "start", "end")
+
+
+# --- analyst review queue -----------------------------------------------------------------
+
+_MARK_OPEN = {"brand": "\ue000", "competitor": "\ue002"}
+_MARK_CLOSE = "\ue001"
+_MARK_HTML = {
+    "\ue000": '<mark class="geo-brand">',
+    "\ue002": '<mark class="geo-competitor">',
+    "\ue001": "</mark>",
+}
+_SENTINELS = re.compile("[\ue000\ue001\ue002]")
+_TAG = re.compile(r"<[^>]*>")
+
+
+@lru_cache(maxsize=1)
+def _highlight_cleaner() -> nh3.Cleaner:
+    def keep(tag: str, attr: str, value: str) -> str | None:
+        if tag == "mark":
+            return value if value in ("geo-brand", "geo-competitor") else None
+        return value
+
+    attributes = {tag: set(attrs) for tag, attrs in ALLOWED_ATTRIBUTES.items()}
+    attributes["mark"] = {"class"}
+    return nh3.Cleaner(
+        tags=set(ALLOWED_TAGS) | {"mark"},
+        clean_content_tags={"script", "style"},
+        attributes=attributes,
+        attribute_filter=keep,
+        strip_comments=True,
+        link_rel=LINK_REL,
+        url_schemes=set(ALLOWED_URL_SCHEMES),
+        url_relative="deny",
+    )
+
+
+def highlighted_answer_html(text: str, entities: list[Entity], brand: str) -> SafeString:
+    """The sanitised display copy with brand and competitor mentions marked.
+
+    Mention spans (found in the original text) are bracketed with private-use sentinels, the
+    text is rendered and sanitised as usual, sentinels that ended up inside a tag are dropped,
+    the rest become <mark>, and the result is sanitised once more (with only <mark class> of
+    our two classes added), so the highlighting cannot open a hole in the allow-list."""
+    clean = _SENTINELS.sub("", text or "")
+    found = find_mentions(clean, entities)
+    spans = sorted(
+        (start, end, "brand" if mention.name == brand else "competitor")
+        for mention in found.entities
+        for start, end in mention.spans
+    )
+    pieces, last = [], 0
+    for start, end, kind in spans:
+        if start < last:
+            continue
+        pieces += [clean[last:start], _MARK_OPEN[kind], clean[start:end], _MARK_CLOSE]
+        last = end
+    pieces.append(clean[last:])
+    rendered = render_display_html("".join(pieces))
+    rendered = _TAG.sub(lambda m: _SENTINELS.sub("", m.group(0)), rendered)
+    rendered = _SENTINELS.sub(lambda m: _MARK_HTML[m.group(0)], rendered)
+    return mark_safe(_highlight_cleaner().clean(rendered))  # noqa: S308  # nh3 output
+
+
+def _reader_tenants(user: Any) -> QuerySet[TenantMembership] | None:
+    """None: every tenant (superuser)."""
+    if user.is_superuser:
+        return None
+    return TenantMembership.objects.filter(user_id=user.pk, role__in=EVIDENCE_READER_ROLES)
+
+
+def review_queue(user: Any) -> QuerySet[ReviewSample]:
+    acknowledged = ReviewDecision.objects.filter(
+        sample_id=OuterRef("pk"), decision=ReviewDecisionKind.ACKNOWLEDGED
+    )
+    queue = ReviewSample.objects.filter(queue_state=QueueState.DONE).filter(
+        Q(analysis_state=AnalysisState.REVIEW)
+        | (Q(evidence_state=EvidenceState.PARTIAL) & ~Exists(acknowledged))
+    )
+    tenants = _reader_tenants(user)
+    if tenants is not None:
+        queue = queue.filter(tenant_id__in=tenants.values("tenant_id"))
+    return queue
+
+
+class ReviewReasonFilter(admin.SimpleListFilter):
+    title = "why queued"
+    parameter_name = "why"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("analysis", "Analysis in review"), ("evidence", "Partial evidence")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "analysis":
+            return queryset.filter(analysis_state=AnalysisState.REVIEW)
+        if self.value() == "evidence":
+            return queryset.filter(evidence_state=EvidenceState.PARTIAL)
+        return queryset
+
+
+@admin.register(ReviewSample)
+class ReviewSampleAdmin(HistoryAdmin):
+    """Samples an analyst must look at; accept / reject go through the state machine."""
+
+    list_display = (
+        "id",
+        "run_short",
+        "platform",
+        "question",
+        "evidence_state",
+        "analysis_state",
+        "reasons",
+        "updated_at",
+    )
+    list_display_links = ("id", "question")
+    list_filter = (ReviewReasonFilter, "platform", "evidence_state", "analysis_state")
+    ordering = ("id",)
+    change_list_template = "admin/evidence/reviewsample/change_list.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ReviewSample]:
+        return review_queue(request.user).select_related("question_revision")
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            return False
+        tenants = _reader_tenants(user)
+        return tenants is None or tenants.exists()
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    @admin.display(description="run")
+    def run_short(self, sample: Sample) -> str:
+        return str(sample.run_id)[:8]
+
+    @admin.display(description="question")
+    def question(self, sample: Sample) -> str:
+        text = sample.question_revision.text
+        return text[:60] + ("…" if len(text) > 60 else "")
+
+    @admin.display(description="reasons")
+    def reasons(self, sample: Sample) -> str:
+        return "; ".join(_reasons(sample)) or "—"
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<path:object_id>/decide/",
+                self.admin_site.admin_view(self.decide_view),
+                name="{}_{}_decide".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        sample = self._queued(request, object_id)
+        return TemplateResponse(
+            request,
+            "admin/evidence/reviewsample/detail.html",
+            {**self.admin_site.each_context(request), **_review_context(request, sample)},
+        )
+
+    def _queued(self, request: HttpRequest, object_id: str) -> ReviewSample:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        sample = self.get_queryset(request).filter(pk=_int_or_none(unquote(object_id))).first()
+        if sample is None:
+            raise Http404("not in the review queue")
+        return sample
+
+    def decide_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        sample = self._queued(request, object_id)
+        decision = request.POST.get("decision", "")
+        try:
+            decide_review(
+                sample_id=sample.pk,
+                decision=decision,
+                reviewer_id=request.user.pk,
+                note=request.POST.get("note", ""),
+            )
+        except ReviewNotAllowed as error:
+            messages.error(request, str(error))
+            return redirect("admin:evidence_reviewsample_change", sample.pk)
+        messages.success(request, f"sample {sample.pk}: {decision}")
+        return redirect("admin:evidence_reviewsample_changelist")
+
+
+def _int_or_none(value: str) -> int | None:
+    return int(value) if value.isdigit() else None
+
+
+def _reasons(sample: Sample) -> list[str]:
+    reasons = []
+    if sample.analysis_state == AnalysisState.REVIEW:
+        reasons.append(
+            f"analysis in review{': ' + sample.validity_reason if sample.validity_reason else ''}"
+        )
+    if sample.evidence_state == EvidenceState.PARTIAL:
+        reasons.append(f"partial evidence: {sample.evidence_reason or 'unspecified'}")
+    return reasons
+
+
+def _review_context(request: HttpRequest, sample: ReviewSample) -> dict[str, Any]:
+    capture = (
+        Capture.objects.filter(sample_id=sample.pk, collection_state="completed")
+        .order_by("-revision")
+        .first()
+    )
+    snapshot = sample.run.config_snapshot
+    entities = entities_from_snapshot(snapshot)
+    brand = snapshot["brand"]["name"]
+    objects = {o.kind: o for o in capture.evidence_objects.all()} if capture is not None else {}
+    screenshot, thumbnail = (
+        objects.get(EvidenceKind.SCREENSHOT),
+        objects.get(EvidenceKind.THUMBNAIL),
+    )
+    return {
+        "title": f"Review sample {sample.pk}",
+        "opts": ReviewSample._meta,
+        "sample": sample,
+        "capture": capture,
+        "reasons": _reasons(sample),
+        "warnings": capture.warnings if capture is not None else [],
+        "answer": highlighted_answer_html(capture.answer_text, entities, brand)
+        if capture is not None
+        else None,
+        "citations": citations_html(capture) if capture is not None else None,
+        "objects": evidence_objects_html(capture) if capture is not None else None,
+        "mentions": list(capture.mentions.order_by("rank", "entity")) if capture else [],
+        "screenshot_url": reverse("evidence:download", args=[screenshot.pk]) if screenshot else "",
+        "thumbnail_url": reverse("evidence:download", args=[thumbnail.pk]) if thumbnail else "",
+        "decisions": list(sample.review_decisions.select_related("reviewer")),
+        "can_accept": sample.analysis_state == AnalysisState.REVIEW,
+        "can_acknowledge": sample.analysis_state != AnalysisState.REVIEW
+        and sample.evidence_state == EvidenceState.PARTIAL,
+        "decide_url": reverse("admin:evidence_reviewsample_decide", args=[sample.pk]),
+        "sample_url": reverse("admin:sampling_sample_change", args=[sample.pk]),
+    }
+
+
+@admin.register(TenantMembership)
+class TenantMembershipAdmin(admin.ModelAdmin):
+    list_display = ("id", "user", "tenant", "role", "created_at")
+    list_filter = ("role", "tenant")
+    list_select_related = ("user", "tenant")
+    autocomplete_fields = ()
+
+
+@admin.register(ReviewDecision)
+class ReviewDecisionAdmin(HistoryAdmin):
+    list_display = (
+        "id",
+        "sample",
+        "decision",
+        "reviewer",
+        "analysis_state_before",
+        "analysis_state_after",
+        "created_at",
+    )
+    list_filter = ("decision",)
+    list_select_related = ("sample", "reviewer")
+    ordering = ("-id",)

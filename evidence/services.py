@@ -5,18 +5,28 @@ without its object cannot happen."""
 
 from __future__ import annotations
 
-import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
 from django.db import transaction
 
+from analysis.domains import registrable_domain
 from connectors.base import NormalizedResult
 
-from .models import Capture, Citation, EvidenceKind, EvidenceObject
+from .models import (
+    Capture,
+    Citation,
+    EvidenceKind,
+    EvidenceObject,
+    ReviewDecision,
+    ReviewDecisionKind,
+)
+from .storage import evidence_storage, put_new
+
+log = logging.getLogger(__name__)
+
+THUMBNAIL_UNAVAILABLE = "THUMBNAIL_UNAVAILABLE"
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,7 @@ class ArchivedResult:
     result: NormalizedResult
     revision: int
     objects: list[StoredObject] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what archiving itself could not do
 
 
 def object_key(*, tenant: str, run_id: str, sample_id: int, revision: int, kind: str) -> str:
@@ -42,16 +53,22 @@ def object_key(*, tenant: str, run_id: str, sample_id: int, revision: int, kind:
 
 
 def _put(key: str, content: bytes, mime: str, kind: str) -> StoredObject:
-    # file_overwrite is off: an existing key is never replaced; storage picks another name and
-    # we record the name it actually used.
-    saved_as = default_storage.save(key, ContentFile(content))
-    return StoredObject(
-        kind=kind,
-        key=saved_as,
-        sha256=hashlib.sha256(content).hexdigest(),
-        size=len(content),
-        mime=mime,
-    )
+    # An existing key is never replaced (evidence.storage): storage picks another name and we
+    # record the name it actually used.
+    put = put_new(key=key, content=content, mime=mime)
+    return StoredObject(kind=kind, key=put.key, sha256=put.sha256, size=put.size, mime=mime)
+
+
+def _put_thumbnail(key: str, image: bytes) -> StoredObject | None:
+    """A separate, small copy of a screenshot; the original is kept at full resolution."""
+    from .screenshots import make_thumbnail
+
+    try:
+        thumbnail = make_thumbnail(image)
+    except ValueError as error:
+        log.warning("no thumbnail for %s: %s", key, error)
+        return None
+    return _put(key, thumbnail, "image/png", EvidenceKind.THUMBNAIL)
 
 
 def archive_objects(
@@ -88,20 +105,29 @@ def archive_objects(
         archived.objects.append(
             _put(key(attachment.kind), attachment.content, attachment.mime, attachment.kind)
         )
+        if attachment.kind == EvidenceKind.SCREENSHOT:
+            thumbnail = _put_thumbnail(key(EvidenceKind.THUMBNAIL), attachment.content)
+            if thumbnail is None:
+                archived.warnings.append(THUMBNAIL_UNAVAILABLE)
+            else:
+                archived.objects.append(thumbnail)
     return archived
 
 
-def record_capture(*, sample_id: int, attempt_no: int | None, archived: ArchivedResult) -> Capture:
+def record_capture(
+    *, sample_id: int, attempt_no: int | None, archived: ArchivedResult, token: int | None = None
+) -> Capture:
     """The rows for archived objects. Call inside the transaction that changes sample state."""
     result = archived.result
     capture = Capture.objects.create(
         sample_id=sample_id,
         revision=archived.revision,
         attempt_no=attempt_no,
+        fencing_token=token,
         upstream_id=result.upstream_id or "",
         collection_state=result.collection_state,
         answer_text=result.answer_text,
-        warnings=list(result.warnings),
+        warnings=[*result.warnings, *(w for w in archived.warnings if w not in result.warnings)],
         error=result.error,
         status_code=result.status_code,
         upstream_cost=result.cost,
@@ -110,7 +136,13 @@ def record_capture(*, sample_id: int, attempt_no: int | None, archived: Archived
     )
     EvidenceObject.objects.bulk_create(
         EvidenceObject(
-            capture=capture, kind=o.kind, key=o.key, sha256=o.sha256, size=o.size, mime=o.mime
+            capture=capture,
+            kind=o.kind,
+            key=o.key,
+            sha256=o.sha256,
+            size=o.size,
+            mime=o.mime,
+            revision=archived.revision,
         )
         for o in archived.objects
     )
@@ -120,7 +152,8 @@ def record_capture(*, sample_id: int, attempt_no: int | None, archived: Archived
             position=i,
             url=c.url,
             normalized_url=c.normalized_url,
-            domain=(urlsplit(c.normalized_url).hostname or ""),
+            # Registrable domain (eTLD+1) from the offline public-suffix list.
+            domain=registrable_domain(c.normalized_url or c.url) or "",
             title=c.title or "",
             start=c.start,
             end=c.end,
@@ -136,7 +169,7 @@ def next_revision(*, sample_id: int) -> int:
 
 
 def read_object(*, key: str) -> bytes:
-    with default_storage.open(key, "rb") as handle:
+    with evidence_storage().open(key, "rb") as handle:
         data: bytes = handle.read()
     return data
 
@@ -160,7 +193,9 @@ def reparse_sample(*, sample_id: int) -> tuple[Capture, NormalizedResult]:
     if source is None:
         raise LookupError(f"sample {sample_id} has no stored raw response to re-parse")
     raw = read_object(key=source.key)
-    result = adapter_class(sample.platform).parse(raw, content_type=source.mime, sample_id=sample_id)
+    result = adapter_class(sample.platform).parse(
+        raw, content_type=source.mime, sample_id=sample_id
+    )
     result.upstream_id = result.upstream_id or source.capture.upstream_id
     archived = archive_objects(
         result=result,
@@ -174,3 +209,107 @@ def reparse_sample(*, sample_id: int) -> tuple[Capture, NormalizedResult]:
             sample_id=sample_id, attempt_no=source.capture.attempt_no, archived=archived
         )
     return capture, result
+
+
+class EvidenceExists(Exception):
+    """The capture already holds an object of this kind; stored evidence is never replaced."""
+
+
+def store_screenshot(*, sample_id: int, capture_id: int, png: bytes) -> list[EvidenceObject]:
+    """Attach a rendered screenshot (and its thumbnail) to a capture that has none.
+
+    Objects are written to storage first, outside any transaction; the rows follow in a short
+    transaction of their own. Call it outside the caller's transaction. If the capture already
+    has a screenshot nothing is replaced: `EvidenceExists` is raised (the objects just written
+    are unreferenced garbage, never visible evidence).
+    """
+    capture = Capture.objects.select_related("sample__run").get(pk=capture_id)
+    if capture.sample_id != sample_id:
+        raise ValueError(f"capture {capture_id} does not belong to sample {sample_id}")
+    if capture.evidence_objects.filter(kind=EvidenceKind.SCREENSHOT).exists():
+        raise EvidenceExists(f"capture {capture_id} already has a screenshot")
+    sample = capture.sample
+
+    def key(kind: str) -> str:
+        return object_key(
+            tenant=sample.run.config_snapshot["tenant"],
+            run_id=str(sample.run_id),
+            sample_id=sample_id,
+            revision=capture.revision,
+            kind=kind,
+        )
+
+    stored = [_put(key(EvidenceKind.SCREENSHOT), png, "image/png", EvidenceKind.SCREENSHOT)]
+    thumbnail = _put_thumbnail(key(EvidenceKind.THUMBNAIL), png)
+    if thumbnail is not None:
+        stored.append(thumbnail)
+    with transaction.atomic():
+        locked = Capture.objects.select_for_update().get(pk=capture_id)
+        if locked.evidence_objects.filter(kind=EvidenceKind.SCREENSHOT).exists():
+            raise EvidenceExists(f"capture {capture_id} already has a screenshot")
+        return EvidenceObject.objects.bulk_create(
+            EvidenceObject(
+                capture=locked,
+                kind=o.kind,
+                key=o.key,
+                sha256=o.sha256,
+                size=o.size,
+                mime=o.mime,
+                revision=locked.revision,
+            )
+            for o in stored
+        )
+
+
+class ReviewNotAllowed(Exception):
+    """The decision does not apply to the sample in its current state."""
+
+
+def decide_review(
+    *, sample_id: int, decision: str, reviewer_id: int | None, note: str = ""
+) -> ReviewDecision:
+    """An analyst's decision on a queued sample, through the sample's state machine.
+
+    accepted / rejected: analysis review -> accepted / failed (`approve_review` /
+    `reject_review`). acknowledged: partial evidence seen and accepted as it is (the answer
+    already counts; nothing in the state machine changes). Each decision is recorded.
+    """
+    from django_fsm import TransitionNotAllowed
+
+    from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
+
+    with transaction.atomic():
+        sample = Sample.objects.select_for_update().get(pk=sample_id)
+        if sample.queue_state != QueueState.DONE:
+            raise ReviewNotAllowed(f"sample {sample_id} is still being worked on")
+        before = sample.analysis_state
+        try:
+            if decision == ReviewDecisionKind.ACCEPTED:
+                sample.approve_review()
+            elif decision == ReviewDecisionKind.REJECTED:
+                sample.reject_review()
+            elif decision == ReviewDecisionKind.ACKNOWLEDGED:
+                if sample.evidence_state != EvidenceState.PARTIAL or before == AnalysisState.REVIEW:
+                    raise ReviewNotAllowed("only partial evidence outside analysis review")
+            else:
+                raise ReviewNotAllowed(f"unknown decision {decision!r}")
+        except TransitionNotAllowed as error:
+            raise ReviewNotAllowed(
+                f"sample {sample_id}: {decision} not allowed while analysis is {before}"
+            ) from error
+        if sample.analysis_state != before:
+            sample.save(update_fields=["analysis_state", "updated_at"])
+        capture = (
+            Capture.objects.filter(sample_id=sample_id, collection_state="completed")
+            .order_by("-revision")
+            .first()
+        )
+        return ReviewDecision.objects.create(
+            sample=sample,
+            capture=capture,
+            decision=decision,
+            reviewer_id=reviewer_id,
+            note=note[:2000],
+            analysis_state_before=before,
+            analysis_state_after=sample.analysis_state,
+        )

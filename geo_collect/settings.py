@@ -209,3 +209,5 @@ GEO_RATE_LIMITS: dict[str, dict[str, float]] = json.loads(os.environ.get("GEO_RA
 GEO_DEFAULT_RATE_LIMIT = float(os.environ.get("GEO_DEFAULT_RATE_LIMIT", "50"))
 # A step claimed this many times without finishing is parked with its reason (poison message).
 GEO_MAX_STEP_CLAIMS = int(os.environ.get("GEO_MAX_STEP_CLAIMS", "8"))
+# Shared secret of the collection provider's signed callbacks (POST /callbacks/collector/).
+GEO_COLLECTOR_CALLBACK_SECRET = os.environ.get("GEO_COLLECTOR_CALLBACK_SECRET", "")

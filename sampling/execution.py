@@ -28,6 +28,7 @@ from connectors.base import (
 )
 from connectors.registry import get_connector
 from connectors.retry import RetryPolicy
+from billing import hooks as billing_hooks
 from evidence import services as evidence_services
 from geo_collect.failpoints import failpoint
 
@@ -38,6 +39,7 @@ from .models import (
     AttemptStatus,
     CollectionState,
     QueueState,
+    Run,
     Sample,
     Step,
     SubmissionState,
@@ -170,6 +172,13 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
             _release(s, step=Step.VERIFY)
             save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
             return None
+        if Run.objects.filter(pk=s.run_id).exclude(cancelled_at=None).exists():
+            # Cancelled before the upstream was asked: never send it (billing released it).
+            s.fail_collection()
+            s.failure_reason = "cancelled by operator"
+            _release(s, step=Step.NONE)
+            save_fenced(s, ctx.token, "collection_state", "failure_reason", *_QUEUE_FIELDS)
+            return None
         s.attempts += 1
         attempt = Attempt.objects.create(
             sample=s,
@@ -185,6 +194,10 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
 def handle_submit(ctx: StepContext) -> str:
     begun = _begin_attempt(ctx)
     if begun is None:
+        sample = Sample.objects.get(pk=ctx.sample_id)
+        if sample.queue_state == QueueState.DONE:
+            _after_terminal(sample)
+            return "cancelled"
         return "uncertain"
     sample, attempt = begun
     sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
@@ -490,7 +503,7 @@ def handle_evidence(ctx: StepContext) -> str:
     with fenced(
         sample_id=ctx.sample_id, token=ctx.token, operation="evidence", worker=ctx.worker
     ) as s:
-        evidence_services.record_capture(
+        capture = evidence_services.record_capture(
             sample_id=s.pk, attempt_no=s.attempts, archived=archived, token=ctx.token
         )
         if result.collection_state != CollectionState.COMPLETED:
@@ -516,6 +529,8 @@ def handle_evidence(ctx: StepContext) -> str:
                 *_QUEUE_FIELDS,
             )
             terminal = False
+    if capture.upstream_cost is not None:
+        billing_hooks.record_upstream_cost(capture_id=capture.pk)  # idempotent per task
     if terminal:
         _after_terminal(s)
     return "evidence-stored"
@@ -534,6 +549,9 @@ def handle_analyze(ctx: StepContext) -> str:
         verdict.apply(s)
         _release(s, step=Step.NONE)
         save_fenced(s, ctx.token, "analysis_state", "validity", "validity_reason", *_QUEUE_FIELDS)
+    if verdict.valid:
+        # Idempotent per sample; should this process die first, settling the run charges it.
+        billing_hooks.capture_sample(sample_id=s.pk)
     _after_terminal(s)
     return f"analysed:{s.analysis_state}"
 

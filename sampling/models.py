@@ -466,3 +466,22 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task} {self.payload}"
+
+
+class CallbackDelivery(models.Model):
+    """A provider callback we accepted, by its delivery id: a repeat is recognised, not
+    acted on twice. A callback is only a hint to poll now; the result always comes from
+    polling the provider."""
+
+    provider = models.CharField(max_length=32)
+    delivery_id = models.CharField(max_length=200)
+    task_id = models.CharField(max_length=200)
+    received_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "delivery_id"], name="callback_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} callback {self.delivery_id}"

@@ -10,6 +10,8 @@ from typing import Any
 
 from django.db import transaction
 
+from billing import hooks as billing_hooks
+
 from .bulk import copy_insert
 from .dbtime import db_now
 from .models import (
@@ -172,7 +174,7 @@ def campaign_as_spec(*, campaign: Campaign, submission_limit: int | None = None)
 
 
 def launch_run(*, campaign: Campaign, submission_limit: int | None = None) -> Run:
-    """Freeze the campaign into a run and expand its samples in bulk.
+    """Freeze the campaign into a run, expand its samples in bulk and hold its quote.
 
     After this returns nothing about the run depends on the live campaign: the snapshot holds
     the question revision ids and every setting the workers need.
@@ -189,6 +191,9 @@ def launch_run(*, campaign: Campaign, submission_limit: int | None = None) -> Ru
             priority=spec.priority,
         )
         _expand_samples(run=run, spec=spec, revision_ids=[r.pk for r in revisions])
+        # The quote is snapshotted and its maximum held in the same transaction: a launch the
+        # tenant cannot pay for raises (billing.services.InsufficientFunds) and writes nothing.
+        billing_hooks.quote_and_reserve(run=run)
     return run
 
 

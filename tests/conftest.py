@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db.models.signals import post_save
 
 BASE_CAMPAIGN: dict[str, Any] = {
     "tenant": "acme",
@@ -44,3 +46,28 @@ def make_campaign_data(
         repeats=repeats,
     )
     return data
+
+
+TEST_FUNDS = 10**9  # minor units: no sampling test should fail for lack of credit
+
+
+def _fund_new_tenant(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
+    from billing.services import ensure_default_price_version, top_up
+
+    if created:
+        version = ensure_default_price_version()
+        top_up(
+            tenant=instance,
+            amount=TEST_FUNDS,
+            currency=version.currency,
+            idempotency_key="test-funds",
+        )
+
+
+@pytest.fixture(autouse=True)
+def funded_tenants() -> Iterator[None]:
+    """Launching a run holds its quote, so every tenant a test creates gets a price list and
+    credit, as an operator would set up. Billing's own tests override this to start empty."""
+    post_save.connect(_fund_new_tenant, sender="sampling.Tenant", dispatch_uid="test-funds")
+    yield
+    post_save.disconnect(sender="sampling.Tenant", dispatch_uid="test-funds")

@@ -25,9 +25,10 @@ def drive_in_process(run_id: Any, *, max_rounds: int = 200) -> list[str]:
             for platform in platforms
             for claim in claim_ready(platform=platform, limit=50, owner="test", lease_seconds=60)
         ]
-        if not claims and not Sample.objects.filter(
-            run_id=run_id, queue_state=QueueState.READY
-        ).exists():
+        if (
+            not claims
+            and not Sample.objects.filter(run_id=run_id, queue_state=QueueState.READY).exists()
+        ):
             return outcomes
         for claim in claims:
             outcomes.append(run_step(sample_id=claim.sample_id, token=claim.token, worker="test"))

@@ -14,19 +14,24 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # Fields a re-parse of a file cannot know (HTTP status and request-id headers, the sample) or that are shown
 # differently (raw by digest); everything else must be identical.
 NOT_COMPARED = {
-    "sample_id", "status_code", "request_id", "captured_at", "raw", "raw_mime", "raw_sha256",
+    "sample_id",
+    "status_code",
+    "request_id",
+    "captured_at",
+    "raw",
+    "raw_mime",
+    "raw_sha256",
     "raw_size",
 }
 
-CASES = sorted(
-    (expected.parent.name, expected)
-    for expected in FIXTURES.glob("*/*.expected.json")
-)
+CASES = sorted((expected.parent.name, expected) for expected in FIXTURES.glob("*/*.expected.json"))
 
 
 def _transcript_for(expected: Path) -> Path:
     stem = expected.name.removesuffix(".expected.json")
-    candidates = [p for p in expected.parent.glob(f"{stem}.*") if not p.name.endswith(".expected.json")]
+    candidates = [
+        p for p in expected.parent.glob(f"{stem}.*") if not p.name.endswith(".expected.json")
+    ]
     assert len(candidates) == 1, candidates
     return candidates[0]
 
@@ -34,8 +39,17 @@ def _transcript_for(expected: Path) -> Path:
 def test_every_platform_has_captured_fixtures() -> None:
     platforms = {platform for platform, _ in CASES}
     assert platforms >= {
-        "openai", "collector", "openai_chat", "anthropic", "gemini", "perplexity",
-        "deepseek", "kimi", "doubao", "qwen", "ollama",
+        "openai",
+        "collector",
+        "openai_chat",
+        "anthropic",
+        "gemini",
+        "perplexity",
+        "deepseek",
+        "kimi",
+        "doubao",
+        "qwen",
+        "ollama",
     }
 
 
@@ -45,7 +59,14 @@ def test_reparse_prints_the_expected_normalized_result(platform: str, expected: 
     call_command("reparse", str(_transcript_for(expected)), platform=platform, stdout=out)
     printed = json.loads(out.getvalue())
     wanted = json.loads(expected.read_text(encoding="utf-8"))
-    for field in ("collection_state", "answer_text", "citations", "error", "warnings", "upstream_id"):
+    for field in (
+        "collection_state",
+        "answer_text",
+        "citations",
+        "error",
+        "warnings",
+        "upstream_id",
+    ):
         assert field in printed
     assert {k: v for k, v in printed.items() if k not in NOT_COMPARED} == {
         k: v for k, v in wanted.items() if k not in NOT_COMPARED

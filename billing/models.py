@@ -1,0 +1,295 @@
+"""Prices, quotes and an append-only double-entry ledger (DESIGN.md §10).
+
+Amounts are integers in minor units (fen for CNY, cents for USD); never floats.
+
+Ledger shape (learned from TigerBeetle and django-hordak):
+
+* `Account` — one per (purpose, owner, currency). Value flows between accounts; a posting's
+  signed `amount` is added to its account's balance, and the postings of an entry sum to zero
+  per currency, so the sum over the whole ledger is always zero.
+* `JournalEntry` — one business event with a client-chosen, unique `idempotency_key` and the
+  hash of its content: the same key with the same content returns the original entry, the
+  same key with different content is an error (Stripe's rule).
+* `Posting` — one signed, non-zero amount on one account.
+* `SampleSettlement` — how a sample's share of its run's hold was disposed of (captured,
+  released); unique per sample, so a sample can be charged at most once (TigerBeetle's
+  "post or void a pending transfer exactly once").
+
+In PostgreSQL the migrations add triggers: postings, entries, settlements, prices and
+statement lines refuse UPDATE and DELETE; a deferred constraint trigger refuses an entry whose
+postings do not sum to zero per currency at COMMIT; a trigger keeps the cached balance of
+accounts with `tracks_balance` equal to the sum of their postings, and a CHECK keeps those
+balances non-negative. See `billing/migrations/0002_ledger_triggers.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+
+class ImmutableError(Exception):
+    """An append-only row was about to be changed."""
+
+
+class AppendOnlyModel(models.Model):
+    """Rows are inserted once and never updated or deleted (also enforced by triggers)."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None and not self._state.adding:
+            raise ImmutableError(f"{type(self).__name__} rows are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise ImmutableError(f"{type(self).__name__} rows are append-only")
+
+
+# --- prices ---------------------------------------------------------------------------------
+
+
+class PriceVersion(AppendOnlyModel):
+    """An immutable price list. The active one is the latest whose `effective_from` has
+    passed; a price change is a new version, and runs keep the quote they were launched with."""
+
+    name = models.CharField(max_length=64, unique=True)
+    currency = models.CharField(max_length=3)
+    effective_from = models.DateTimeField()
+    note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-effective_from", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(currency__regex=r"^[A-Z]{3}$"), name="priceversion_currency_iso"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.currency})"
+
+
+class PriceComponent(models.TextChoices):
+    BASE = "base", "Per answered sample"
+    DEEP_THINKING = "deep_thinking", "Deep-thinking surcharge"
+    SCREENSHOT = "screenshot", "Screenshot"
+
+
+class Price(AppendOnlyModel):
+    version = models.ForeignKey(PriceVersion, on_delete=models.PROTECT, related_name="prices")
+    platform = models.CharField(max_length=32)
+    component = models.CharField(max_length=16, choices=PriceComponent.choices)
+    amount = models.BigIntegerField(help_text="minor units of the version's currency")
+
+    class Meta:
+        ordering = ["version", "platform", "component"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version", "platform", "component"], name="price_unique_component"
+            ),
+            models.CheckConstraint(condition=Q(amount__gt=0), name="price_amount_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform}/{self.component}={self.amount}"
+
+
+# --- ledger ---------------------------------------------------------------------------------
+
+
+class AccountKind(models.TextChoices):
+    FUNDING = "funding", "External funding (money in, per currency)"
+    AVAILABLE = "available", "Tenant available balance"
+    HOLD = "hold", "Run hold (reserved estimated maximum)"
+    REVENUE = "revenue", "Tenant charges (captured, net of refunds)"
+    UPSTREAM_COST = "upstream_cost", "Upstream cost (per platform)"
+    UPSTREAM_PAYABLE = "upstream_payable", "Owed to the upstream (per platform)"
+
+
+class Account(models.Model):
+    """A ledger account. Its balance is the sum of its postings.
+
+    `balance` is a cache kept by a database trigger for accounts with `tracks_balance` (tenant
+    available balances and run holds); a CHECK keeps it non-negative, so an overdraft is
+    refused by the database even if Python got it wrong. `check_ledger` compares it with the
+    derived sum.
+    """
+
+    code = models.CharField(max_length=120, unique=True)
+    kind = models.CharField(max_length=20, choices=AccountKind.choices)
+    currency = models.CharField(max_length=3)
+    tenant = models.ForeignKey(
+        "sampling.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    run = models.ForeignKey(
+        "sampling.Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    platform = models.CharField(max_length=32, blank=True, default="")
+    tracks_balance = models.BooleanField(default=False)
+    balance = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(tracks_balance=False) | Q(balance__gte=0),
+                name="account_tracked_balance_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(currency__regex=r"^[A-Z]{3}$"), name="account_currency_iso"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.code
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None and not self._state.adding:
+            raise ImmutableError("accounts are never edited; balances move only by postings")
+        super().save(*args, **kwargs)
+
+
+class EntryKind(models.TextChoices):
+    TOP_UP = "top_up", "Top-up"
+    RESERVE = "reserve", "Reserve (hold on launch)"
+    CAPTURE = "capture", "Capture (completed sample)"
+    RELEASE = "release", "Release (rest of a hold)"
+    REFUND = "refund", "Refund"
+    UPSTREAM_COST = "upstream_cost", "Upstream cost"
+    ADJUSTMENT = "adjustment", "Adjustment"
+    REVERSAL = "reversal", "Reversal"
+
+
+class JournalEntry(AppendOnlyModel):
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    content_hash = models.CharField(max_length=64)
+    kind = models.CharField(max_length=20, choices=EntryKind.choices)
+    tenant = models.ForeignKey(
+        "sampling.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    run = models.ForeignKey(
+        "sampling.Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    sample = models.ForeignKey(
+        "sampling.Sample", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    capture = models.ForeignKey(
+        "evidence.Capture", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    platform = models.CharField(max_length=32, blank=True, default="")
+    upstream_id = models.CharField(max_length=200, blank=True, default="", db_index=True)
+    reverses = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversed_by"
+    )
+    memo = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "journal entries"
+        indexes = [
+            models.Index(fields=["run", "kind"], name="entry_run_kind_idx"),
+            models.Index(fields=["tenant", "created_at"], name="entry_tenant_time_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.pk} {self.idempotency_key}"
+
+
+class Posting(AppendOnlyModel):
+    entry = models.ForeignKey(JournalEntry, on_delete=models.PROTECT, related_name="postings")
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="postings")
+    amount = models.BigIntegerField(help_text="signed minor units; added to the account")
+
+    class Meta:
+        ordering = ["entry", "id"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(amount=0), name="posting_amount_non_zero"),
+        ]
+        indexes = [models.Index(fields=["account", "entry"], name="posting_account_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.amount:+d}"
+
+
+class SettlementReason(models.TextChoices):
+    COMPLETED = "completed", "Completed: captured by the quote's rules"
+    FAILED = "failed", "Failed: released"
+    INVALID = "invalid", "Completed but invalid: released"
+    CANCELLED = "cancelled", "Cancelled before the upstream accepted it: released"
+
+
+class SampleSettlement(AppendOnlyModel):
+    """How one sample's reserved share was disposed of. Unique per sample: a sample is charged
+    (or released) at most once, whatever is repeated."""
+
+    entry = models.ForeignKey(JournalEntry, on_delete=models.PROTECT, related_name="settlements")
+    run = models.ForeignKey("sampling.Run", on_delete=models.PROTECT, related_name="+")
+    sample = models.OneToOneField("sampling.Sample", on_delete=models.PROTECT, related_name="+")
+    reason = models.CharField(max_length=16, choices=SettlementReason.choices)
+    reserved = models.BigIntegerField()
+    captured = models.BigIntegerField()
+    released = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(captured__gte=0) & Q(released__gte=0),
+                name="settlement_amounts_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(reserved=models.F("captured") + models.F("released")),
+                name="settlement_reserved_is_captured_plus_released",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"sample {self.sample_id}: {self.reason} {self.captured}/{self.released}"
+
+
+# --- upstream statements (reconciliation input) ---------------------------------------------
+
+
+class UpstreamStatement(AppendOnlyModel):
+    """An imported provider statement (CSV). The same file imported twice is one statement."""
+
+    provider = models.CharField(max_length=32)
+    filename = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64, unique=True)
+    rows = models.PositiveIntegerField()
+    imported_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-imported_at"]
+
+    def __str__(self) -> str:
+        return f"{self.provider}: {self.filename}"
+
+
+class UpstreamStatementLine(AppendOnlyModel):
+    statement = models.ForeignKey(UpstreamStatement, on_delete=models.PROTECT, related_name="lines")
+    row_no = models.PositiveIntegerField()
+    provider = models.CharField(max_length=32)
+    upstream_id = models.CharField(max_length=200)
+    amount = models.BigIntegerField()
+    currency = models.CharField(max_length=3)
+    occurred_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["statement", "row_no"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "upstream_id"], name="statement_line_unique_task"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.upstream_id} {self.amount} {self.currency}"

@@ -1,0 +1,179 @@
+"""Reads over the ledger. Balances come from postings; the cached `Account.balance` of tracked
+accounts is used where speed matters and verified by `check_ledger`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Sum
+
+from sampling.models import Run, Sample, SubmissionState, Tenant
+
+from .models import Account, AccountKind, EntryKind, Posting, SampleSettlement, SettlementReason
+
+
+def _sum(qs: Any, column: str = "amount") -> int:
+    return int(qs.aggregate(t=Sum(column))["t"] or 0)
+
+
+def account_balance(account: Account) -> int:
+    """Derived from postings."""
+    return _sum(Posting.objects.filter(account=account))
+
+
+def available_balance(tenant: Tenant, currency: str, *, derived: bool = False) -> int:
+    """What the tenant can spend: top-ups + releases + refunds - holds. The cached balance is
+    kept by a database trigger in the same statement as each posting; `derived=True` sums the
+    postings instead."""
+    account = Account.objects.filter(code=f"available:{tenant.pk}:{currency}").first()
+    if account is None:
+        return 0
+    return account_balance(account) if derived else account.balance
+
+
+def held_balance(tenant: Tenant, currency: str) -> int:
+    return _sum(
+        Account.objects.filter(tenant=tenant, kind=AccountKind.HOLD, currency=currency), "balance"
+    )
+
+
+@dataclass
+class TenantBalance:
+    currency: str
+    available: int
+    held: int
+    charged: int  # captured, net of refunds
+    refunded: int
+
+
+def tenant_balances(tenant: Tenant) -> list[TenantBalance]:
+    currencies = sorted(
+        set(Account.objects.filter(tenant=tenant).values_list("currency", flat=True))
+    )
+    result = []
+    for currency in currencies:
+        refunded = -_sum(
+            Posting.objects.filter(
+                entry__kind=EntryKind.REFUND,
+                account__kind=AccountKind.REVENUE,
+                account__tenant=tenant,
+                account__currency=currency,
+            )
+        )
+        charged = _sum(
+            Posting.objects.filter(
+                account__kind=AccountKind.REVENUE,
+                account__tenant=tenant,
+                account__currency=currency,
+            )
+        )
+        result.append(
+            TenantBalance(
+                currency=currency,
+                available=available_balance(tenant, currency, derived=True),
+                held=_sum(
+                    Posting.objects.filter(
+                        account__kind=AccountKind.HOLD,
+                        account__tenant=tenant,
+                        account__currency=currency,
+                    )
+                ),
+                charged=charged,
+                refunded=refunded,
+            )
+        )
+    return result
+
+
+@dataclass
+class RunBilling:
+    """A run's money, kept apart by outcome (DESIGN.md §10 "partial runs")."""
+
+    run_id: str
+    currency: str | None
+    price_version: str | None
+    estimated_max: int
+    reserved: int
+    captured: int  # completed samples, charged
+    released_unused: int  # completed samples: quoted components not delivered
+    released_failed: int  # failed samples
+    released_invalid: int  # completed but invalid answers
+    released_cancelled: int  # cancelled before the upstream accepted them
+    held: int  # still on hold: samples awaiting an outcome or reconciliation
+    awaiting_samples: int
+    awaiting_accepted_samples: int  # of those, accepted/uncertain upstream (may cost us)
+    refunded: int
+    samples_charged: int
+    upstream_costs: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def released(self) -> int:
+        return (
+            self.released_unused
+            + self.released_failed
+            + self.released_invalid
+            + self.released_cancelled
+        )
+
+    @property
+    def balanced(self) -> bool:
+        """reserved = captured + released + still held."""
+        return self.reserved == self.captured + self.released + self.held
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(released=self.released, balanced=self.balanced)
+        return data
+
+
+def run_billing(*, run_id: UUID | str) -> RunBilling:
+    run = Run.objects.get(pk=run_id)
+    quote = run.quote_snapshot or {}
+    settlements = SampleSettlement.objects.filter(run=run)
+
+    def released(reason: str) -> int:
+        return _sum(settlements.filter(reason=reason), "released")
+
+    settled_ids = settlements.values("sample_id")
+    awaiting = Sample.objects.filter(run=run).exclude(pk__in=settled_ids)
+    costs: dict[str, int] = {}
+    for row in (
+        Posting.objects.filter(
+            entry__run=run,
+            entry__kind__in=[EntryKind.UPSTREAM_COST, EntryKind.ADJUSTMENT],
+            account__kind=AccountKind.UPSTREAM_COST,
+        )
+        .values("account__currency")
+        .annotate(t=Sum("amount"))
+    ):
+        costs[row["account__currency"]] = int(row["t"])
+    return RunBilling(
+        run_id=str(run.pk),
+        currency=quote.get("currency"),
+        price_version=quote.get("price_version"),
+        estimated_max=int(quote.get("estimated_max") or 0),
+        reserved=_sum(
+            Posting.objects.filter(
+                entry__run=run, entry__kind=EntryKind.RESERVE, account__kind=AccountKind.HOLD
+            )
+        ),
+        captured=_sum(settlements, "captured"),
+        released_unused=released(SettlementReason.COMPLETED),
+        released_failed=released(SettlementReason.FAILED),
+        released_invalid=released(SettlementReason.INVALID),
+        released_cancelled=released(SettlementReason.CANCELLED),
+        held=_sum(Posting.objects.filter(account__run=run, account__kind=AccountKind.HOLD)),
+        awaiting_samples=awaiting.count(),
+        awaiting_accepted_samples=awaiting.filter(
+            submission_state__in=[SubmissionState.ACCEPTED, SubmissionState.UNCERTAIN]
+        ).count(),
+        refunded=-_sum(
+            Posting.objects.filter(
+                entry__run=run, entry__kind=EntryKind.REFUND, account__kind=AccountKind.REVENUE
+            )
+        ),
+        samples_charged=settlements.filter(reason=SettlementReason.COMPLETED).count(),
+        upstream_costs=costs,
+    )

@@ -1,0 +1,101 @@
+"""DeepSeek, the classic OpenAI-compatible chat API (platform_protocols.md §6).
+
+The classic API has no search switch and returns no citations, so this connector offers
+`no_search` and `deep_thinking` only; a run asking DeepSeek for `web_search` is rejected at plan
+time. Thinking is always sent explicitly (`thinking: {"type": "enabled" | "disabled"}`), because
+the default differs between model generations. In thinking mode the stream carries
+`reasoning_content` deltas before the answer; the reasoning stays in the raw transcript and the
+answer text is `content` alone.
+
+Under load DeepSeek sends `: keep-alive` SSE comments (streams) or blank lines (JSON bodies)
+before the first token; both are ignored. The stream is complete only on `data: [DONE]`.
+Request id: the `x-ds-trace-id` response header. There is no Retry-After on 429.
+
+Configuration (`ConnectorConfig.extra`), all optional:
+    thinking_model    the model to use for deep_thinking (classic: "deepseek-reasoner");
+                      unset: the configured model with thinking enabled
+    regions           the regions accepted at plan time
+    stream_deadline_seconds   bound on one streamed answer (default 900: DeepSeek closes a
+                      connection whose inference has not started after 10 minutes)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .. import chat_format
+from ..base import (
+    Capabilities,
+    Connector,
+    ConnectorConfig,
+    NormalizedResult,
+    SampleRequest,
+    SubmitOutcome,
+)
+from ..transport import HttpTransport
+
+REGIONS = frozenset(
+    {"cn", "hk", "tw", "sg", "us", "ca", "gb", "de", "fr", "jp", "kr", "au", "in"}
+)  # fmt: skip
+CHAT_PATH = "/chat/completions"
+
+
+class DeepSeekConnector(Connector):
+    platform: ClassVar[str] = "deepseek"
+    default_base_url: ClassVar[str] = "https://api.deepseek.com"
+
+    def __init__(self, config: ConnectorConfig) -> None:
+        super().__init__(config)
+        self.transport = HttpTransport(config)
+
+    def capabilities(self) -> Capabilities:
+        regions = self.config.extra.get("regions")
+        return Capabilities(
+            platform=self.platform,
+            devices=frozenset({"desktop", "mobile", "api"}),
+            regions=frozenset(regions) if regions else REGIONS,
+            modes=frozenset({"no_search", "deep_thinking"}),
+            screenshots=False,
+            submission_limit=100,
+            asynchronous=False,
+            supports_lookup=False,
+        )
+
+    def request_body(self, request: SampleRequest) -> dict[str, Any]:
+        thinking = request.mode == "deep_thinking"
+        model = request.model or self.config.model
+        if thinking and self.config.extra.get("thinking_model"):
+            model = str(self.config.extra["thinking_model"])
+        return {
+            "model": model,
+            "messages": [{"role": "user", "content": request.question}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "thinking": {"type": "enabled" if thinking else "disabled"},
+        }
+
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        exchange = self.transport.request(
+            "POST",
+            CHAT_PATH,
+            attempt_no=attempt_no,
+            headers={
+                "Authorization": f"Bearer {self.config.api_key}",
+                "Accept": chat_format.SSE_MIME,
+            },
+            json_body=self.request_body(request),
+            stream=True,
+            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 900)),
+        )
+        return chat_format.direct_outcome(exchange, request, self.parse)
+
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        completion = chat_format.read_body(raw, content_type)
+        if completion is None:
+            return chat_format.unparseable(raw, content_type, sample_id, "DeepSeek chat")
+        streamed = chat_format.is_sse(raw, content_type)
+        mime = content_type or (chat_format.SSE_MIME if streamed else chat_format.JSON_MIME)
+        return chat_format.base_result(completion, raw=raw, mime=mime, sample_id=sample_id)

@@ -1,0 +1,25 @@
+"""python manage.py cancel_run RUN_ID"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from sampling.models import Run
+from sampling.runs import cancel_run
+
+
+class Command(BaseCommand):
+    help = "Cancel a run locally: samples the upstream never accepted are released."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("run_id")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            cancelled = cancel_run(run_id=uuid.UUID(options["run_id"]))
+        except (ValueError, Run.DoesNotExist):
+            raise CommandError(f"no run with id {options['run_id']!r}") from None
+        self.stdout.write(f"cancelled {cancelled} samples that were never accepted upstream")

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from billing import hooks, services
+from tests.billing.conftest import COLLECTOR, complete, launch, samples, tenant
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("prices")]
+
+
+@pytest.fixture
+def staff() -> Client:
+    user = User.objects.create_superuser("fin", "fin@example.com", "pw")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_finance_pages_render_and_export(staff: Client) -> None:
+    services.top_up(tenant=tenant(), amount=1000, currency="USD", idempotency_key="p")
+    run = launch(questions=1, targets=[COLLECTOR])
+    (sample,) = samples(run)
+    complete(sample)
+    hooks.capture_sample(sample_id=sample.pk)
+    for url in [
+        "/admin/billing/account/",
+        "/admin/billing/journalentry/",
+        "/admin/billing/samplesettlement/",
+        "/admin/billing/priceversion/",
+        "/admin/billing/upstreamstatement/",
+        "/admin/billing/journalentry/reconciliation/",
+        f"/admin/billing/journalentry/reconciliation/?run={run.pk}",
+    ]:
+        assert staff.get(url).status_code == 200, url
+    csv = staff.get(f"/admin/billing/journalentry/reconciliation/?run={run.pk}&format=csv")
+    assert csv["Content-Type"] == "text/csv" and b"task-" in csv.content
+    xlsx = staff.get(f"/admin/billing/journalentry/reconciliation/?run={run.pk}&format=xlsx")
+    assert xlsx.content[:2] == b"PK"
+    entry_url = "/admin/billing/journalentry/1/change/"
+    assert staff.get(entry_url).status_code in (200, 302)
+    assert staff.post("/admin/billing/journalentry/add/").status_code == 403
