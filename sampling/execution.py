@@ -19,6 +19,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models.functions import Now
 
+from billing import hooks as billing_hooks
 from connectors.base import (
     ErrorClass,
     NormalizedResult,
@@ -28,7 +29,6 @@ from connectors.base import (
 )
 from connectors.registry import get_connector
 from connectors.retry import RetryPolicy
-from billing import hooks as billing_hooks
 from evidence import services as evidence_services
 from geo_collect.failpoints import failpoint
 

@@ -19,6 +19,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from analysis.selectors import platform_mention_rates
+from billing.selectors import run_billing
+from billing.services import ensure_default_price_version, top_up
 from connectors.simulator import start_simulator
 from geo_collect.processes import start_worker, stop_worker
 from sampling.dispatch import dispatch_once, relay_outbox
@@ -28,6 +30,7 @@ from sampling.selectors import Status, run_status
 from sampling.services import launch_run, save_campaign
 
 DEMO_CAMPAIGN = Path(settings.BASE_DIR) / "demo" / "campaign.json"
+DEMO_CREDIT = 1_000_000  # minor units topped up for the demo tenant
 
 # Faults injected into the simulator so the demo shows recovery, not only the happy path.
 DEMO_FAULTS: dict[str, Any] = {
@@ -85,6 +88,13 @@ class Command(BaseCommand):
             raise CommandError("invalid demo campaign: " + "; ".join(error.problems)) from None
         with transaction.atomic():
             campaign = save_campaign(spec=spec)
+            version = ensure_default_price_version()
+            top_up(
+                tenant=campaign.tenant,
+                amount=DEMO_CREDIT,
+                currency=version.currency,
+                idempotency_key="demo-credit",
+            )
             return launch_run(campaign=campaign)
 
     def _drive(self, run: Run, *, timeout: float) -> Status:
@@ -108,6 +118,29 @@ class Command(BaseCommand):
         return run_status(run_id=run.pk)
 
     def _report(self, run: Run, status: Status) -> None:
+        self._status(run, status)
+        self._mention_tables(run)
+        self._billing(run)
+
+    def _billing(self, run: Run) -> None:
+        money = run_billing(run_id=run.pk)
+        cur = money.currency or ""
+        out = self.stdout.write
+        out("")
+        out(f"Billing ({money.price_version}, {cur} minor units)")
+        out(
+            f"  held at launch {money.reserved} = charged {money.captured} + released "
+            f"{money.released} + still held {money.held}"
+        )
+        out(
+            f"  released: unused parts {money.released_unused}, failed "
+            f"{money.released_failed}, invalid {money.released_invalid}, cancelled "
+            f"{money.released_cancelled}"
+        )
+        costs = ", ".join(f"{c} {v}" for c, v in money.upstream_costs.items()) or "none"
+        out(f"  samples charged {money.samples_charged}; upstream costs reported: {costs}")
+
+    def _status(self, run: Run, status: Status) -> None:
         out = self.stdout.write
         out("")
         out(f"Run {run.pk} — {status.outcome.value}")
@@ -117,6 +150,9 @@ class Command(BaseCommand):
         )
         for layer, counts in status.layers.items():
             out(f"  {layer:<11} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+    def _mention_tables(self, run: Run) -> None:
+        out = self.stdout.write
         brand = run.config_snapshot["brand"]["name"]
         for entity in [brand, *(c["name"] for c in run.config_snapshot["competitors"])]:
             out("")

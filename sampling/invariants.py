@@ -1,0 +1,771 @@
+"""The invariants that must survive crashes, duplicates and late writers (DESIGN.md §11).
+
+Each check is SQL over the whole database (or one run) and returns the violations it found,
+each naming the run and sample it concerns; an empty list means the invariant holds.
+`check_all` runs every check; `python manage.py check_invariants [--run ID]` prints them.
+
+The checks read committed state only and take no locks, so they can run beside a live run;
+a few (a run all done but not yet marked finished, an outbox row not yet relayed) are only
+meaningful once the system is quiet, and allow for the moment between two commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+
+from analysis.models import Mention
+from evidence.models import Capture
+
+from .models import Attempt, OutboxMessage, Run, Sample, StaleWrite
+
+LIMIT = 50  # violations reported per check; the rest are counted in one line
+
+SAMPLE = Sample._meta.db_table
+RUN = Run._meta.db_table
+ATTEMPT = Attempt._meta.db_table
+STALE = StaleWrite._meta.db_table
+OUTBOX = OutboxMessage._meta.db_table
+CAPTURE = Capture._meta.db_table
+MENTION = Mention._meta.db_table
+
+# A sample's outcome bucket, as SQL over `s` (sampling_sample). These restate the report
+# definitions of sampling.selectors independently, so the checker and the reports are two
+# routes to the same numbers; `check_report_counts` compares them.
+DONE = "s.queue_state = 'done'"
+BUCKETS: dict[str, str] = {
+    "succeeded": (
+        "(s.collection_state = 'completed' AND s.analysis_state = 'accepted'"
+        " AND s.validity = 'valid')"
+    ),
+    "failed": (
+        "((s.collection_state = 'failed' OR (s.collection_state = 'completed'"
+        f" AND s.analysis_state = 'failed' AND s.validity <> 'invalid')) AND {DONE})"
+    ),
+    "invalid": f"(s.collection_state = 'completed' AND s.validity = 'invalid' AND {DONE})",
+    "review": (
+        "(s.collection_state = 'completed' AND s.analysis_state = 'review'"
+        f" AND s.validity <> 'invalid' AND {DONE})"
+    ),
+    "pending": "(s.queue_state <> 'done')",
+}
+RUN_STATUS_FIELDS = ("succeeded", "failed", "invalid", "review", "pending", "uncertain", "parked")
+OUTBOX_GRACE_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    message: str
+    run_id: str | None = None
+    sample_id: int | None = None
+
+    def __str__(self) -> str:
+        return f"[{self.invariant}] {self.message}"
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _rows(sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params or {})
+        return list(cursor.fetchall())
+
+
+def _run_filter(column: str, run_id: UUID | str | None) -> tuple[str, dict[str, Any]]:
+    """`AND <column> = <run>` and its parameter, or nothing when every run is checked.
+    UUIDs are compared as the database stores them (PostgreSQL: uuid; SQLite: 32 hex)."""
+    if run_id is None:
+        return "", {}
+    value = UUID(str(run_id))
+    param: Any = value if connection.vendor == "postgresql" else value.hex
+    return f"AND {column} = %(run)s", {"run": param}
+
+
+def _capped(invariant: str, found: Sequence[Violation]) -> list[Violation]:
+    if len(found) <= LIMIT:
+        return list(found)
+    more = Violation(invariant, f"... and {len(found) - LIMIT} more violations of this kind")
+    return [*found[:LIMIT], more]
+
+
+def _table_exists(name: str) -> bool:
+    return name in connection.introspection.table_names()
+
+
+def _bucket_sum(name: str) -> str:
+    return f"SUM(CASE WHEN {BUCKETS[name]} THEN 1 ELSE 0 END)"
+
+
+def _states(row: Sequence[Any]) -> str:
+    """submission/collection/evidence/analysis, queue state, step and validity."""
+    sub, col, ev, an, queue, step, validity = row
+    return f"{sub}/{col}/{ev}/{an}, queue {queue}, step {step}, validity {validity or '-'}"
+
+
+_STATE_COLUMNS = (
+    "s.submission_state, s.collection_state, s.evidence_state, s.analysis_state,"
+    " s.queue_state, s.step, s.validity"
+)
+
+
+# --- 1. every planned sample accounted for exactly once -------------------------------------
+
+
+def check_planned_samples_accounted(run_id: UUID | str | None = None) -> list[Violation]:
+    """Each run has exactly its planned number of samples, and each sample is in exactly one
+    outcome bucket (succeeded, failed, invalid, review, pending)."""
+    name = "planned_accounted"
+    where, params = _run_filter("r.id", run_id)
+    found = [
+        Violation(
+            name,
+            f"run {rid}: {planned} samples planned but {actual} exist",
+            run_id=str(rid),
+        )
+        for rid, planned, actual in _rows(
+            f"""SELECT r.id, r.planned_samples, COUNT(s.id)
+                  FROM {RUN} r LEFT JOIN {SAMPLE} s ON s.run_id = r.id
+                 WHERE TRUE {where}
+                 GROUP BY r.id, r.planned_samples
+                HAVING COUNT(s.id) <> r.planned_samples
+                 ORDER BY r.id""",
+            params,
+        )
+    ]
+    where, params = _run_filter("s.run_id", run_id)
+    cases = [f"CASE WHEN {sql} THEN 1 ELSE 0 END" for sql in BUCKETS.values()]
+    for row in _rows(
+        f"""SELECT s.id, s.run_id, {", ".join(cases)}, {_STATE_COLUMNS}
+              FROM {SAMPLE} s
+             WHERE ({" + ".join(cases)}) <> 1 {where}
+             ORDER BY s.id""",
+        params,
+    ):
+        sample_id, rid = row[0], row[1]
+        flags_set = [b for b, flag in zip(BUCKETS, row[2 : 2 + len(BUCKETS)], strict=True) if flag]
+        where_counted = ", ".join(flags_set) if flags_set else "no bucket"
+        found.append(
+            Violation(
+                name,
+                f"sample {sample_id} (run {rid}) is counted in {len(flags_set)} outcome buckets "
+                f"({where_counted}): {_states(row[2 + len(BUCKETS) :])}",
+                run_id=str(rid),
+                sample_id=sample_id,
+            )
+        )
+    return _capped(name, found)
+
+
+# --- 2. no sample counted twice in any report denominator ----------------------------------
+
+
+def _sql_counts(run_id: UUID | str | None) -> dict[str, dict[str, int]]:
+    where, params = _run_filter("s.run_id", run_id)
+    sums = ", ".join(_bucket_sum(b) for b in BUCKETS)
+    counts: dict[str, dict[str, int]] = {}
+    for row in _rows(
+        f"""SELECT s.run_id, COUNT(*), {sums},
+                   SUM(CASE WHEN s.submission_state = 'uncertain' THEN 1 ELSE 0 END),
+                   SUM(CASE WHEN s.queue_state = 'parked' THEN 1 ELSE 0 END)
+              FROM {SAMPLE} s WHERE TRUE {where} GROUP BY s.run_id""",
+        params,
+    ):
+        keys = ("samples", *BUCKETS, "uncertain", "parked")
+        counts[str(UUID(str(row[0])))] = {
+            k: int(v or 0) for k, v in zip(keys, row[1:], strict=True)
+        }
+    return counts
+
+
+def check_report_counts(run_id: UUID | str | None = None) -> list[Violation]:
+    """The status aggregation service (sampling.selectors) and the per-platform report
+    (analysis.selectors) agree with a plain SQL count, and their buckets add up to the planned
+    samples: no sample is dropped from, or counted twice in, a denominator."""
+    from analysis.selectors import platform_mention_rates
+
+    from .selectors import run_status
+
+    name = "report_counts"
+    found: list[Violation] = []
+    sql_counts = _sql_counts(run_id)
+    runs = Run.objects.all() if run_id is None else Run.objects.filter(pk=run_id)
+    for run in runs.order_by("created_at", "id").iterator():
+        rid = str(run.pk)
+        status = run_status(run_id=run.pk)
+        parts = (status.succeeded, status.failed, status.invalid, status.review, status.pending)
+        if sum(parts) != status.planned:
+            found.append(
+                Violation(
+                    name,
+                    f"run {rid}: run_status buckets sum to {sum(parts)} "
+                    f"(succeeded {parts[0]} + failed {parts[1]} + invalid {parts[2]} + review "
+                    f"{parts[3]} + pending {parts[4]}), planned {status.planned}",
+                    run_id=rid,
+                )
+            )
+        counted = sql_counts.get(rid, dict.fromkeys(("samples", *RUN_STATUS_FIELDS), 0))
+        for key in RUN_STATUS_FIELDS:
+            if getattr(status, key) != counted[key]:
+                found.append(
+                    Violation(
+                        name,
+                        f"run {rid}: run_status says {key}={getattr(status, key)}, "
+                        f"SQL count says {counted[key]}",
+                        run_id=rid,
+                    )
+                )
+        brand = (run.config_snapshot or {}).get("brand", {}).get("name", "")
+        rows = platform_mention_rates(run_id=run.pk, entity=brand)
+        planned = sum(r.planned for r in rows)
+        if planned != counted["samples"]:
+            found.append(
+                Violation(
+                    name,
+                    f"run {rid}: per-platform report counts {planned} samples, "
+                    f"the run has {counted['samples']}",
+                    run_id=rid,
+                )
+            )
+        for r in rows:
+            total = r.succeeded + r.failed + r.invalid + r.review + r.pending
+            if total != r.planned or r.mentioned > r.succeeded:
+                found.append(
+                    Violation(
+                        name,
+                        f"run {rid} platform {r.platform}: denominator {r.planned} but "
+                        f"succeeded {r.succeeded} + failed {r.failed} + invalid {r.invalid} + "
+                        f"review {r.review} + pending {r.pending} = {total}, "
+                        f"mentioned {r.mentioned}",
+                        run_id=rid,
+                    )
+                )
+    return _capped(name, found)
+
+
+# --- 3. no accepted upstream task without its record ----------------------------------------
+
+
+def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violation]:
+    """An accepted sample names its upstream task and has exactly one accepted attempt with
+    that id; an accepted attempt belongs to an accepted sample; a collected answer has a
+    capture; a capture's upstream task is one of the sample's attempts."""
+    name = "accepted_recorded"
+    where, params = _run_filter("s.run_id", run_id)
+    found: list[Violation] = []
+    for sid, rid, upstream_id, accepted_at, matching, accepted in _rows(
+        f"""SELECT s.id, s.run_id, s.upstream_id, s.accepted_at,
+                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                       AND a.status = 'accepted' AND a.upstream_id = s.upstream_id),
+                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                       AND a.status = 'accepted')
+              FROM {SAMPLE} s
+             WHERE s.submission_state = 'accepted' {where}
+               AND (s.upstream_id = '' OR s.accepted_at IS NULL
+                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                          AND a.status = 'accepted' AND a.upstream_id = s.upstream_id) <> 1
+                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                          AND a.status = 'accepted') <> 1)
+             ORDER BY s.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}) is accepted with upstream id {upstream_id or '(none)'}"
+                f"{'' if accepted_at else ', no accepted_at'}: {accepted} accepted attempt(s), "
+                f"{matching} of them with that upstream id (expected exactly 1)",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    for sid, rid, state, attempt_no, upstream_id in _rows(
+        f"""SELECT s.id, s.run_id, s.submission_state, a.attempt_no, a.upstream_id
+              FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
+             WHERE a.status = 'accepted' AND s.submission_state <> 'accepted' {where}
+             ORDER BY s.id, a.attempt_no""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}): attempt {attempt_no} was accepted upstream "
+                f"({upstream_id or 'no id'}) but the sample is {state}",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    for row in _rows(
+        f"""SELECT s.id, s.run_id, {_STATE_COLUMNS}
+              FROM {SAMPLE} s
+             WHERE ((s.collection_state IN ('running', 'completed')
+                     AND s.submission_state <> 'accepted')
+                    OR (s.collection_state = 'completed' AND NOT EXISTS (
+                        SELECT 1 FROM {CAPTURE} c WHERE c.sample_id = s.id
+                           AND c.collection_state = 'completed'))) {where}
+             ORDER BY s.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {row[0]} (run {row[1]}) has a collected answer without an accepted "
+                f"submission or without a completed capture: {_states(row[2:])}",
+                run_id=str(row[1]),
+                sample_id=row[0],
+            )
+        )
+    for sid, rid, capture_id, revision, upstream_id in _rows(
+        f"""SELECT s.id, s.run_id, c.id, c.revision, c.upstream_id
+              FROM {CAPTURE} c JOIN {SAMPLE} s ON s.id = c.sample_id
+             WHERE c.upstream_id <> '' {where}
+               AND NOT EXISTS (SELECT 1 FROM {ATTEMPT} a
+                                WHERE a.sample_id = s.id AND a.upstream_id = c.upstream_id)
+             ORDER BY s.id, c.revision""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}): capture {capture_id} (revision {revision}) comes "
+                f"from upstream task {upstream_id}, which no attempt of the sample recorded",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    return _capped(name, found)
+
+
+# --- 4. no upstream task submitted twice without a recorded reason --------------------------
+
+
+def check_no_unrecorded_resubmit(run_id: UUID | str | None = None) -> list[Violation]:
+    """A sample is submitted again only after its earlier attempt ended as failed with a
+    recorded reason (an error, or "upstream has no task for this key" from verification).
+    An attempt whose outcome is unknown (started / unknown) stays the latest attempt, on a
+    sample that is still submitting or uncertain, until it is resolved."""
+    name = "no_blind_resubmit"
+    where, params = _run_filter("s.run_id", run_id)
+    found: list[Violation] = []
+    for sid, rid, attempt_no, status, error_class, later, key in _rows(
+        f"""SELECT s.id, s.run_id, a.attempt_no, a.status, a.error_class,
+                   (SELECT MIN(b.attempt_no) FROM {ATTEMPT} b
+                     WHERE b.sample_id = a.sample_id AND b.attempt_no > a.attempt_no),
+                   a.idempotency_key
+              FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
+             WHERE EXISTS (SELECT 1 FROM {ATTEMPT} b
+                            WHERE b.sample_id = a.sample_id AND b.attempt_no > a.attempt_no)
+               AND NOT (a.status = 'failed' AND (a.error_class <> '' OR a.error_message <> ''))
+               {where}
+             ORDER BY s.id, a.attempt_no""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}): attempt {attempt_no} (key {key}) ended {status}"
+                f"{' (' + error_class + ')' if error_class else ' without a recorded reason'} "
+                f"and attempt {later} submitted the question again",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    for sid, rid, attempt_no, status, state in _rows(
+        f"""SELECT s.id, s.run_id, a.attempt_no, a.status, s.submission_state
+              FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
+             WHERE a.status IN ('started', 'unknown')
+               AND s.submission_state NOT IN ('submitting', 'uncertain') {where}
+             ORDER BY s.id, a.attempt_no""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}) is {state} but attempt {attempt_no} is still "
+                f"{status}: an unresolved submission was left behind",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    return _capped(name, found)
+
+
+# --- 5. no result written with a stale token ------------------------------------------------
+
+
+def check_fencing(run_id: UUID | str | None = None) -> list[Violation]:
+    """No capture was written with a token after that token was refused as stale; no row
+    carries a token newer than its sample's; one lease writes at most one completed answer."""
+    name = "fencing"
+    where, params = _run_filter("s.run_id", run_id)
+    found: list[Violation] = []
+    for sid, rid, capture_id, token, stale_id, operation in _rows(
+        f"""SELECT s.id, s.run_id, c.id, c.fencing_token, w.id, w.operation
+              FROM {CAPTURE} c
+              JOIN {STALE} w ON w.sample_id = c.sample_id
+                            AND w.presented_token = c.fencing_token
+                            AND c.created_at >= w.created_at
+              JOIN {SAMPLE} s ON s.id = c.sample_id
+             WHERE TRUE {where}
+             ORDER BY s.id, c.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}): capture {capture_id} was written with token {token} "
+                f"after stale write {stale_id} ({operation}) refused that token",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    for table, label in ((CAPTURE, "capture"), (ATTEMPT, "attempt")):
+        for sid, rid, row_id, token, current in _rows(
+            f"""SELECT s.id, s.run_id, x.id, x.fencing_token, s.fencing_token
+                  FROM {table} x JOIN {SAMPLE} s ON s.id = x.sample_id
+                 WHERE x.fencing_token > s.fencing_token {where}
+                 ORDER BY s.id, x.id""",
+            params,
+        ):
+            found.append(
+                Violation(
+                    name,
+                    f"sample {sid} (run {rid}): {label} {row_id} carries token {token}, newer "
+                    f"than the sample's {current}",
+                    run_id=str(rid),
+                    sample_id=sid,
+                )
+            )
+    for sid, rid, stale_id, presented, current in _rows(
+        f"""SELECT s.id, s.run_id, w.id, w.presented_token, w.current_token
+              FROM {STALE} w JOIN {SAMPLE} s ON s.id = w.sample_id
+             WHERE w.presented_token > w.current_token {where}
+             ORDER BY s.id, w.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}): stale write {stale_id} presented token {presented}, "
+                f"newer than the current {current}",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    for sid, rid, token, n in _rows(
+        f"""SELECT s.id, s.run_id, c.fencing_token, COUNT(*)
+              FROM {CAPTURE} c JOIN {SAMPLE} s ON s.id = c.sample_id
+             WHERE c.fencing_token IS NOT NULL AND c.collection_state = 'completed' {where}
+             GROUP BY s.id, s.run_id, c.fencing_token HAVING COUNT(*) > 1
+             ORDER BY s.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}): {n} completed captures written under one lease "
+                f"(token {token})",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    return _capped(name, found)
+
+
+# --- 6. mentions counted once ---------------------------------------------------------------
+
+
+def check_mentions_counted_once(run_id: UUID | str | None = None) -> list[Violation]:
+    """At most one mention row per (sample, entity), each on a completed capture of that
+    sample: a repeated analysis replaces its rows, it never adds to them."""
+    name = "mentions_once"
+    where, params = _run_filter("s.run_id", run_id)
+    found: list[Violation] = []
+    for sid, rid, entity, n, captures in _rows(
+        f"""SELECT s.id, s.run_id, m.entity, COUNT(*), COUNT(DISTINCT m.capture_id)
+              FROM {MENTION} m JOIN {SAMPLE} s ON s.id = m.sample_id
+             WHERE TRUE {where}
+             GROUP BY s.id, s.run_id, m.entity HAVING COUNT(*) > 1
+             ORDER BY s.id, m.entity""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}): entity {entity!r} has {n} mention rows "
+                f"(from {captures} capture(s))",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    for sid, rid, mention_id, capture_sample, capture_state in _rows(
+        f"""SELECT s.id, s.run_id, m.id, c.sample_id, c.collection_state
+              FROM {MENTION} m JOIN {SAMPLE} s ON s.id = m.sample_id
+              JOIN {CAPTURE} c ON c.id = m.capture_id
+             WHERE (c.sample_id <> m.sample_id OR c.collection_state <> 'completed') {where}
+             ORDER BY s.id, m.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}): mention {mention_id} is on a capture of sample "
+                f"{capture_sample} in state {capture_state}",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    return _capped(name, found)
+
+
+# --- 7. queue and run state agree -----------------------------------------------------------
+
+
+def check_queue_states(run_id: UUID | str | None = None) -> list[Violation]:
+    """Leased samples have a lease; done means no next step and back; parked samples say
+    why; uncertain samples wait for verification or review; finished runs have only terminal
+    samples, and runs whose samples are all terminal are marked finished."""
+    name = "queue_state"
+    where, params = _run_filter("s.run_id", run_id)
+    rules = {
+        "leased without lease_until": "s.queue_state = 'leased' AND s.lease_until IS NULL",
+        "done with a next step, or no next step but not done": (
+            "(s.queue_state = 'done') <> (s.step = 'none')"
+        ),
+        "parked without a reason": "s.queue_state = 'parked' AND s.failure_reason = ''",
+        "uncertain but not waiting for verification or review": (
+            "s.submission_state = 'uncertain' AND s.step <> 'verify'"
+        ),
+        "submitting outside a submit step": (
+            "s.submission_state = 'submitting'"
+            " AND (s.step <> 'submit' OR s.queue_state NOT IN ('leased', 'ready'))"
+        ),
+    }
+    found: list[Violation] = []
+    for label, condition in rules.items():
+        for row in _rows(
+            f"""SELECT s.id, s.run_id, {_STATE_COLUMNS} FROM {SAMPLE} s
+                 WHERE {condition} {where} ORDER BY s.id""",
+            params,
+        ):
+            found.append(
+                Violation(
+                    name,
+                    f"sample {row[0]} (run {row[1]}) {label}: {_states(row[2:])}",
+                    run_id=str(row[1]),
+                    sample_id=row[0],
+                )
+            )
+    found += check_runs_finished(run_id)
+    return _capped(name, found)
+
+
+def check_runs_finished(run_id: UUID | str | None = None) -> list[Violation]:
+    name = "queue_state"
+    where, params = _run_filter("r.id", run_id)
+    found: list[Violation] = []
+    for rid, open_samples in _rows(
+        f"""SELECT r.id, COUNT(s.id) FROM {RUN} r JOIN {SAMPLE} s ON s.run_id = r.id
+             WHERE r.finished_at IS NOT NULL AND s.queue_state <> 'done' {where}
+             GROUP BY r.id ORDER BY r.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"run {rid} is marked finished but {open_samples} of its samples are not terminal",
+                run_id=str(rid),
+            )
+        )
+    for (rid,) in _rows(
+        f"""SELECT r.id FROM {RUN} r
+             WHERE r.finished_at IS NULL AND r.planned_samples > 0 {where}
+               AND (SELECT COUNT(*) FROM {SAMPLE} s
+                     WHERE s.run_id = r.id AND s.queue_state = 'done') = r.planned_samples
+               AND NOT EXISTS (SELECT 1 FROM {SAMPLE} s
+                                WHERE s.run_id = r.id AND s.queue_state <> 'done')
+             ORDER BY r.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"run {rid}: every sample is terminal but the run is not marked finished",
+                run_id=str(rid),
+            )
+        )
+    return found
+
+
+def check_outbox_relayed(run_id: UUID | str | None = None) -> list[Violation]:
+    """A finished run has its run-finished message in the outbox, and nothing waits in the
+    outbox unpublished for longer than a relay could take."""
+    name = "outbox"
+    where, params = _run_filter("r.id", run_id)
+    found: list[Violation] = []
+    key = "'run-finished:' || CAST(r.id AS TEXT)"
+    if connection.vendor != "postgresql":  # SQLite stores the uuid as 32 hex digits
+        key = (
+            "'run-finished:' || substr(r.id, 1, 8) || '-' || substr(r.id, 9, 4) || '-' ||"
+            " substr(r.id, 13, 4) || '-' || substr(r.id, 17, 4) || '-' || substr(r.id, 21)"
+        )
+    for (rid,) in _rows(
+        f"""SELECT r.id FROM {RUN} r
+             WHERE r.finished_at IS NOT NULL {where}
+               AND NOT EXISTS (SELECT 1 FROM {OUTBOX} o WHERE o.dedupe_key = {key})
+             ORDER BY r.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"run {rid} is finished but its run-finished message was never written",
+                run_id=str(rid),
+            )
+        )
+    if connection.vendor == "postgresql":
+        age = "EXTRACT(EPOCH FROM (statement_timestamp() - o.created_at))"
+    else:
+        age = "(julianday('now') - julianday(o.created_at)) * 86400"
+    for outbox_id, task, payload, seconds in _rows(
+        f"""SELECT o.id, o.task, o.payload, {age} FROM {OUTBOX} o
+             WHERE o.sent_at IS NULL AND {age} > %(grace)s ORDER BY o.id""",
+        {"grace": OUTBOX_GRACE_SECONDS},
+    ):
+        if run_id is not None and str(run_id) not in str(payload):
+            continue
+        found.append(
+            Violation(
+                name,
+                f"outbox message {outbox_id} ({task} {payload}) unpublished for "
+                f"{float(seconds):.0f}s",
+            )
+        )
+    return _capped(name, found)
+
+
+# --- 8. at most one charge per sample -------------------------------------------------------
+
+
+def check_one_charge_per_sample(run_id: UUID | str | None = None) -> list[Violation]:
+    """Once the billing ledger exists: a sample has at most one (unreversed) capture entry and
+    at most one settlement that captured money, only a completed sample is charged, and one
+    upstream task's cost is booked at most once. Without the billing tables: nothing to check."""
+    name = "one_charge"
+    if not (_table_exists("billing_journalentry") and _table_exists("billing_samplesettlement")):
+        return []
+    entry, settlement = "billing_journalentry", "billing_samplesettlement"
+    not_reversed = f"NOT EXISTS (SELECT 1 FROM {entry} r WHERE r.reverses_id = e.id)"
+    where, params = _run_filter("s.run_id", run_id)
+    found: list[Violation] = []
+    for sid, rid, n, first, last in _rows(
+        f"""SELECT s.id, s.run_id, COUNT(*), MIN(e.id), MAX(e.id)
+              FROM {entry} e JOIN {SAMPLE} s ON s.id = e.sample_id
+             WHERE e.kind = 'capture' AND {not_reversed} {where}
+             GROUP BY s.id, s.run_id HAVING COUNT(*) > 1 ORDER BY s.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}) is charged by {n} capture entries (#{first}..#{last})",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    for sid, rid, n in _rows(
+        f"""SELECT s.id, s.run_id, COUNT(*)
+              FROM {settlement} t JOIN {SAMPLE} s ON s.id = t.sample_id
+             WHERE t.captured > 0 {where}
+             GROUP BY s.id, s.run_id HAVING COUNT(*) > 1 ORDER BY s.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}) has {n} settlements that captured money",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    for sid, rid, state in _rows(
+        f"""SELECT DISTINCT s.id, s.run_id, s.collection_state
+              FROM {SAMPLE} s
+              LEFT JOIN {settlement} t ON t.sample_id = s.id AND t.captured > 0
+              LEFT JOIN {entry} e ON e.sample_id = s.id AND e.kind = 'capture'
+             WHERE (t.id IS NOT NULL OR e.id IS NOT NULL)
+               AND s.collection_state <> 'completed' {where}
+             ORDER BY s.id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"sample {sid} (run {rid}) is charged but its collection is {state}",
+                run_id=str(rid),
+                sample_id=sid,
+            )
+        )
+    where, params = _run_filter("e.run_id", run_id)
+    for platform, upstream_id, n in _rows(
+        f"""SELECT e.platform, e.upstream_id, COUNT(*) FROM {entry} e
+             WHERE e.kind = 'upstream_cost' AND e.upstream_id <> '' AND {not_reversed} {where}
+             GROUP BY e.platform, e.upstream_id HAVING COUNT(*) > 1
+             ORDER BY e.platform, e.upstream_id""",
+        params,
+    ):
+        found.append(
+            Violation(
+                name,
+                f"upstream task {platform}:{upstream_id} has its cost booked {n} times",
+            )
+        )
+    return _capped(name, found)
+
+
+CHECKS: dict[str, Callable[[UUID | str | None], list[Violation]]] = {
+    "planned_accounted": check_planned_samples_accounted,
+    "report_counts": check_report_counts,
+    "accepted_recorded": check_accepted_have_records,
+    "no_blind_resubmit": check_no_unrecorded_resubmit,
+    "fencing": check_fencing,
+    "mentions_once": check_mentions_counted_once,
+    "queue_state": check_queue_states,
+    "outbox": check_outbox_relayed,
+    "one_charge": check_one_charge_per_sample,
+}
+
+
+def check_all(run_id: UUID | str | None = None) -> list[Violation]:
+    """Every invariant over the whole database, or over one run."""
+    found: list[Violation] = []
+    for check in CHECKS.values():
+        found += check(run_id)
+    return found
+
+
+@dataclass(frozen=True)
+class Totals:
+    runs: int
+    samples: int
+    attempts: int
+    captures: int
+    stale_writes: int
+
+
+def totals(run_id: UUID | str | None = None) -> Totals:
+    """What the checks looked at, for the one-line summary."""
+    samples = Sample.objects.all() if run_id is None else Sample.objects.filter(run_id=run_id)
+    runs = Run.objects.all() if run_id is None else Run.objects.filter(pk=run_id)
+    return Totals(
+        runs=runs.count(),
+        samples=samples.count(),
+        attempts=Attempt.objects.filter(sample__in=samples).count(),
+        captures=Capture.objects.filter(sample__in=samples).count(),
+        stale_writes=StaleWrite.objects.filter(sample__in=samples).count(),
+    )
