@@ -286,7 +286,8 @@ class ReviewSampleAdmin(HistoryAdmin):
     def _queued(self, request: HttpRequest, object_id: str) -> ReviewSample:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        sample = self.get_queryset(request).filter(pk=_int_or_none(unquote(object_id))).first()
+        pk = _int_or_none(unquote(object_id))
+        sample = self.get_queryset(request).filter(pk=pk).first() if pk is not None else None
         if sample is None:
             raise Http404("not in the review queue")
         return sample

@@ -50,7 +50,7 @@ class EvidenceS3Storage(S3Storage):
         settings_.setdefault("signature_version", "s3v4")  # expiry inside the signature
         super().__init__(**settings_)
 
-    def _save(self, name: str, content: File) -> str:  # type: ignore[type-arg]
+    def _save(self, name: str, content: File) -> str:
         body = content.read()
         if isinstance(body, str):
             body = body.encode()

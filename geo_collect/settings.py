@@ -101,7 +101,8 @@ def _storages() -> dict[str, Any]:
     default: dict[str, Any]
     if bucket:
         default = {
-            "BACKEND": "storages.backends.s3.S3Storage",
+            # Private bucket, conditional PUTs: an existing object is never overwritten.
+            "BACKEND": "evidence.storage.EvidenceS3Storage",
             "OPTIONS": {
                 "bucket_name": bucket,
                 "endpoint_url": os.environ.get("S3_ENDPOINT_URL") or None,
@@ -112,6 +113,8 @@ def _storages() -> dict[str, Any]:
                 "querystring_auth": True,
                 "querystring_expire": 300,
                 "file_overwrite": False,
+                "signature_version": "s3v4",
+                "addressing_style": os.environ.get("S3_ADDRESSING_STYLE", "auto"),
             },
         }
     else:
@@ -211,3 +214,10 @@ GEO_DEFAULT_RATE_LIMIT = float(os.environ.get("GEO_DEFAULT_RATE_LIMIT", "50"))
 GEO_MAX_STEP_CLAIMS = int(os.environ.get("GEO_MAX_STEP_CLAIMS", "8"))
 # Shared secret of the collection provider's signed callbacks (POST /callbacks/collector/).
 GEO_COLLECTOR_CALLBACK_SECRET = os.environ.get("GEO_COLLECTOR_CALLBACK_SECRET", "")
+
+# Evidence downloads: presigned URLs (S3) live this long, issued after the tenant/role check.
+GEO_EVIDENCE_URL_SECONDS = int(os.environ.get("GEO_EVIDENCE_URL_SECONDS", "60"))
+# Evidence pages of direct-API answers are photographed with Debian's Chromium.
+GEO_CHROMIUM_PATH = os.environ.get("GEO_CHROMIUM_PATH", "")  # empty: chromium on PATH
+GEO_SCREENSHOT_TIMEOUT_SECONDS = float(os.environ.get("GEO_SCREENSHOT_TIMEOUT_SECONDS", "30"))
+GEO_THUMBNAIL_WIDTH = int(os.environ.get("GEO_THUMBNAIL_WIDTH", "320"))

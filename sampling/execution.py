@@ -310,8 +310,13 @@ def _record_direct_answer(
         s.start_collection()
         s.complete_collection()
         s.completed_at = Now()
-        _set_evidence_state(s, result)
-        _release(s, step=Step.ANALYZE)
+        if _wants_rendered_screenshot(s):
+            # The page is photographed on the evidence queue, so screenshots never hold an
+            # answer-collection slot; evidence stays pending until then.
+            _release(s, step=Step.EVIDENCE)
+        else:
+            _set_evidence_state(s, result)
+            _release(s, step=Step.ANALYZE)
         save_fenced(
             s,
             ctx.token,
@@ -488,8 +493,52 @@ def _fail_accepted(ctx: StepContext, *, reason: str) -> str:
 # --- evidence -----------------------------------------------------------------------------
 
 
+def _wants_rendered_screenshot(sample: Sample) -> bool:
+    """Direct model APIs have no screen to capture: when the campaign asks for screenshots we
+    render an evidence page of the captured answer and photograph it."""
+    if sample.run.config_snapshot.get("screenshot_policy") == "none":
+        return False
+    capabilities = get_connector(sample.platform).capabilities()
+    return not capabilities.asynchronous and not capabilities.screenshots
+
+
+def _render_screenshot(ctx: StepContext, sample: Sample) -> str:
+    from evidence.models import Capture
+    from evidence.screenshots import ScreenshotUnavailable, render_answer_page
+
+    capture = (
+        Capture.objects.filter(sample_id=sample.pk, collection_state=CollectionState.COMPLETED)
+        .order_by("-revision")
+        .first()
+    )
+    reason = ""
+    if capture is None:
+        reason = "SCREENSHOT_UNAVAILABLE: no completed capture to render"
+    else:
+        try:
+            png = render_answer_page(capture_id=capture.pk)
+            evidence_services.store_screenshot(sample_id=sample.pk, capture_id=capture.pk, png=png)
+        except ScreenshotUnavailable as unavailable:
+            reason = unavailable.reason[:200]
+        except evidence_services.EvidenceExists:
+            pass  # an earlier holder of this step stored it; never replaced
+    with fenced(
+        sample_id=ctx.sample_id, token=ctx.token, operation="screenshot", worker=ctx.worker
+    ) as s:
+        if reason:
+            s.store_partial_evidence()  # the answer still counts; the report shows why
+            s.evidence_reason = reason
+        else:
+            s.store_evidence()
+        _release(s, step=Step.ANALYZE)
+        save_fenced(s, ctx.token, "evidence_state", "evidence_reason", *_QUEUE_FIELDS)
+    return "screenshot-partial" if reason else "screenshot-stored"
+
+
 def handle_evidence(ctx: StepContext) -> str:
     sample = Sample.objects.select_related("run").get(pk=ctx.sample_id)
+    if not get_connector(sample.platform).capabilities().asynchronous:
+        return _render_screenshot(ctx, sample)
     try:
         result = get_connector(sample.platform).fetch_evidence(
             sample.upstream_id, sample_id=sample.pk

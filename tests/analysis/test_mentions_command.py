@@ -1,5 +1,4 @@
 # Full-width letters and Chinese punctuation in strings are the test data here.
-# ruff: noqa: RUF001
 from __future__ import annotations
 
 import json

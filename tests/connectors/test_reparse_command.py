@@ -11,8 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# Fields a re-parse of a file cannot know (HTTP status and request-id headers, the sample) or that are shown
-# differently (raw by digest); everything else must be identical.
+# Fields a re-parse of a file cannot know (HTTP status and request-id headers, the sample) or
+# that are shown differently (raw by digest); everything else must be identical.
 NOT_COMPARED = {
     "sample_id",
     "status_code",
@@ -81,5 +81,5 @@ def test_reparse_rejects_an_unknown_platform(tmp_path: Path) -> None:
 
 
 def test_reparse_names_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(CommandError, match="missing.sse"):
+    with pytest.raises(CommandError, match=r"missing\.sse"):
         call_command("reparse", str(tmp_path / "missing.sse"), platform="openai")

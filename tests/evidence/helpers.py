@@ -32,8 +32,12 @@ def collected_run(
     return run
 
 
-def user(name: str, *, tenant: str | None = None, role: str | None = None, staff: bool = True) -> Any:
-    account = get_user_model().objects.create_user(name, f"{name}@example.com", "pw", is_staff=staff)
+def user(
+    name: str, *, tenant: str | None = None, role: str | None = None, staff: bool = True
+) -> Any:
+    account = get_user_model().objects.create_user(
+        name, f"{name}@example.com", "pw", is_staff=staff
+    )
     if tenant and role:
         tenant_row, _ = Tenant.objects.get_or_create(slug=tenant, defaults={"name": tenant})
         TenantMembership.objects.create(user=account, tenant=tenant_row, role=role)

@@ -75,7 +75,7 @@ def test_reject_fails_the_analysis(simulator: SimulatorHandle, local_storage: An
 def test_partial_evidence_shows_its_reason_and_can_only_be_acknowledged(
     simulator: SimulatorHandle, local_storage: Any
 ) -> None:
-    run = collected_run(OPENAI)
+    run = collected_run(OPENAI, screenshot_policy="none")
     sample = Sample.objects.get(run=run)
     Sample.objects.filter(pk=sample.pk).update(
         evidence_state="partial", evidence_reason="SCREENSHOT_UNAVAILABLE"

@@ -56,7 +56,7 @@ def test_renders_the_captured_answer_without_loading_anything(
     run = collected_run(OPENAI)
     sample = Sample.objects.get(run=run)
     hostile = (
-        f"**Acme** is good. ![pixel]({base}/md-image.png) <img src=\"{base}/raw-img.png\">\n\n"
+        f'**Acme** is good. ![pixel]({base}/md-image.png) <img src="{base}/raw-img.png">\n\n'
         f'<link rel="stylesheet" href="{base}/style.css"><script src="{base}/x.js"></script>'
         f'<iframe src="{base}/frame"></iframe> <a href="{base}/link">link</a>'
     )

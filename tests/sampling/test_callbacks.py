@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest

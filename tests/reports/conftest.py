@@ -1,0 +1,57 @@
+"""Runs collected from the simulator, in process, for report tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from connectors.simulator import SimulatorHandle, start_simulator
+from sampling.models import Run
+from sampling.planning import parse_campaign_spec
+from sampling.services import launch_run, save_campaign
+from tests.conftest import make_campaign_data
+from tests.inprocess import drive_in_process
+
+# The simulated world speaks of the campaign's own brand and competitors.
+WORLD = {
+    "brands": [
+        {"name": "Acme", "aliases": ["艾克米"], "domains": ["acme.com", "docs.acme.com"],
+         "mention_rate": 0.7},
+        {"name": "Globex", "aliases": ["环球"], "domains": ["globex.com"], "mention_rate": 0.5},
+        {"name": "Initech", "aliases": [], "domains": ["initech.com"], "mention_rate": 0.3},
+    ],
+    "neutral_domains": ["en.wikipedia.org", "www.g2.com", "news.bbc.co.uk"],
+}  # fmt: skip
+TARGETS = [
+    {"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"},
+    {"platform": "perplexity", "device": "desktop", "region": "us", "mode": "web_search"},
+]
+
+
+@pytest.fixture
+def simulator(settings: Any) -> Iterator[SimulatorHandle]:
+    handle = start_simulator(seed=11, world=WORLD)
+    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
+    yield handle
+    handle.stop()
+
+
+def collected_run(
+    *,
+    questions: int = 3,
+    repeats: int = 2,
+    targets: list[dict[str, str]] | None = None,
+    name: str = "report",
+    drive: bool = True,
+) -> Run:
+    data = make_campaign_data(
+        questions=questions, targets=targets or TARGETS, repeats=repeats, name=name
+    )
+    # Reports read answers, not pictures: skip photographing every direct-API answer.
+    data["screenshot_policy"] = "none"
+    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    if drive:
+        drive_in_process(run.pk)
+    return run
