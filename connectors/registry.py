@@ -8,10 +8,13 @@ inside a worker, and never travel in queue messages.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from functools import cache
+from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from .base import Connector, ConnectorConfig
 
@@ -72,9 +75,20 @@ def connector_config(platform: str) -> ConnectorConfig:
     )
 
 
-def _extra(env: str) -> dict[str, str]:
+def _extra(env: str) -> dict[str, Any]:
+    """Adapter options (`GEO_<PLATFORM>_EXTRA`, a JSON object: e.g. Doubao's `bot_id`, an
+    OpenAI-compatible endpoint's `chat_path`) and the provider callback URL."""
+    raw = os.environ.get(f"GEO_{env}_EXTRA", "")
+    try:
+        extra: dict[str, Any] = json.loads(raw) if raw else {}
+    except json.JSONDecodeError as error:
+        raise ImproperlyConfigured(f"GEO_{env}_EXTRA is not valid JSON: {error.msg}") from None
+    if not isinstance(extra, dict):
+        raise ImproperlyConfigured(f"GEO_{env}_EXTRA must be a JSON object")
     callback_url = os.environ.get(f"GEO_{env}_CALLBACK_URL")
-    return {"callback_url": callback_url} if callback_url else {}
+    if callback_url:
+        extra["callback_url"] = callback_url
+    return extra
 
 
 def get_connector(platform: str) -> Connector:
