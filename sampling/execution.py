@@ -237,10 +237,36 @@ def _close_attempt(
     attempt.save()
 
 
+def _error_capture(sample: Sample, error: UpstreamError) -> evidence_services.ArchivedResult | None:
+    """What the upstream sent with its error (an error body, earlier rounds of a tool loop) is
+    evidence too: archived as a failed capture revision, so nothing received is lost."""
+    if not error.raw:
+        return None
+    sample = Sample.objects.select_related("run").get(pk=sample.pk)
+    result = NormalizedResult(
+        sample_id=sample.pk,
+        upstream_id=None,
+        collection_state=CollectionState.FAILED,
+        evidence_state="failed",
+        answer_text="",
+        raw=error.raw,
+        raw_mime="application/octet-stream",
+        status_code=error.status_code,
+        error={"class": error.error_class.value, "message": error.message},
+        request_id=error.request_id,
+    )
+    return _archive(sample, result)
+
+
 def _record_submit_error(ctx: StepContext, attempt: Attempt, error: UpstreamError) -> str:
+    archived = _error_capture(attempt.sample, error)
     with fenced(
         sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker
     ) as s:
+        if archived is not None:
+            evidence_services.record_capture(
+                sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
+            )
         if error.error_class == ErrorClass.ACCEPTANCE_UNKNOWN:
             _close_attempt(attempt, status=AttemptStatus.UNKNOWN, error=error)
             s.mark_uncertain()

@@ -83,6 +83,11 @@ def test_run_finishes_with_every_planned_sample_accounted_for(
     broken = _samples(run, "Always broken", "openai")
     assert {s.collection_state for s in broken} == {"failed"}
     assert all(s.attempts == 3 and "transient" in s.failure_reason for s in broken)
+    # What the upstream said each time is kept as evidence: one failed capture per attempt.
+    error_captures = Capture.objects.filter(sample__in=broken)
+    assert error_captures.count() == 2 * 3
+    assert {c.collection_state for c in error_captures} == {"failed"}
+    assert EvidenceObject.objects.filter(capture__in=error_captures, kind="raw").count() == 6
 
     # A truncated stream is never a short answer: the raw is kept and the question re-asked.
     truncated_capture = Capture.objects.get(
