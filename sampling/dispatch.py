@@ -31,6 +31,7 @@ from geo_collect.failpoints import failpoint
 
 from .leases import Claim, claim_ready, requeue_expired_leases
 from .models import OutboxMessage, QueueState, Sample, Step, Tenant
+from .runs import finish_ended_runs
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +165,7 @@ class Dispatcher:
         report = DispatchReport()
         report.relayed = relay_outbox()
         report.requeued = requeue_expired_leases()
+        finish_ended_runs()
         load = _load()
         for (platform, step), tenants in load.due.items():
             self._claim_and_publish(platform, step, tenants, load, report)

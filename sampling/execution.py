@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models.functions import Now
 
 from billing import hooks as billing_hooks
@@ -275,24 +276,7 @@ def _record_submit_error(ctx: StepContext, attempt: Attempt, error: UpstreamErro
             return "uncertain"
         _close_attempt(attempt, status=AttemptStatus.FAILED, error=error)
         s.reject_submit()
-        decision = _retry_policy().decide(
-            error,
-            attempt_no=attempt.attempt_no,
-            elapsed_seconds=_seconds_since_first_attempt(s),
-            rng=random.Random(),
-        )
-        if decision.retry:
-            _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
-            save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
-            return f"retry:{error.error_class.value}"
-        s.fail_collection()
-        s.failure_reason = f"{error.error_class.value}: {error.message}"[:200]
-        _release(s, step=Step.NONE)
-        save_fenced(
-            s, ctx.token, "submission_state", "collection_state", "failure_reason", *_QUEUE_FIELDS
-        )
-    _after_terminal(s)
-    return f"failed:{error.error_class.value}"
+        return _retry_or_fail(ctx, s, error, attempt_no=attempt.attempt_no, message=error.message)
 
 
 def _record_accepted(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> str:
@@ -362,24 +346,40 @@ def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: Normal
     """Truncated stream or mid-stream error: the raw is kept (already archived); the question
     is asked again as a new attempt while the retry budget lasts."""
     error_class = ErrorClass((result.error or {}).get("class", ErrorClass.TRUNCATED))
-    decision = _retry_policy().decide(
-        error_class,
-        attempt_no=attempt.attempt_no,
-        elapsed_seconds=_seconds_since_first_attempt(s),
-        rng=random.Random(),
-    )
     attempt.error_class = error_class.value
     attempt.error_message = str((result.error or {}).get("message", ""))[:2000]
     attempt.save(update_fields=["error_class", "error_message"])
     # No usable answer came back, so the question counts as not yet asked: a new attempt may
     # ask it again. The raw of this attempt is already archived as its own capture revision.
     s.reject_submit()
+    return _retry_or_fail(
+        ctx, s, error_class, attempt_no=attempt.attempt_no, message=attempt.error_message
+    )
+
+
+def _retry_or_fail(
+    ctx: StepContext,
+    s: Sample,
+    error: UpstreamError | ErrorClass,
+    *,
+    attempt_no: int,
+    message: str,
+) -> str:
+    """After a failed attempt (submission back at `planned`): ask again later if the retry
+    policy allows, otherwise the collection fails for good. Call inside the fenced block."""
+    error_class = error.error_class if isinstance(error, UpstreamError) else error
+    decision = _retry_policy().decide(
+        error,
+        attempt_no=attempt_no,
+        elapsed_seconds=_seconds_since_first_attempt(s),
+        rng=random.Random(),
+    )
     if decision.retry:
         _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
         save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
         return f"retry:{error_class.value}"
     s.fail_collection()
-    s.failure_reason = f"{error_class.value}: {attempt.error_message}"[:200]
+    s.failure_reason = f"{error_class.value}: {message}"[:200]
     _release(s, step=Step.NONE)
     save_fenced(
         s, ctx.token, "submission_state", "collection_state", "failure_reason", *_QUEUE_FIELDS
@@ -632,9 +632,13 @@ def handle_analyze(ctx: StepContext) -> str:
 
 
 def _after_terminal(sample: Sample) -> None:
+    """After the commit that ended this sample, see whether its run has ended. Checked after
+    commit: two last samples ending at once in two transactions would each still see the
+    other as running. (The dispatcher's sweep catches a process that dies in between.)"""
     from .runs import finish_run_if_done
 
-    finish_run_if_done(run_id=sample.run_id)
+    run_id = sample.run_id
+    transaction.on_commit(lambda: finish_run_if_done(run_id=run_id))
 
 
 _HANDLERS: dict[str, Callable[[StepContext], str]] = {

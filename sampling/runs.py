@@ -29,6 +29,17 @@ def finish_run_if_done(*, run_id: UUID) -> bool:
     return updated == 1
 
 
+def finish_ended_runs() -> int:
+    """Safety net for the dispatcher: mark runs finished whose last sample ended while the
+    process that ended it died before checking."""
+    open_runs = Run.objects.filter(finished_at=None).exclude(
+        samples__queue_state__in=[QueueState.READY, QueueState.LEASED, QueueState.PARKED]
+    )
+    return sum(
+        finish_run_if_done(run_id=run_id) for run_id in open_runs.values_list("pk", flat=True)
+    )
+
+
 def on_run_finished(*, run_id: UUID | str) -> None:
     """What follows a run's end, delivered through the outbox (at least once, so idempotent):
     billing charges what completed and releases the rest of the hold."""

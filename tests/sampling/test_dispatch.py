@@ -93,3 +93,17 @@ def test_steps_route_to_platform_evidence_and_analysis_queues() -> None:
     assert queue_for(step=Step.POLL, platform="collector") == "platform.collector"
     assert queue_for(step=Step.EVIDENCE, platform="collector") == "evidence"
     assert queue_for(step=Step.ANALYZE, platform="openai") == "analysis"
+
+
+@pytest.mark.django_db
+def test_a_run_whose_last_sample_ended_unnoticed_is_finished_by_the_next_tick() -> None:
+    from sampling.models import OutboxMessage, Run
+
+    run = _launch("acme", 3)
+    # As if the worker that ended the last sample died before checking the run.
+    Sample.objects.filter(run=run).update(queue_state="done", collection_state="failed")
+
+    Dispatcher(owner="t").tick()
+
+    assert Run.objects.get(pk=run.pk).finished_at is not None
+    assert OutboxMessage.objects.filter(task="sampling.run_finished").count() == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from analysis.selectors import platform_mention_rates
+from analysis.report_exports import render_report
+from analysis.reports import build_run_report
 from billing.selectors import run_billing
 from billing.services import ensure_default_price_version, top_up
 from connectors.simulator import start_simulator
@@ -30,6 +32,7 @@ from sampling.selectors import Status, run_status
 from sampling.services import launch_run, save_campaign
 
 DEMO_CAMPAIGN = Path(settings.BASE_DIR) / "demo" / "campaign.json"
+PROGRESS_EVERY_SECONDS = 5.0
 DEMO_CREDIT = 1_000_000  # minor units topped up for the demo tenant
 
 # Faults injected into the simulator so the demo shows recovery, not only the happy path.
@@ -93,13 +96,13 @@ class Command(BaseCommand):
                 tenant=campaign.tenant,
                 amount=DEMO_CREDIT,
                 currency=version.currency,
-                idempotency_key="demo-credit",
+                idempotency_key=f"demo-credit-{uuid.uuid4()}",  # each demo brings its credit
             )
             return launch_run(campaign=campaign)
 
     def _drive(self, run: Run, *, timeout: float) -> Status:
         deadline = time.monotonic() + timeout
-        last_line = ""
+        last_line, next_print = "", 0.0
         while time.monotonic() < deadline:
             report = dispatch_once(owner="demo-dispatcher")
             status = run_status(run_id=run.pk)
@@ -107,9 +110,9 @@ class Command(BaseCommand):
                 f"  {status.terminal}/{status.planned} done — succeeded {status.succeeded}, "
                 f"failed {status.failed}, invalid {status.invalid}, pending {status.pending}"
             )
-            if line != last_line:
+            if line != last_line and (status.finished or time.monotonic() >= next_print):
                 self.stdout.write(line)
-                last_line = line
+                last_line, next_print = line, time.monotonic() + PROGRESS_EVERY_SECONDS
             if status.finished:
                 relay_outbox()
                 return status
@@ -152,20 +155,26 @@ class Command(BaseCommand):
             out(f"  {layer:<11} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
     def _mention_tables(self, run: Run) -> None:
+        """From the auditable report: it refuses to exist unless the counts are conserved and
+        a record scan agrees with the SQL aggregates."""
         out = self.stdout.write
-        brand = run.config_snapshot["brand"]["name"]
-        for entity in [brand, *(c["name"] for c in run.config_snapshot["competitors"])]:
+        report = build_run_report(run_id=run.pk, with_trend=False)
+        for entity in report.entities:
             out("")
             out(f"Mention rate of {entity} (denominator: planned samples; 95% Wilson interval)")
             out(
                 f"  {'platform':<12}{'planned':>8}{'ok':>5}{'failed':>7}{'invalid':>8}"
                 f"{'review':>7}{'mentioned':>10}{'rate':>8}  95% CI"
             )
-            for row in platform_mention_rates(run_id=run.pk, entity=entity):
-                r = row.mention_rate
+            for row in report.by_platform:
+                c, r = row.counts, row.entity_mention_rates[entity]
                 value = "n/a" if r.value is None else f"{r.value:.1%}"
                 out(
-                    f"  {row.platform:<12}{row.planned:>8}{row.succeeded:>5}{row.failed:>7}"
-                    f"{row.invalid:>8}{row.review:>7}{row.mentioned:>10}{value:>8}  "
-                    f"[{r.low:.1%}, {r.high:.1%}]"
+                    f"  {row.label:<12}{c.planned:>8}{c.succeeded:>5}{c.failed:>7}{c.invalid:>8}"
+                    f"{c.review:>7}{r.successes:>10}{value:>8}  [{r.low:.1%}, {r.high:.1%}]"
                 )
+        html = settings.VAR_DIR / f"report-{run.pk}.html"
+        html.write_bytes(render_report(report, "html"))
+        out("")
+        out(f"Checks passed: {', '.join(c.name for c in report.checks)}")
+        out(f"Full report (share of voice, ranks, cited domains): {html}")
