@@ -21,12 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import ErrorClass, NormalizedResult, SampleRequest, SubmitOutcome
-from .errors import classify_error_code, classify_http_error, error_dict, request_id_from
-from .streams import SseTranscript, looks_like_sse, parse_sse
-from .transport import HttpExchange
+from .base import ErrorClass, NormalizedResult
+from .errors import classify_error_code, error_dict
+from .streams import SSE_MIME as SSE_MIME
+from .streams import SseTranscript, is_sse, parse_sse
 
-SSE_MIME = "text/event-stream"
 JSON_MIME = "application/json"
 DONE = "[DONE]"
 # finish_reason values that mean the text is not the whole answer.
@@ -158,12 +157,8 @@ def read_stream(transcript: SseTranscript) -> ChatCompletion:
         if event.data.strip() == DONE:
             completion.done = True
             continue
-        try:
-            payload = event.json()
-        except ValueError:
-            completion.bad_frames += 1
-            continue
-        if not isinstance(payload, dict):
+        payload = event.json_object()
+        if payload is None:
             completion.bad_frames += 1
             continue
         completion.error = _error_object(payload)
@@ -189,10 +184,6 @@ def read_json(payload: dict[str, Any]) -> ChatCompletion:
     if choice.get("finish_reason"):
         completion.finish_reason = str(choice["finish_reason"])
     return completion
-
-
-def is_sse(raw: bytes, content_type: str) -> bool:
-    return content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
 
 
 def read_body(raw: bytes, content_type: str = "") -> ChatCompletion | None:
@@ -270,43 +261,3 @@ def base_result(
     if state == "completed" and completion.finish_reason is None:
         result.warnings.append("NO_FINISH_REASON")
     return result
-
-
-def unparseable(raw: bytes, mime: str, sample_id: int | None, what: str) -> NormalizedResult:
-    """A 200 that is not the API's shape: a login, captcha or proxy error page."""
-    return NormalizedResult(
-        sample_id=sample_id,
-        upstream_id=None,
-        collection_state="failed",
-        evidence_state="failed",
-        answer_text="",
-        raw=raw,
-        raw_mime=mime or "application/octet-stream",
-        error=error_dict(ErrorClass.PARSE_FAILED, f"not a {what} body (content-type {mime!r})"),
-    )
-
-
-def direct_outcome(
-    exchange: HttpExchange,
-    request: SampleRequest,
-    parse: Callable[..., NormalizedResult],
-) -> SubmitOutcome:
-    """One answered HTTP exchange as the SubmitOutcome of a direct model API: a non-2xx raises
-    the classified UpstreamError; a body cut mid-stream says where it was cut."""
-    if not exchange.ok:
-        raise classify_http_error(
-            exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
-        )
-    result: NormalizedResult = parse(exchange.body, content_type=exchange.content_type)
-    result.sample_id = request.sample_id
-    result.status_code = exchange.status_code
-    result.request_id = request_id_from(exchange.headers)
-    if exchange.interrupted and result.collection_state == "truncated":
-        result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
-    upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
-    return SubmitOutcome(
-        upstream_id=upstream_id,
-        request_id=result.request_id,
-        result=result,
-        egress=exchange.egress,
-    )

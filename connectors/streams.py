@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+SSE_MIME = "text/event-stream"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -30,6 +31,14 @@ class SseEvent:
     def json(self) -> Any:
         """The data as JSON; raises ValueError when it is not JSON."""
         return json.loads(self.data)
+
+    def json_object(self) -> dict[str, Any] | None:
+        """The data as a JSON object; None when it is not one (a bad frame)."""
+        try:
+            payload = json.loads(self.data)
+        except ValueError:
+            return None
+        return payload if isinstance(payload, dict) else None
 
 
 @dataclass
@@ -115,6 +124,12 @@ def iter_sse_events(raw: bytes) -> Iterator[SseEvent]:
 def looks_like_sse(raw: bytes) -> bool:
     head = raw.lstrip(b"\xef\xbb\xbf \t\r\n")[:64]
     return head.startswith((b"event:", b"data:", b"id:", b":", b"retry:"))
+
+
+def is_sse(raw: bytes, content_type: str) -> bool:
+    """Whether a body is an SSE transcript: by its content type, or by its first bytes when
+    the content type was not recorded."""
+    return content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
 
 
 @dataclass

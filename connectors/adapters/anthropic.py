@@ -15,15 +15,12 @@ evidence and the live path agree.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..base import (
     Capabilities,
     Citation,
-    Connector,
-    ConnectorConfig,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
@@ -31,26 +28,15 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation
-from ..errors import (
-    classify_error_code,
-    classify_http_error,
-    error_dict,
-    json_body,
-    request_id_from,
-)
-from ..streams import SseTranscript, looks_like_sse, parse_sse
-from ..transport import HttpExchange, HttpTransport
+from ..direct import ALL_MODES, DirectConnector, failed, outcome_from_exchange, unparseable
+from ..errors import classify_error_code, classify_http_error, error_dict, json_body
+from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
 
-REGIONS = frozenset(
-    {"us", "ca", "mx", "br", "gb", "ie", "de", "fr", "es", "it", "nl", "se", "pl", "ch",
-     "jp", "kr", "cn", "hk", "tw", "sg", "in", "id", "th", "vn", "au", "nz", "ae", "za"}
-)  # fmt: skip
 API_VERSION = "2023-06-01"
 WEB_SEARCH_TOOL = "web_search_20250305"
 DEFAULT_MAX_TOKENS = 4096
 DEEP_THINKING_BUDGET = 8192  # extended thinking; max_tokens must exceed it
 DEFAULT_MAX_SEARCHES = 5
-SSE_MIME = "text/event-stream"
 CITATION_TYPE = "web_search_result_location"
 # stop_reason values that end a complete message but deserve a note.
 _STOP_WARNINGS = {
@@ -143,12 +129,8 @@ def _read_stream(transcript: SseTranscript) -> _StreamState:
     for event in transcript.events:
         if event.event == "ping":
             continue
-        try:
-            payload = event.json()
-        except ValueError:
-            state.bad_frames += 1
-            continue
-        if not isinstance(payload, dict):
+        payload = event.json_object()
+        if payload is None:
             state.bad_frames += 1
             continue
         _apply_event(state, event.event if event.event != "message" else "", payload)
@@ -190,25 +172,12 @@ def _apply_event(state: _StreamState, name: str, payload: dict[str, Any]) -> Non
     # ping, content_block_stop and unknown future events carry nothing we keep
 
 
-class AnthropicConnector(Connector):
+class AnthropicConnector(DirectConnector):
     platform: ClassVar[str] = "anthropic"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
 
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
-
     def capabilities(self) -> Capabilities:
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            regions=REGIONS,
-            modes=frozenset({"web_search", "no_search", "deep_thinking"}),
-            screenshots=False,
-            submission_limit=100,
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        return self._capabilities(ALL_MODES)
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         max_tokens = int(self.config.extra.get("max_tokens", DEFAULT_MAX_TOKENS))
@@ -245,31 +214,17 @@ class AnthropicConnector(Connector):
             },
             json_body=self.request_body(request),
             stream=True,
-            # Pings reset the read timeout; this bounds a stream that never ends.
-            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+            deadline_seconds=self._stream_deadline(),
         )
-        if not exchange.ok:
-            raise self._http_error(exchange)
-        result = self.parse(exchange.body, content_type=exchange.content_type)
-        result.sample_id = request.sample_id
-        result.status_code = exchange.status_code
-        result.request_id = request_id_from(exchange.headers) or result.request_id
-        if exchange.interrupted and result.collection_state == "truncated":
-            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
-        upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
-        return SubmitOutcome(
-            upstream_id=upstream_id,
-            request_id=result.request_id,
-            result=result,
-            egress=exchange.egress,
-        )
+        # The request id is the `request-id` header, else the one an error event carried.
+        return outcome_from_exchange(exchange, request, self.parse, classify=self._http_error)
 
     @staticmethod
-    def _http_error(exchange: HttpExchange) -> UpstreamError:
-        error = classify_http_error(
-            exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
-        )
-        payload = json_body(exchange.body)
+    def _http_error(
+        status: int, headers: dict[str, str], body: bytes, egress: str | None = None
+    ) -> UpstreamError:
+        error = classify_http_error(status, headers, body, egress=egress)
+        payload = json_body(body)
         nested = payload.get("error") if isinstance(payload, dict) else None
         details = nested.get("details") if isinstance(nested, dict) else None
         if (
@@ -284,15 +239,11 @@ class AnthropicConnector(Connector):
     def parse(
         cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
     ) -> NormalizedResult:
-        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
-        if is_sse:
+        if is_sse(raw, content_type):
             return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        try:
-            payload = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            payload = None
+        payload = json_body(raw)
         if not isinstance(payload, dict) or payload.get("type") not in ("message", "error"):
-            return cls._unparseable(raw, content_type, sample_id)
+            return unparseable(raw, content_type, sample_id, "a Messages API body")
         return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
 
     @classmethod
@@ -333,17 +284,9 @@ class AnthropicConnector(Connector):
     ) -> NormalizedResult:
         if payload.get("type") == "error":
             request_id = payload.get("request_id")
-            return NormalizedResult(
-                sample_id=sample_id,
-                upstream_id=None,
-                collection_state="failed",
-                evidence_state="failed",
-                answer_text="",
-                raw=raw,
-                raw_mime=mime,
-                error=_error_from(payload),
-                request_id=request_id if isinstance(request_id, str) else None,
-            )
+            failure = failed(raw, mime, sample_id, _error_from(payload))
+            failure.request_id = request_id if isinstance(request_id, str) else None
+            return failure
         blocks = [_block_from(c) for c in payload.get("content") or [] if isinstance(c, dict)]
         text, citations = _join_blocks(blocks)
         stop_reason = payload.get("stop_reason")
@@ -364,19 +307,3 @@ class AnthropicConnector(Connector):
                 ErrorClass.TRUNCATED, "stop_reason pause_turn: the server tool loop paused"
             )
         return result
-
-    @classmethod
-    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
-        # A 200 that is not the API's shape: a login, captcha or proxy error page.
-        return NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=None,
-            collection_state="failed",
-            evidence_state="failed",
-            answer_text="",
-            raw=raw,
-            raw_mime=mime or "application/octet-stream",
-            error=error_dict(
-                ErrorClass.PARSE_FAILED, f"not a Messages API body (content-type {mime!r})"
-            ),
-        )

@@ -24,42 +24,19 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .. import chat_format
-from ..base import (
-    Capabilities,
-    Connector,
-    ConnectorConfig,
-    NormalizedResult,
-    SampleRequest,
-    SubmitOutcome,
-)
-from ..transport import HttpTransport
+from ..base import Capabilities, NormalizedResult, SampleRequest, SubmitOutcome
+from ..direct import CN_VENDOR_REGIONS, DirectConnector, outcome_from_exchange, unparseable
 
-REGIONS = frozenset(
-    {"cn", "hk", "tw", "sg", "us", "ca", "gb", "de", "fr", "jp", "kr", "au", "in"}
-)  # fmt: skip
 CHAT_PATH = "/chat/completions"
 
 
-class DeepSeekConnector(Connector):
+class DeepSeekConnector(DirectConnector):
     platform: ClassVar[str] = "deepseek"
     default_base_url: ClassVar[str] = "https://api.deepseek.com"
 
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
-
     def capabilities(self) -> Capabilities:
-        regions = self.config.extra.get("regions")
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            regions=frozenset(regions) if regions else REGIONS,
-            modes=frozenset({"no_search", "deep_thinking"}),
-            screenshots=False,
-            submission_limit=100,
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        regions = self._configured_regions(CN_VENDOR_REGIONS)
+        return self._capabilities({"no_search", "deep_thinking"}, regions=regions)
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         thinking = request.mode == "deep_thinking"
@@ -85,9 +62,9 @@ class DeepSeekConnector(Connector):
             },
             json_body=self.request_body(request),
             stream=True,
-            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 900)),
+            deadline_seconds=self._stream_deadline(900),
         )
-        return chat_format.direct_outcome(exchange, request, self.parse)
+        return outcome_from_exchange(exchange, request, self.parse)
 
     @classmethod
     def parse(
@@ -95,7 +72,7 @@ class DeepSeekConnector(Connector):
     ) -> NormalizedResult:
         completion = chat_format.read_body(raw, content_type)
         if completion is None:
-            return chat_format.unparseable(raw, content_type, sample_id, "DeepSeek chat")
+            return unparseable(raw, content_type, sample_id, "a DeepSeek chat body")
         streamed = chat_format.is_sse(raw, content_type)
         mime = content_type or (chat_format.SSE_MIME if streamed else chat_format.JSON_MIME)
         return chat_format.base_result(completion, raw=raw, mime=mime, sample_id=sample_id)

@@ -19,15 +19,12 @@ with Ark codes (`RateLimitExceeded.EndpointRPMExceeded`, `QuotaExceeded`, ...).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..base import (
     Capabilities,
     Citation,
-    Connector,
-    ConnectorConfig,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
@@ -35,19 +32,13 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation
-from ..errors import (
-    classify_error_code,
-    classify_http_error,
-    error_code,
-    error_dict,
-    request_id_from,
-)
-from ..streams import SseTranscript, looks_like_sse, parse_sse
-from ..transport import HttpTransport, header_safe
+from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
+from ..errors import classify_error_code, classify_http_error, error_code, error_dict, json_body
+from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
+from ..transport import header_safe
 
 RESPONSES_PATH = "/api/v3/responses"
 BOTS_PATH = "/api/v3/bots/chat/completions"
-SSE_MIME = "text/event-stream"
 ANNOTATION_TYPES = frozenset({"url_citation", "annotation"})
 _TERMINAL = ("response.completed", "response.failed", "response.incomplete")
 
@@ -155,12 +146,8 @@ def _response_error(response: dict[str, Any], terminal: str) -> dict[str, Any]:
 def _read_responses(transcript: SseTranscript) -> _ResponsesState:
     state = _ResponsesState()
     for event in transcript.events:
-        try:
-            payload = event.json()
-        except ValueError:
-            state.bad_frames += 1
-            continue
-        if not isinstance(payload, dict):
+        payload = event.json_object()
+        if payload is None:
             state.bad_frames += 1
             continue
         kind = str(payload.get("type") or event.event)
@@ -214,12 +201,8 @@ def _read_bots(transcript: SseTranscript) -> _BotsState:
         if event.data.strip() == "[DONE]":
             state.done = True
             break
-        try:
-            payload = event.json()
-        except ValueError:
-            state.bad_frames += 1
-            continue
-        if not isinstance(payload, dict):
+        payload = event.json_object()
+        if payload is None:
             state.bad_frames += 1
             continue
         if isinstance(payload.get("error"), dict):
@@ -242,13 +225,9 @@ def _finish_error(reason: str) -> dict[str, Any]:
     return error_dict(ErrorClass.UPSTREAM_FAILED, f"answer ended with finish_reason {reason!r}")
 
 
-class DoubaoConnector(Connector):
+class DoubaoConnector(DirectConnector):
     platform: ClassVar[str] = "doubao"
     default_base_url: ClassVar[str] = "https://ark.cn-beijing.volces.com"
-
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
 
     @property
     def bot_id(self) -> str | None:
@@ -258,18 +237,9 @@ class DoubaoConnector(Connector):
     def capabilities(self) -> Capabilities:
         # A bot's plugins are fixed in the Ark console: it always searches, never "thinks" on
         # request. The Responses API switches search per call and thinking via `thinking`.
-        modes = {"web_search"} if self.bot_id else {"web_search", "no_search", "deep_thinking"}
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            # Beijing endpoint; the search sources (toutiao, douyin, moji) are Chinese.
-            regions=frozenset({"cn"}),
-            modes=frozenset(modes),
-            screenshots=False,
-            submission_limit=100,
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        modes = {"web_search"} if self.bot_id else ALL_MODES
+        # Beijing endpoint; the search sources (toutiao, douyin, moji) are Chinese.
+        return self._capabilities(modes, regions={"cn"})
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         if self.bot_id:
@@ -302,25 +272,9 @@ class DoubaoConnector(Connector):
             },
             json_body=self.request_body(request),
             stream=True,
-            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+            deadline_seconds=self._stream_deadline(),
         )
-        if not exchange.ok:
-            raise self._http_error(
-                exchange.status_code, exchange.headers, exchange.body, exchange.egress
-            )
-        result = self.parse(exchange.body, content_type=exchange.content_type)
-        result.sample_id = request.sample_id
-        result.status_code = exchange.status_code
-        result.request_id = request_id_from(exchange.headers)
-        if exchange.interrupted and result.collection_state == "truncated":
-            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
-        upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
-        return SubmitOutcome(
-            upstream_id=upstream_id,
-            request_id=result.request_id,
-            result=result,
-            egress=exchange.egress,
-        )
+        return outcome_from_exchange(exchange, request, self.parse, classify=self._http_error)
 
     @staticmethod
     def _http_error(
@@ -337,19 +291,16 @@ class DoubaoConnector(Connector):
     def parse(
         cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
     ) -> NormalizedResult:
-        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
-        mime = content_type or (SSE_MIME if is_sse else "application/json")
-        if is_sse:
+        streamed = is_sse(raw, content_type)
+        mime = content_type or (SSE_MIME if streamed else "application/json")
+        if streamed:
             transcript = parse_sse(raw)
             if cls._is_bots_stream(transcript):
                 return cls._parse_bots_stream(transcript, raw, mime, sample_id)
             return cls._parse_responses_stream(transcript, raw, mime, sample_id)
-        try:
-            payload = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            payload = None
+        payload = json_body(raw)
         if not isinstance(payload, dict):
-            return cls._unparseable(raw, content_type, sample_id)
+            return unparseable(raw, content_type, sample_id, "an Ark response body")
         if "choices" in payload:
             return cls._parse_bots_json(payload, raw, mime, sample_id)
         if payload.get("object") == "response" or "output" in payload:
@@ -357,7 +308,7 @@ class DoubaoConnector(Connector):
         if isinstance(payload.get("error"), dict):
             error = _error_from(payload["error"], "error")
             return cls._result(raw, mime, sample_id, None, "", [], error=error, state="failed")
-        return cls._unparseable(raw, content_type, sample_id)
+        return unparseable(raw, content_type, sample_id, "an Ark response body")
 
     @staticmethod
     def _is_bots_stream(transcript: SseTranscript) -> bool:
@@ -479,20 +430,4 @@ class DoubaoConnector(Connector):
         outcome = "completed" if error is None else "failed"
         return cls._result(
             raw, mime, sample_id, upstream_id, text, citations, error=error, state=outcome
-        )
-
-    @classmethod
-    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
-        # A 200 that is not Ark's shape: a login, captcha or proxy error page.
-        return cls._result(
-            raw,
-            mime or "application/octet-stream",
-            sample_id,
-            None,
-            "",
-            [],
-            error=error_dict(
-                ErrorClass.PARSE_FAILED, f"not an Ark response body (content-type {mime!r})"
-            ),
-            state="failed",
         )

@@ -31,8 +31,6 @@ from typing import Any, ClassVar
 from ..base import (
     Capabilities,
     Citation,
-    Connector,
-    ConnectorConfig,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
@@ -40,6 +38,7 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation, utf8_byte_to_char_offset
+from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
 from ..errors import (
     classify_error_code,
     classify_http_error,
@@ -48,12 +47,10 @@ from ..errors import (
     retry_info_delay,
     status_error_class,
 )
-from ..streams import looks_like_sse, parse_sse
-from ..transport import HttpExchange, HttpTransport
+from ..streams import SSE_MIME, is_sse, parse_sse
 
 API_VERSION = "v1beta"
 DEEP_THINKING_BUDGET = 8192  # within the ranges of the 2.5 Flash and Pro models
-SSE_MIME = "text/event-stream"
 # Not errors, but the answer stopped for a reason worth reviewing.
 _FINISH_WARNINGS = {"MAX_TOKENS": "MAX_TOKENS"}
 _AUTH_REASONS = frozenset({"API_KEY_INVALID", "API_KEY_SERVICE_BLOCKED", "API_KEY_EXPIRED"})
@@ -254,27 +251,14 @@ def _json_array_items(raw: bytes) -> tuple[list[Any], bool]:
         items.append(item)
 
 
-class GeminiConnector(Connector):
+class GeminiConnector(DirectConnector):
     platform: ClassVar[str] = "gemini"
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com"
-
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
 
     def capabilities(self) -> Capabilities:
         # The Gemini API has no user-location setting for google_search: the region is
         # wherever the call comes from, so only "global" is honest.
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            regions=frozenset({"global"}),
-            modes=frozenset({"web_search", "no_search", "deep_thinking"}),
-            screenshots=False,
-            submission_limit=100,
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        return self._capabilities(ALL_MODES, regions={"global"})
 
     def model(self, request: SampleRequest) -> str:
         return str(request.model or self.config.model or "").removeprefix("models/")
@@ -300,29 +284,19 @@ class GeminiConnector(Connector):
             params={"alt": "sse"},
             json_body=self.request_body(request),
             stream=True,
-            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+            deadline_seconds=self._stream_deadline(),
         )
-        if not exchange.ok:
-            raise self._http_error(exchange)
-        result = self.parse(exchange.body, content_type=exchange.content_type)
-        result.sample_id = request.sample_id
-        result.status_code = exchange.status_code
-        if exchange.interrupted and result.collection_state == "truncated":
-            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
-        upstream_id = result.upstream_id or f"noid:{request.idempotency_key}"
-        return SubmitOutcome(
-            upstream_id=upstream_id,
-            request_id=result.request_id,
-            result=result,
-            egress=exchange.egress,
+        # No request id header: the body's `responseId` is the request id.
+        return outcome_from_exchange(
+            exchange, request, self.parse, classify=self._http_error, request_id_header=False
         )
 
     @staticmethod
-    def _http_error(exchange: HttpExchange) -> UpstreamError:
-        error = classify_http_error(
-            exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
-        )
-        payload = json_body(exchange.body)
+    def _http_error(
+        status: int, headers: dict[str, str], body: bytes, egress: str | None = None
+    ) -> UpstreamError:
+        error = classify_http_error(status, headers, body, egress=egress)
+        payload = json_body(body)
         if isinstance(payload, list) and payload:
             payload = payload[0]
         nested = payload.get("error") if isinstance(payload, dict) else None
@@ -336,8 +310,7 @@ class GeminiConnector(Connector):
     def parse(
         cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
     ) -> NormalizedResult:
-        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
-        if is_sse:
+        if is_sse(raw, content_type):
             return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
         mime = content_type or "application/json"
         if raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
@@ -351,14 +324,11 @@ class GeminiConnector(Connector):
             if not closed and state.error is None:
                 state.finish_reason = None  # a cut array is a cut stream, whatever it said
             return _build(state, raw, mime, sample_id)
-        try:
-            payload = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            payload = None
+        payload = json_body(raw)
         if not isinstance(payload, dict) or not (
             {"candidates", "promptFeedback", "error"} & payload.keys()
         ):
-            return cls._unparseable(raw, content_type, sample_id)
+            return unparseable(raw, content_type, sample_id, "a generateContent body")
         state = _State()
         _apply_chunk(state, payload, streamed=False)
         if state.error is None and state.finish_reason is None:
@@ -369,31 +339,11 @@ class GeminiConnector(Connector):
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
         state = _State()
         for event in parse_sse(raw).events:
-            try:
-                payload = event.json()
-            except ValueError:
-                state.bad_frames += 1
-                continue
-            if not isinstance(payload, dict):
+            payload = event.json_object()
+            if payload is None:
                 state.bad_frames += 1
                 continue
             _apply_chunk(state, payload, streamed=True)
             if state.error is not None:
                 break
         return _build(state, raw, mime, sample_id)
-
-    @classmethod
-    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
-        # A 200 that is not the API's shape: a login, captcha or proxy error page.
-        return NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=None,
-            collection_state="failed",
-            evidence_state="failed",
-            answer_text="",
-            raw=raw,
-            raw_mime=mime or "application/octet-stream",
-            error=error_dict(
-                ErrorClass.PARSE_FAILED, f"not a generateContent body (content-type {mime!r})"
-            ),
-        )

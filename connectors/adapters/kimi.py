@@ -44,8 +44,6 @@ from .. import chat_format
 from ..base import (
     Capabilities,
     Citation,
-    Connector,
-    ConnectorConfig,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
@@ -53,6 +51,7 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation, normalize_url
+from ..direct import CN_VENDOR_REGIONS, DirectConnector, accepted, failed
 from ..errors import (
     classify_error_code,
     classify_http_error,
@@ -60,7 +59,7 @@ from ..errors import (
     json_body,
     request_id_from,
 )
-from ..transport import HttpExchange, HttpTransport
+from ..transport import HttpExchange
 
 ENVELOPE_OBJECT = "geo.kimi.rounds"
 ENVELOPE_MIME = "application/vnd.geo.kimi-rounds+json"
@@ -70,9 +69,6 @@ WEB_SEARCH = "$web_search"
 WEB_SEARCH_TOOL = {"type": "builtin_function", "function": {"name": WEB_SEARCH}}
 CHAT_PATH = "/v1/chat/completions"
 CITATIONS_FROM_TEXT = "CITATIONS_FROM_TEXT"
-REGIONS = frozenset(
-    {"cn", "hk", "tw", "sg", "us", "ca", "gb", "de", "fr", "jp", "kr", "au", "in"}
-)  # fmt: skip
 KEPT_HEADERS = (
     "content-type",
     "msh-request-id",
@@ -260,46 +256,18 @@ class _Parsed:
     max_rounds: int | None = None
 
 
-def _failed(
-    raw: bytes, mime: str, sample_id: int | None, error: dict[str, Any]
-) -> NormalizedResult:
-    return NormalizedResult(
-        sample_id=sample_id,
-        upstream_id=None,
-        collection_state="failed",
-        evidence_state="failed",
-        answer_text="",
-        raw=raw,
-        raw_mime=mime,
-        error=error,
-    )
-
-
-class KimiConnector(Connector):
+class KimiConnector(DirectConnector):
     platform: ClassVar[str] = "kimi"
     default_base_url: ClassVar[str] = "https://api.moonshot.cn"
-
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
 
     @property
     def max_rounds(self) -> int:
         return max(1, int(self.config.extra.get("max_rounds", DEFAULT_MAX_ROUNDS)))
 
     def capabilities(self) -> Capabilities:
-        regions = self.config.extra.get("regions")
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            regions=frozenset(regions) if regions else REGIONS,
-            # Thinking must be off while $web_search is declared, so there is no deep mode.
-            modes=frozenset({"web_search", "no_search"}),
-            screenshots=False,
-            submission_limit=100,
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        regions = self._configured_regions(CN_VENDOR_REGIONS)
+        # Thinking must be off while $web_search is declared, so there is no deep mode.
+        return self._capabilities({"web_search", "no_search"}, regions=regions)
 
     def request_body(
         self, request: SampleRequest, messages: list[dict[str, Any]]
@@ -360,13 +328,7 @@ class KimiConnector(Connector):
             content_type=ENVELOPE_MIME,
             sample_id=request.sample_id,
         )
-        upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
-        return SubmitOutcome(
-            upstream_id=upstream_id,
-            request_id=result.request_id,
-            result=result,
-            egress=exchange.egress,
-        )
+        return accepted(result, request, exchange.egress)
 
     def _send(
         self, round_no: int, body: dict[str, Any], rounds: list[dict[str, Any]], attempt_no: int
@@ -382,7 +344,7 @@ class KimiConnector(Connector):
                 },
                 json_body=body,
                 stream=True,
-                deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+                deadline_seconds=self._stream_deadline(),
             )
         except UpstreamError as error:
             if round_no == 1:
@@ -453,7 +415,7 @@ class KimiConnector(Connector):
     ) -> NormalizedResult:
         if not parsed.rounds:
             message = "Kimi transcript holds no rounds"
-            return _failed(raw, mime, sample_id, error_dict(ErrorClass.PARSE_FAILED, message))
+            return failed(raw, mime, sample_id, error_dict(ErrorClass.PARSE_FAILED, message))
         last = parsed.rounds[-1]
         result = cls._last_round_result(parsed, last, raw, mime, sample_id)
         result.request_id = request_id_from(last.headers)
@@ -472,22 +434,22 @@ class KimiConnector(Connector):
         if last.transport_error is not None:
             error = dict(last.transport_error)
             error["message"] = where + str(error.get("message", "no response"))
-            return _failed(raw, mime, sample_id, error)
+            return failed(raw, mime, sample_id, error)
         if last.status_code is None or not 200 <= last.status_code < 600:
             what = f"{where}no usable response recorded (status {last.status_code})"
-            return _failed(raw, mime, sample_id, error_dict(ErrorClass.PARSE_FAILED, what))
+            return failed(raw, mime, sample_id, error_dict(ErrorClass.PARSE_FAILED, what))
         if 300 <= last.status_code < 400:  # a redirect we did not follow: an egress problem
             what = f"{where}unexpected redirect (HTTP {last.status_code})"
-            return _failed(raw, mime, sample_id, error_dict(ErrorClass.PARSE_FAILED, what))
+            return failed(raw, mime, sample_id, error_dict(ErrorClass.PARSE_FAILED, what))
         if not last.ok:
             failure = classify_kimi_http(last.status_code, last.headers, last.body)
             error = error_dict(failure.error_class, where + failure.message)
             error |= {"status_code": failure.status_code, "retry_after": failure.retry_after}
-            return _failed(raw, mime, sample_id, error)
+            return failed(raw, mime, sample_id, error)
         completion = last.completion
         if completion is None:
             what = f"{where}not a Kimi chat body (content-type {last.content_type!r})"
-            return _failed(raw, mime, sample_id, error_dict(ErrorClass.PARSE_FAILED, what))
+            return failed(raw, mime, sample_id, error_dict(ErrorClass.PARSE_FAILED, what))
         if last.asks_for_search():
             return cls._unfinished_loop(parsed, last, raw, mime, sample_id)
         result = chat_format.base_result(
@@ -522,6 +484,6 @@ class KimiConnector(Connector):
         else:
             message = f"the transcript ends after round {last.number} asked for a search"
             error = error_dict(ErrorClass.UPSTREAM_FAILED, message)
-        result = _failed(raw, mime, sample_id, error)
+        result = failed(raw, mime, sample_id, error)
         result.upstream_id = last.completion.id
         return result

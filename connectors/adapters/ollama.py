@@ -18,26 +18,19 @@ from typing import Any, ClassVar
 
 from ..base import (
     Capabilities,
-    Connector,
-    ConnectorConfig,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
     UpstreamError,
 )
+from ..direct import DirectConnector, outcome_from_exchange, unparseable
 from ..errors import MAX_MESSAGE_CHARS, classify_http_error, error_dict, json_body
 from ..streams import parse_ndjson
-from ..transport import HttpTransport
 
 PATH = "/api/chat"
 NDJSON_MIME = "application/x-ndjson"
 _KEYS = frozenset({"message", "done", "error"})  # at least one on every Ollama line
-# The answer does not depend on the region; any target region runs the same local model.
-REGIONS = frozenset(
-    {"us", "ca", "mx", "br", "gb", "ie", "de", "fr", "es", "it", "nl", "se", "pl", "ch",
-     "jp", "kr", "cn", "hk", "tw", "sg", "in", "id", "th", "vn", "au", "nz", "ae", "za"}
-)  # fmt: skip
 
 
 @dataclass
@@ -74,26 +67,15 @@ def _read(objects: list[Any]) -> tuple[_Lines, int]:
     return lines, bad
 
 
-class OllamaConnector(Connector):
+class OllamaConnector(DirectConnector):
     platform: ClassVar[str] = "ollama"
     default_base_url: ClassVar[str] = "http://localhost:11434"
 
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
-
     def capabilities(self) -> Capabilities:
         modes = {"no_search"} | ({"deep_thinking"} if self.config.extra.get("thinking") else set())
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            regions=REGIONS,
-            modes=frozenset(modes),
-            screenshots=False,
-            submission_limit=int(self.config.extra.get("submission_limit", 10)),
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        # The answer does not depend on the region; any target region runs the same local model.
+        limit = int(self.config.extra.get("submission_limit", 10))
+        return self._capabilities(modes, submission_limit=limit)
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -116,23 +98,11 @@ class OllamaConnector(Connector):
             headers=headers,
             json_body=self.request_body(request),
             stream=True,
-            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+            deadline_seconds=self._stream_deadline(),
         )
-        if not exchange.ok:
-            raise self._http_error(
-                exchange.status_code, exchange.headers, exchange.body, exchange.egress
-            )
-        result = self.parse(exchange.body, content_type=exchange.content_type)
-        result.sample_id = request.sample_id
-        result.status_code = exchange.status_code
-        if exchange.interrupted and result.collection_state == "truncated":
-            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
         # Ollama has no response or request id: the key names the attempt.
-        return SubmitOutcome(
-            upstream_id=f"noid:{request.idempotency_key}",
-            request_id=None,
-            result=result,
-            egress=exchange.egress,
+        return outcome_from_exchange(
+            exchange, request, self.parse, classify=self._http_error, request_id_header=False
         )
 
     @staticmethod
@@ -162,7 +132,7 @@ class OllamaConnector(Connector):
             ends_with_newline = transcript.ends_with_newline
             invalid = len(transcript.invalid_lines)
         if not any(isinstance(o, dict) and _KEYS & o.keys() for o in objects):
-            return cls._unparseable(raw, content_type, sample_id)
+            return unparseable(raw, content_type, sample_id, "an Ollama chat body")
         lines, bad = _read(objects)
         result = NormalizedResult(
             sample_id=sample_id,
@@ -191,19 +161,3 @@ class OllamaConnector(Connector):
                 ErrorClass.UPSTREAM_FAILED, f"answer ended with done_reason {lines.done_reason!r}"
             )
         return result
-
-    @classmethod
-    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
-        # A 200 that is not Ollama's shape: a proxy's login or error page.
-        return NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=None,
-            collection_state="failed",
-            evidence_state="failed",
-            answer_text="",
-            raw=raw,
-            raw_mime=mime or "application/octet-stream",
-            error=error_dict(
-                ErrorClass.PARSE_FAILED, f"not an Ollama chat body (content-type {mime!r})"
-            ),
-        )

@@ -28,18 +28,10 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from .. import chat_format
-from ..base import (
-    Capabilities,
-    Citation,
-    Connector,
-    ConnectorConfig,
-    NormalizedResult,
-    SampleRequest,
-    SubmitOutcome,
-)
+from ..base import Capabilities, Citation, NormalizedResult, SampleRequest, SubmitOutcome
 from ..citations import make_citation
-from ..transport import HttpTransport, header_safe
-from .openai_responses import REGIONS as OPENAI_REGIONS
+from ..direct import REGIONS, DirectConnector, outcome_from_exchange, unparseable
+from ..transport import header_safe
 
 DEEP_THINKING_EFFORT = "high"
 # The last path segment of a base URL that already names the API version: /v1, /v3, /v1beta,
@@ -96,13 +88,9 @@ def citations_from(completion: chat_format.ChatCompletion) -> list[Citation]:
     return found
 
 
-class OpenAIChatConnector(Connector):
+class OpenAIChatConnector(DirectConnector):
     platform: ClassVar[str] = "openai_chat"
     default_base_url: ClassVar[str] = "https://api.openai.com"
-
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
 
     def modes(self) -> frozenset[str]:
         configured = self.config.extra.get("modes")
@@ -111,17 +99,7 @@ class OpenAIChatConnector(Connector):
         return frozenset({"web_search"} if is_search_model(self.config.model) else {"no_search"})
 
     def capabilities(self) -> Capabilities:
-        regions = self.config.extra.get("regions")
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            regions=frozenset(regions) if regions else OPENAI_REGIONS,
-            modes=self.modes(),
-            screenshots=False,
-            submission_limit=100,
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        return self._capabilities(self.modes(), regions=self._configured_regions(REGIONS))
 
     @property
     def streaming(self) -> bool:
@@ -165,9 +143,9 @@ class OpenAIChatConnector(Connector):
             headers=headers,
             json_body=self.request_body(request),
             stream=self.streaming,
-            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+            deadline_seconds=self._stream_deadline(),
         )
-        return chat_format.direct_outcome(exchange, request, self.parse)
+        return outcome_from_exchange(exchange, request, self.parse)
 
     @classmethod
     def parse(
@@ -177,7 +155,7 @@ class OpenAIChatConnector(Connector):
         streamed = chat_format.is_sse(raw, content_type)
         mime = content_type or (chat_format.SSE_MIME if streamed else chat_format.JSON_MIME)
         if completion is None:
-            return chat_format.unparseable(raw, content_type, sample_id, "Chat Completions")
+            return unparseable(raw, content_type, sample_id, "a Chat Completions body")
         result = chat_format.base_result(completion, raw=raw, mime=mime, sample_id=sample_id)
         result.citations = citations_from(completion)
         return result

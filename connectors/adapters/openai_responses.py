@@ -7,31 +7,24 @@ evidence and the live path agree. A stream is complete only on `response.complet
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..base import (
     Capabilities,
     Citation,
-    Connector,
-    ConnectorConfig,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
 )
 from ..citations import make_citation
-from ..errors import classify_error_code, classify_http_error, error_dict, request_id_from
-from ..streams import SseTranscript, looks_like_sse, parse_sse
-from ..transport import HttpTransport, header_safe
+from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
+from ..errors import classify_error_code, error_dict, json_body
+from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
+from ..transport import header_safe
 
-REGIONS = frozenset(
-    {"us", "ca", "mx", "br", "gb", "ie", "de", "fr", "es", "it", "nl", "se", "pl", "ch",
-     "jp", "kr", "cn", "hk", "tw", "sg", "in", "id", "th", "vn", "au", "nz", "ae", "za"}
-)  # fmt: skip
 DEEP_THINKING_EFFORT = "high"
-SSE_MIME = "text/event-stream"
 
 
 @dataclass
@@ -108,12 +101,8 @@ def _response_error(response: dict[str, Any], terminal: str) -> dict[str, Any]:
 def _read_stream(transcript: SseTranscript) -> _StreamState:
     state = _StreamState()
     for event in transcript.events:
-        try:
-            payload = event.json()
-        except ValueError:
-            state.bad_frames += 1
-            continue
-        if not isinstance(payload, dict):
+        payload = event.json_object()
+        if payload is None:
             state.bad_frames += 1
             continue
         _apply_event(state, event.event if event.event != "message" else "", payload)
@@ -150,25 +139,12 @@ def _apply_event(state: _StreamState, name: str, payload: dict[str, Any]) -> Non
         )
 
 
-class OpenAIResponsesConnector(Connector):
+class OpenAIResponsesConnector(DirectConnector):
     platform: ClassVar[str] = "openai"
     default_base_url: ClassVar[str] = "https://api.openai.com"
 
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
-
     def capabilities(self) -> Capabilities:
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            regions=REGIONS,
-            modes=frozenset({"web_search", "no_search", "deep_thinking"}),
-            screenshots=False,
-            submission_limit=100,
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        return self._capabilities(ALL_MODES)
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -200,40 +176,19 @@ class OpenAIResponsesConnector(Connector):
             },
             json_body=self.request_body(request),
             stream=True,
-            # Keep-alives reset the read timeout; this bounds a stream that never ends.
-            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+            deadline_seconds=self._stream_deadline(),
         )
-        if not exchange.ok:
-            raise classify_http_error(
-                exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
-            )
-        result = self.parse(exchange.body, content_type=exchange.content_type)
-        result.sample_id = request.sample_id
-        result.status_code = exchange.status_code
-        result.request_id = request_id_from(exchange.headers)
-        if exchange.interrupted and result.collection_state == "truncated":
-            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
-        upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
-        return SubmitOutcome(
-            upstream_id=upstream_id,
-            request_id=result.request_id,
-            result=result,
-            egress=exchange.egress,
-        )
+        return outcome_from_exchange(exchange, request, self.parse)
 
     @classmethod
     def parse(
         cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
     ) -> NormalizedResult:
-        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
-        if is_sse:
+        if is_sse(raw, content_type):
             return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        try:
-            payload = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            payload = None
+        payload = json_body(raw)
         if not isinstance(payload, dict):
-            return cls._unparseable(raw, content_type, sample_id)
+            return unparseable(raw, content_type, sample_id, "a Responses API body")
         return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
 
     @classmethod
@@ -288,19 +243,3 @@ class OpenAIResponsesConnector(Connector):
             result.collection_state, result.evidence_state = "failed", "failed"
             result.error = _response_error(payload, str(status or "failed"))
         return result
-
-    @classmethod
-    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
-        # A 200 that is not the API's shape: a login, captcha or proxy error page.
-        return NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=None,
-            collection_state="failed",
-            evidence_state="failed",
-            answer_text="",
-            raw=raw,
-            raw_mime=mime or "application/octet-stream",
-            error=error_dict(
-                ErrorClass.PARSE_FAILED, f"not a Responses API body (content-type {mime!r})"
-            ),
-        )

@@ -18,36 +18,22 @@ the answer from that transcript (or from a non-streaming JSON body).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..base import (
     Capabilities,
     Citation,
-    Connector,
-    ConnectorConfig,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
 )
 from ..citations import claim_span_before_marker, find_markers, make_citation
-from ..errors import (
-    classify_error_code,
-    classify_http_error,
-    error_dict,
-    request_id_from,
-    status_error_class,
-)
-from ..streams import looks_like_sse, parse_sse
-from ..transport import HttpTransport
+from ..direct import DirectConnector, outcome_from_exchange, unparseable
+from ..errors import classify_error_code, error_dict, json_body, status_error_class
+from ..streams import SSE_MIME, is_sse, parse_sse
 
-REGIONS = frozenset(
-    {"us", "ca", "mx", "br", "gb", "ie", "de", "fr", "es", "it", "nl", "se", "pl", "ch",
-     "jp", "kr", "cn", "hk", "tw", "sg", "in", "id", "th", "vn", "au", "nz", "ae", "za"}
-)  # fmt: skip
-SSE_MIME = "text/event-stream"
 DONE = "[DONE]"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -168,29 +154,16 @@ def _build(
     return result
 
 
-class PerplexityConnector(Connector):
+class PerplexityConnector(DirectConnector):
     platform: ClassVar[str] = "perplexity"
     default_base_url: ClassVar[str] = "https://api.perplexity.ai"
-
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
 
     def capabilities(self) -> Capabilities:
         modes = {"web_search", "no_search"}
         # Deep thinking is a different Sonar model; offered only when one is configured.
         if self.config.extra.get("deep_thinking_model"):
             modes.add("deep_thinking")
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            regions=REGIONS,
-            modes=frozenset(modes),
-            screenshots=False,
-            submission_limit=100,
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        return self._capabilities(modes)
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         model = request.model or self.config.model
@@ -215,39 +188,19 @@ class PerplexityConnector(Connector):
             headers={"Authorization": f"Bearer {self.config.api_key}", "Accept": SSE_MIME},
             json_body=self.request_body(request),
             stream=True,
-            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+            deadline_seconds=self._stream_deadline(),
         )
-        if not exchange.ok:
-            raise classify_http_error(
-                exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
-            )
-        result = self.parse(exchange.body, content_type=exchange.content_type)
-        result.sample_id = request.sample_id
-        result.status_code = exchange.status_code
-        result.request_id = request_id_from(exchange.headers)
-        if exchange.interrupted and result.collection_state == "truncated":
-            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
-        upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
-        return SubmitOutcome(
-            upstream_id=upstream_id,
-            request_id=result.request_id,
-            result=result,
-            egress=exchange.egress,
-        )
+        return outcome_from_exchange(exchange, request, self.parse)
 
     @classmethod
     def parse(
         cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
     ) -> NormalizedResult:
-        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
-        if is_sse:
+        if is_sse(raw, content_type):
             return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        try:
-            payload = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            payload = None
+        payload = json_body(raw)
         if not isinstance(payload, dict) or not ({"choices", "error"} & payload.keys()):
-            return cls._unparseable(raw, content_type, sample_id)
+            return unparseable(raw, content_type, sample_id, "a chat completions body")
         state = _State()
         if isinstance(payload.get("error"), dict):
             state.error = _error_from(payload)
@@ -261,12 +214,8 @@ class PerplexityConnector(Connector):
         for event in parse_sse(raw).events:
             if event.data.strip() == DONE:
                 continue
-            try:
-                payload = event.json()
-            except ValueError:
-                state.bad_frames += 1
-                continue
-            if not isinstance(payload, dict):
+            payload = event.json_object()
+            if payload is None:
                 state.bad_frames += 1
                 continue
             if event.event == "error" or isinstance(payload.get("error"), dict):
@@ -274,19 +223,3 @@ class PerplexityConnector(Connector):
                 break
             _apply_chunk(state, payload)  # chunks after finish_reason may still add sources
         return _build(state, raw, mime, sample_id, streamed=True)
-
-    @classmethod
-    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
-        # A 200 that is not the API's shape: a login, captcha or proxy error page.
-        return NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=None,
-            collection_state="failed",
-            evidence_state="failed",
-            answer_text="",
-            raw=raw,
-            raw_mime=mime or "application/octet-stream",
-            error=error_dict(
-                ErrorClass.PARSE_FAILED, f"not a chat completions body (content-type {mime!r})"
-            ),
-        )

@@ -19,7 +19,6 @@ id, so it is also the upstream id. No retry hint (Retry-After) is sent on 429.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -27,8 +26,6 @@ from typing import Any, ClassVar
 from ..base import (
     Capabilities,
     Citation,
-    Connector,
-    ConnectorConfig,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
@@ -36,18 +33,11 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import claim_span_before_marker, find_markers, make_citation
-from ..errors import (
-    classify_http_error,
-    error_code,
-    error_dict,
-    request_id_from,
-    status_error_class,
-)
-from ..streams import SseTranscript, looks_like_sse, parse_sse
-from ..transport import HttpTransport
+from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
+from ..errors import classify_http_error, error_code, error_dict, json_body, status_error_class
+from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
 
 PATH = "/api/v1/services/aigc/text-generation/generation"
-SSE_MIME = "text/event-stream"
 CITATION_FORMAT = "[<number>]"
 _HTTP_STATUS = re.compile(r"^HTTP_STATUS/(\d{3})$")
 _NOT_FINISHED = (None, "", "null")
@@ -190,12 +180,8 @@ def _last_error_status(transcript: SseTranscript) -> int | None:
 def _read_stream(transcript: SseTranscript) -> _StreamState:
     state = _StreamState()
     for event in transcript.events:
-        try:
-            payload = event.json()
-        except ValueError:
-            state.bad_frames += 1
-            continue
-        if not isinstance(payload, dict):
+        payload = event.json_object()
+        if payload is None:
             state.bad_frames += 1
             continue
         if isinstance(payload.get("request_id"), str) and payload["request_id"]:
@@ -224,26 +210,13 @@ def _read_stream(transcript: SseTranscript) -> _StreamState:
     return state
 
 
-class QwenConnector(Connector):
+class QwenConnector(DirectConnector):
     platform: ClassVar[str] = "qwen"
     default_base_url: ClassVar[str] = "https://dashscope.aliyuncs.com"
 
-    def __init__(self, config: ConnectorConfig) -> None:
-        super().__init__(config)
-        self.transport = HttpTransport(config)
-
     def capabilities(self) -> Capabilities:
-        return Capabilities(
-            platform=self.platform,
-            devices=frozenset({"desktop", "mobile", "api"}),
-            # The search takes no location; the Beijing endpoint searches the Chinese web.
-            regions=frozenset({"cn"}),
-            modes=frozenset({"web_search", "no_search", "deep_thinking"}),
-            screenshots=False,
-            submission_limit=100,
-            asynchronous=False,
-            supports_lookup=False,
-        )
+        # The search takes no location; the Beijing endpoint searches the Chinese web.
+        return self._capabilities(ALL_MODES, regions={"cn"})
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         parameters: dict[str, Any] = {"result_format": "message", "incremental_output": True}
@@ -274,25 +247,10 @@ class QwenConnector(Connector):
             },
             json_body=self.request_body(request),
             stream=True,
-            deadline_seconds=float(self.config.extra.get("stream_deadline_seconds", 600)),
+            deadline_seconds=self._stream_deadline(),
         )
-        if not exchange.ok:
-            raise self._http_error(
-                exchange.status_code, exchange.headers, exchange.body, exchange.egress
-            )
-        result = self.parse(exchange.body, content_type=exchange.content_type)
-        result.sample_id = request.sample_id
-        result.status_code = exchange.status_code
-        result.request_id = request_id_from(exchange.headers) or result.request_id
-        if exchange.interrupted and result.collection_state == "truncated":
-            result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
-        upstream_id = result.upstream_id or result.request_id or f"noid:{request.idempotency_key}"
-        return SubmitOutcome(
-            upstream_id=upstream_id,
-            request_id=result.request_id,
-            result=result,
-            egress=exchange.egress,
-        )
+        # `x-request-id` when sent, else the body's `request_id` (the same value).
+        return outcome_from_exchange(exchange, request, self.parse, classify=self._http_error)
 
     @staticmethod
     def _http_error(
@@ -309,17 +267,13 @@ class QwenConnector(Connector):
     def parse(
         cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
     ) -> NormalizedResult:
-        is_sse = content_type.startswith(SSE_MIME) or (not content_type and looks_like_sse(raw))
-        if is_sse:
+        if is_sse(raw, content_type):
             return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        try:
-            payload = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            payload = None
+        payload = json_body(raw)
         if not isinstance(payload, dict) or not (
             isinstance(payload.get("output"), dict) or payload.get("code")
         ):
-            return cls._unparseable(raw, content_type, sample_id)
+            return unparseable(raw, content_type, sample_id, "a DashScope generation body")
         return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
 
     @classmethod
@@ -389,19 +343,3 @@ class QwenConnector(Connector):
             result.collection_state, result.evidence_state = "failed", "failed"
             result.error = _finish_error(str(reason))
         return result
-
-    @classmethod
-    def _unparseable(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
-        # A 200 that is not DashScope's shape: a login, captcha or proxy error page.
-        return NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=None,
-            collection_state="failed",
-            evidence_state="failed",
-            answer_text="",
-            raw=raw,
-            raw_mime=mime or "application/octet-stream",
-            error=error_dict(
-                ErrorClass.PARSE_FAILED, f"not a DashScope generation body (content-type {mime!r})"
-            ),
-        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -81,6 +82,20 @@ LOGIN_PAGE = (
 ERROR_PAGE = b"Service temporarily unavailable. Please try again later.\n"
 
 
+def paced(draw: Draw, frames: Iterable[str | bytes], stall: float = 0.0) -> list[bytes | float]:
+    """Stream frames as `SimResponse.chunks`: each followed by the profile's `chunk_delay_ms`
+    pause, then `stall` seconds of silence (a cut stream whose connection stays open)."""
+    pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
+    chunks: list[bytes | float] = []
+    for frame in frames:
+        chunks.append(frame.encode() if isinstance(frame, str) else frame)
+        if pause:
+            chunks.append(pause)
+    if stall:
+        chunks.append(stall)
+    return chunks
+
+
 class PlatformProtocol(abc.ABC):
     """One platform's wire protocol. Subclasses set `name` and `faults` and implement
     `handle`; `http_fault` turns the shared HTTP-level faults into this platform's shape."""
@@ -96,6 +111,14 @@ class PlatformProtocol(abc.ABC):
 
     def reset(self) -> None:  # noqa: B027 (an optional hook: stateless protocols skip it)
         """Forget per-platform state (tasks, batches); called by POST /_sim/reset."""
+
+    @staticmethod
+    def _respond(response: SimResponse, headers: dict[str, str], draw: Draw) -> SimResponse:
+        """The response as sent: the platform's headers (the response's own win) after the
+        draw's latency."""
+        response.headers = headers | response.headers
+        response.delay_seconds = draw.latency_seconds
+        return response
 
     # --- shared fault shapes; override where the platform differs ------------------------
     def rate_limited(self, draw: Draw) -> SimResponse:

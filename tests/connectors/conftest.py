@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from connectors.adapters.anthropic import AnthropicConnector
 from connectors.adapters.collector import CollectorConnector
+from connectors.adapters.doubao import DoubaoConnector
+from connectors.adapters.gemini import GeminiConnector
+from connectors.adapters.ollama import OllamaConnector
 from connectors.adapters.openai_responses import OpenAIResponsesConnector
-from connectors.base import ConnectorConfig, SampleRequest
+from connectors.adapters.perplexity import PerplexityConnector
+from connectors.adapters.qwen import QwenConnector
+from connectors.base import Connector, ConnectorConfig, SampleRequest
 from connectors.simulator import SimulatorHandle, start_simulator
 from connectors.simulator.content import DEFAULT_WORLD
+
+C = TypeVar("C", bound=Connector)
 
 # Every brand is mentioned and cited, so offset tests always have spans to check.
 CITED_WORLD = [
@@ -35,33 +43,39 @@ def simulator(simulator_server: SimulatorHandle) -> SimulatorHandle:
     return simulator_server
 
 
-@pytest.fixture
-def openai_connector(simulator: SimulatorHandle) -> Callable[..., OpenAIResponsesConnector]:
-    def build(**overrides: Any) -> OpenAIResponsesConnector:
+def connector_factory(
+    cls: type[C], simulator: SimulatorHandle, platform: str, **defaults: Any
+) -> Callable[..., C]:
+    """Builds `cls` pointed at the simulator's `platform`; keyword arguments override the
+    configuration (`defaults`, then a 5 s timeout)."""
+
+    def build(**overrides: Any) -> C:
         settings: dict[str, Any] = {
-            "platform": "openai",
-            "base_url": simulator.url("openai"),
-            "api_key": "sk-test-secret-123",
-            "model": "gpt-test",
+            "platform": platform,
+            "base_url": simulator.url(platform),
             "timeout_seconds": 5.0,
         }
-        return OpenAIResponsesConnector(ConnectorConfig(**(settings | overrides)))
+        return cls(ConnectorConfig(**(settings | defaults | overrides)))
 
     return build
+
+
+@pytest.fixture
+def openai_connector(simulator: SimulatorHandle) -> Callable[..., OpenAIResponsesConnector]:
+    return connector_factory(
+        OpenAIResponsesConnector,
+        simulator,
+        "openai",
+        api_key="sk-test-secret-123",
+        model="gpt-test",
+    )
 
 
 @pytest.fixture
 def collector_connector(simulator: SimulatorHandle) -> Callable[..., CollectorConnector]:
-    def build(**overrides: Any) -> CollectorConnector:
-        settings: dict[str, Any] = {
-            "platform": "collector",
-            "base_url": simulator.url("collector"),
-            "api_key": "col-test-secret-456",
-            "timeout_seconds": 5.0,
-        }
-        return CollectorConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
+    return connector_factory(
+        CollectorConnector, simulator, "collector", api_key="col-test-secret-456"
+    )
 
 
 def sample(
@@ -85,104 +99,49 @@ def sample(
     )
 
 
-# --- doubao / qwen / ollama (imports local to each fixture, so appends do not collide) ---
 @pytest.fixture
-def doubao_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    from connectors.adapters.doubao import DoubaoConnector
-
-    def build(**overrides: Any) -> DoubaoConnector:
-        settings: dict[str, Any] = {
-            "platform": "doubao",
-            "base_url": simulator.url("doubao"),
-            "api_key": "ark-test-secret-789",
-            "model": "doubao-test",
-            "timeout_seconds": 5.0,
-        }
-        return DoubaoConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
+def doubao_connector(simulator: SimulatorHandle) -> Callable[..., DoubaoConnector]:
+    return connector_factory(
+        DoubaoConnector, simulator, "doubao", api_key="ark-test-secret-789", model="doubao-test"
+    )
 
 
 @pytest.fixture
-def qwen_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    from connectors.adapters.qwen import QwenConnector
-
-    def build(**overrides: Any) -> QwenConnector:
-        settings: dict[str, Any] = {
-            "platform": "qwen",
-            "base_url": simulator.url("qwen"),
-            "api_key": "sk-dashscope-secret-321",
-            "model": "qwen-test",
-            "timeout_seconds": 5.0,
-        }
-        return QwenConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
+def qwen_connector(simulator: SimulatorHandle) -> Callable[..., QwenConnector]:
+    return connector_factory(
+        QwenConnector, simulator, "qwen", api_key="sk-dashscope-secret-321", model="qwen-test"
+    )
 
 
 @pytest.fixture
-def ollama_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    from connectors.adapters.ollama import OllamaConnector
-
-    def build(**overrides: Any) -> OllamaConnector:
-        settings: dict[str, Any] = {
-            "platform": "ollama",
-            "base_url": simulator.url("ollama"),
-            "api_key": "",
-            "model": "llama-test",
-            "timeout_seconds": 5.0,
-        }
-        return OllamaConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
+def ollama_connector(simulator: SimulatorHandle) -> Callable[..., OllamaConnector]:
+    return connector_factory(OllamaConnector, simulator, "ollama", api_key="", model="llama-test")
 
 
 @pytest.fixture
-def anthropic_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    from connectors.adapters.anthropic import AnthropicConnector
-
-    def build(**overrides: Any) -> AnthropicConnector:
-        settings: dict[str, Any] = {
-            "platform": "anthropic",
-            "base_url": simulator.url("anthropic"),
-            "api_key": "sk-ant-test-secret-789",
-            "model": "claude-test",
-            "timeout_seconds": 5.0,
-        }
-        return AnthropicConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
+def anthropic_connector(simulator: SimulatorHandle) -> Callable[..., AnthropicConnector]:
+    return connector_factory(
+        AnthropicConnector,
+        simulator,
+        "anthropic",
+        api_key="sk-ant-test-secret-789",
+        model="claude-test",
+    )
 
 
 @pytest.fixture
-def gemini_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    from connectors.adapters.gemini import GeminiConnector
-
-    def build(**overrides: Any) -> GeminiConnector:
-        settings: dict[str, Any] = {
-            "platform": "gemini",
-            "base_url": simulator.url("gemini"),
-            "api_key": "AIza-gemini-test-secret-654",
-            "model": "gemini-test",
-            "timeout_seconds": 5.0,
-        }
-        return GeminiConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
+def gemini_connector(simulator: SimulatorHandle) -> Callable[..., GeminiConnector]:
+    return connector_factory(
+        GeminiConnector,
+        simulator,
+        "gemini",
+        api_key="AIza-gemini-test-secret-654",
+        model="gemini-test",
+    )
 
 
 @pytest.fixture
-def perplexity_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    from connectors.adapters.perplexity import PerplexityConnector
-
-    def build(**overrides: Any) -> PerplexityConnector:
-        settings: dict[str, Any] = {
-            "platform": "perplexity",
-            "base_url": simulator.url("perplexity"),
-            "api_key": "pplx-test-secret-987",
-            "model": "sonar",
-            "timeout_seconds": 5.0,
-        }
-        return PerplexityConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
+def perplexity_connector(simulator: SimulatorHandle) -> Callable[..., PerplexityConnector]:
+    return connector_factory(
+        PerplexityConnector, simulator, "perplexity", api_key="pplx-test-secret-987", model="sonar"
+    )

@@ -12,32 +12,20 @@ import pytest
 import requests
 
 from connectors.adapters.anthropic import AnthropicConnector
-from connectors.base import ErrorClass, NormalizedResult, UpstreamError
-from connectors.retry import REVIEW, VERIFY, RetryPolicy
+from connectors.base import ErrorClass, UpstreamError
+from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
 from .conftest import CITED_WORLD, sample
+from .contract import POLICY, cite_everything, comparable
 
 Factory = Callable[..., AnthropicConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
 
 
-def _cited_world(simulator: SimulatorHandle) -> None:
-    simulator.configure(world=CITED_WORLD, profile={"emoji_rate": 1.0, "citation_rate": 1.0})
-
-
 def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
     return simulator.answers("anthropic")[-1]
-
-
-def _comparable(result: NormalizedResult, *envelope: str) -> dict[str, Any]:
-    """The JSON form without the capture time and the named HTTP-envelope fields."""
-    data = result.to_json()
-    for name in ("captured_at", *envelope):
-        data.pop(name)
-    return data
 
 
 @pytest.mark.parametrize(
@@ -47,7 +35,7 @@ def _comparable(result: NormalizedResult, *envelope: str) -> dict[str, Any]:
 def test_citations_span_their_text_blocks_including_cjk_and_emoji(
     simulator: SimulatorHandle, anthropic_connector: Factory, question: str
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = anthropic_connector().submit(sample(question)).result
     intended = _intended(simulator)
 
@@ -82,17 +70,17 @@ def test_submit_records_ids_and_egress(
 def test_reparse_of_the_captured_transcript_equals_the_live_result(
     simulator: SimulatorHandle, anthropic_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     live = anthropic_connector().submit(sample("emoji and offsets")).result
     assert live is not None
     assert live.raw.startswith(b"event: message_start")
     again = AnthropicConnector.parse(live.raw, content_type=live.raw_mime, sample_id=1)
     # status and request id come from the HTTP envelope, which a transcript does not hold
-    assert _comparable(again, "status_code", "request_id") == _comparable(
+    assert comparable(again, "status_code", "request_id") == comparable(
         live, "status_code", "request_id"
     )
     sniffed = AnthropicConnector.parse(live.raw, sample_id=1)  # no content type: sniffed SSE
-    assert _comparable(sniffed, "status_code", "request_id") == _comparable(
+    assert comparable(sniffed, "status_code", "request_id") == comparable(
         live, "status_code", "request_id"
     )
 
@@ -100,7 +88,7 @@ def test_reparse_of_the_captured_transcript_equals_the_live_result(
 def test_non_streaming_json_body_parses_the_same(
     simulator: SimulatorHandle, anthropic_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     body = anthropic_connector().request_body(sample("json please")) | {"stream": False}
     response = requests.post(
         f"{simulator.url('anthropic')}/v1/messages", json=body, headers=HEADERS, timeout=5
@@ -247,7 +235,7 @@ def test_hang_past_the_timeout_is_acceptance_unknown(
 def test_deep_thinking_blocks_are_not_answer_text(
     simulator: SimulatorHandle, anthropic_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     connector = anthropic_connector()
     body = connector.request_body(sample("think hard", mode="deep_thinking"))
     assert body["thinking"]["type"] == "enabled"
@@ -272,7 +260,7 @@ def test_request_body_per_mode(anthropic_connector: Factory) -> None:
 def test_no_search_answer_has_no_citations(
     simulator: SimulatorHandle, anthropic_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = anthropic_connector().submit(sample("offline", mode="no_search")).result
     assert result is not None and result.collection_state == "completed"
     assert result.citations == []
@@ -379,7 +367,7 @@ def test_parse_of_captured_fixtures_matches_the_reviewed_result(
     raw = (FIXTURES / raw_name).read_bytes()
     expected = json.loads((FIXTURES / expected_name).read_text(encoding="utf-8"))
     result = AnthropicConnector.parse(raw)  # as `reparse` does: no content type, no sample
-    assert _comparable(result, "raw") == expected
+    assert comparable(result, "raw") == expected
     for citation in expected["citations"]:
         assert result.answer_text[citation["start"] : citation["end"]]
 
@@ -414,7 +402,7 @@ def _write_fixtures() -> None:
         ("nonstream.json", "nonstream.expected.json"),
     ):
         parsed = AnthropicConnector.parse((FIXTURES / raw_name).read_bytes())
-        text = json.dumps(_comparable(parsed, "raw"), ensure_ascii=False, indent=2) + "\n"
+        text = json.dumps(comparable(parsed, "raw"), ensure_ascii=False, indent=2) + "\n"
         (FIXTURES / expected_name).write_text(text, encoding="utf-8")
 
 

@@ -5,35 +5,30 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import requests
 
 from connectors.adapters.deepseek import DeepSeekConnector
-from connectors.base import ConnectorConfig, ErrorClass, UpstreamError
-from connectors.retry import REVIEW, VERIFY, RetryPolicy
+from connectors.base import ErrorClass, UpstreamError
+from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
-from .conftest import sample
+from .conftest import connector_factory, sample
+from .contract import POLICY
 
 Factory = Callable[..., DeepSeekConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
 
 
 @pytest.fixture
 def deepseek_connector(simulator: SimulatorHandle) -> Factory:
-    def build(**overrides: Any) -> DeepSeekConnector:
-        settings: dict[str, Any] = {
-            "platform": "deepseek",
-            "base_url": simulator.url("deepseek"),
-            "api_key": "sk-deepseek-secret-321",
-            "model": "deepseek-chat",
-            "timeout_seconds": 5.0,
-        }
-        return DeepSeekConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
+    return connector_factory(
+        DeepSeekConnector,
+        simulator,
+        "deepseek",
+        api_key="sk-deepseek-secret-321",
+        model="deepseek-chat",
+    )
 
 
 def _intended(simulator: SimulatorHandle) -> dict:

@@ -12,30 +12,20 @@ import pytest
 import requests
 
 from connectors.adapters.doubao import RESPONSES_PATH, DoubaoConnector
-from connectors.base import ErrorClass, NormalizedResult, UpstreamError
-from connectors.retry import REVIEW, VERIFY, RetryPolicy
+from connectors.base import ErrorClass, UpstreamError
+from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
-from .conftest import CITED_WORLD, sample
+from .conftest import sample
+from .contract import POLICY, cite_everything, comparable
 
 Factory = Callable[..., DoubaoConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
 FIXTURES = Path(__file__).parent / "fixtures" / "doubao"
 BOT = {"bot_id": "bot-20261111-test"}
 
 
-def _cited_world(simulator: SimulatorHandle) -> None:
-    simulator.configure(world=CITED_WORLD, profile={"emoji_rate": 1.0, "citation_rate": 1.0})
-
-
 def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
     return simulator.answers("doubao")[-1]
-
-
-def _comparable(result: NormalizedResult) -> dict[str, Any]:
-    data = result.to_json()
-    data.pop("captured_at")
-    return data
 
 
 @pytest.mark.parametrize(
@@ -45,7 +35,7 @@ def _comparable(result: NormalizedResult) -> dict[str, Any]:
 def test_answer_and_citations_without_offsets_including_cjk_and_emoji(
     simulator: SimulatorHandle, doubao_connector: Factory, question: str, extra: dict[str, str]
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     outcome = doubao_connector(extra=extra).submit(sample(question, region="cn"))
     result = outcome.result
     intended = _intended(simulator)
@@ -83,13 +73,13 @@ def test_request_id_header_and_response_id(
 def test_reparse_of_the_captured_transcript_equals_the_live_result(
     simulator: SimulatorHandle, doubao_connector: Factory, extra: dict[str, str]
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     live = doubao_connector(extra=extra).submit(sample("emoji and offsets", region="cn")).result
     assert live is not None
     again = DoubaoConnector.parse(live.raw, content_type=live.raw_mime, sample_id=1)
     # Status and request id come from the HTTP exchange (header), not from the body.
     again.status_code, again.request_id = live.status_code, live.request_id
-    assert _comparable(again) == _comparable(live)
+    assert comparable(again) == comparable(live)
     sniffed = DoubaoConnector.parse(live.raw)  # no content type: recognised as SSE
     assert sniffed.answer_text == live.answer_text and sniffed.citations == live.citations
 
@@ -98,7 +88,7 @@ def test_reparse_of_the_captured_transcript_equals_the_live_result(
 def test_non_streaming_json_body_parses_the_same(
     simulator: SimulatorHandle, doubao_connector: Factory, extra: dict[str, str]
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     connector = doubao_connector(extra=extra)
     body = connector.request_body(sample("json please", region="cn")) | {"stream": False}
     path = RESPONSES_PATH if not extra else "/api/v3/bots/chat/completions"
@@ -295,7 +285,7 @@ def test_deep_thinking_reasoning_is_not_part_of_the_answer(
 def test_no_search_answer_has_no_citations(
     simulator: SimulatorHandle, doubao_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = doubao_connector().submit(sample("offline", region="cn", mode="no_search")).result
     assert result is not None and result.collection_state == "completed"
     assert result.citations == []
@@ -365,7 +355,7 @@ def test_annotation_type_annotation_is_accepted_and_kb_references_skipped() -> N
 def test_fixture_parses_to_the_reviewed_expected_json(name: str, mime: str) -> None:
     raw = (FIXTURES / name).read_bytes()
     expected = json.loads((FIXTURES / f"{name.split('.')[0]}.expected.json").read_text("utf-8"))
-    data = _comparable(DoubaoConnector.parse(raw, content_type=mime))
+    data = comparable(DoubaoConnector.parse(raw, content_type=mime))
     assert data.pop("raw") == raw.decode("utf-8")
     assert data == expected
 

@@ -12,31 +12,20 @@ import pytest
 import requests
 
 from connectors.adapters.gemini import GeminiConnector
-from connectors.base import ErrorClass, NormalizedResult, UpstreamError
-from connectors.retry import REVIEW, VERIFY, RetryPolicy
+from connectors.base import ErrorClass, UpstreamError
+from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
 from .conftest import CITED_WORLD, sample
+from .contract import POLICY, cite_everything, comparable
 
 Factory = Callable[..., GeminiConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 HEADERS = {"x-goog-api-key": "k"}
 
 
-def _cited_world(simulator: SimulatorHandle) -> None:
-    simulator.configure(world=CITED_WORLD, profile={"emoji_rate": 1.0, "citation_rate": 1.0})
-
-
 def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
     return simulator.answers("gemini")[-1]
-
-
-def _comparable(result: NormalizedResult, *envelope: str) -> dict[str, Any]:
-    data = result.to_json()
-    for name in ("captured_at", *envelope):
-        data.pop(name)
-    return data
 
 
 def _post(simulator: SimulatorHandle, method: str, body: dict[str, Any], **params: str) -> Any:
@@ -56,7 +45,7 @@ def _post(simulator: SimulatorHandle, method: str, body: dict[str, Any], **param
 def test_byte_offsets_become_character_offsets_including_cjk_and_emoji(
     simulator: SimulatorHandle, gemini_connector: Factory, question: str
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = gemini_connector().submit(sample(question, region="global")).result
     intended = _intended(simulator)
 
@@ -91,19 +80,19 @@ def test_submit_records_response_id_as_upstream_and_request_id(
 def test_reparse_of_the_captured_transcript_equals_the_live_result(
     simulator: SimulatorHandle, gemini_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     live = gemini_connector().submit(sample("emoji and offsets", region="global")).result
     assert live is not None and live.raw.startswith(b"data: ")
     again = GeminiConnector.parse(live.raw, content_type=live.raw_mime, sample_id=1)
-    assert _comparable(again, "status_code") == _comparable(live, "status_code")
+    assert comparable(again, "status_code") == comparable(live, "status_code")
     sniffed = GeminiConnector.parse(live.raw, sample_id=1)
-    assert _comparable(sniffed, "status_code") == _comparable(live, "status_code")
+    assert comparable(sniffed, "status_code") == comparable(live, "status_code")
 
 
 def test_non_streaming_json_body_parses_the_same(
     simulator: SimulatorHandle, gemini_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     body = gemini_connector().request_body(sample("json please", region="global"))
     response = _post(simulator, "generateContent", body)
     assert response.headers["content-type"].startswith("application/json")
@@ -120,7 +109,7 @@ def test_non_streaming_json_body_parses_the_same(
 def test_thought_parts_are_skipped_and_part_index_is_honoured(
     simulator: SimulatorHandle, gemini_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     body = gemini_connector().request_body(sample("think aloud", region="global"))
     body["generationConfig"] = {"thinkingConfig": {"includeThoughts": True}}
     response = _post(simulator, "generateContent", body)
@@ -146,7 +135,7 @@ def test_thought_parts_are_skipped_and_part_index_is_honoured(
 def test_json_array_stream_without_alt_sse_parses_and_a_cut_array_is_truncated(
     simulator: SimulatorHandle, gemini_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     body = gemini_connector().request_body(sample("array form", region="global"))
     response = _post(simulator, "streamGenerateContent", body)
     assert response.content.startswith(b"[")
@@ -303,7 +292,7 @@ def test_request_body_per_mode_and_capabilities(gemini_connector: Factory) -> No
 def test_no_search_answer_has_no_citations(
     simulator: SimulatorHandle, gemini_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = gemini_connector().submit(sample("offline", mode="no_search", region="global")).result
     assert result is not None and result.collection_state == "completed"
     assert result.citations == [] and b"groundingMetadata" not in result.raw
@@ -405,7 +394,7 @@ def test_parse_of_captured_fixtures_matches_the_reviewed_result(
     raw = (FIXTURES / raw_name).read_bytes()
     expected = json.loads((FIXTURES / expected_name).read_text(encoding="utf-8"))
     result = GeminiConnector.parse(raw)  # as `reparse` does: no content type, no sample
-    assert _comparable(result, "raw") == expected
+    assert comparable(result, "raw") == expected
 
 
 def _write_fixtures() -> None:
@@ -437,7 +426,7 @@ def _write_fixtures() -> None:
         ("nonstream.json", "nonstream.expected.json"),
     ):
         parsed = GeminiConnector.parse((FIXTURES / raw_name).read_bytes())
-        text = json.dumps(_comparable(parsed, "raw"), ensure_ascii=False, indent=2) + "\n"
+        text = json.dumps(comparable(parsed, "raw"), ensure_ascii=False, indent=2) + "\n"
         (FIXTURES / expected_name).write_text(text, encoding="utf-8")
 
 

@@ -6,7 +6,6 @@ import base64
 import json
 import random
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import requests
@@ -18,35 +17,21 @@ from connectors.adapters.kimi import (
     citations_in_text,
     envelope_bytes,
 )
-from connectors.base import ConnectorConfig, ErrorClass, UpstreamError
-from connectors.retry import VERIFY, RetryPolicy
+from connectors.base import ErrorClass, UpstreamError
+from connectors.retry import VERIFY
 from connectors.simulator import SimulatorHandle
 
-from .conftest import CITED_WORLD, sample
+from .conftest import connector_factory, sample
+from .contract import POLICY, cite_everything
 
 Factory = Callable[..., KimiConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
 PATH = "POST /v1/chat/completions"
 
 
 @pytest.fixture
 def kimi_connector(simulator: SimulatorHandle) -> Factory:
-    def build(**overrides: Any) -> KimiConnector:
-        settings: dict[str, Any] = {
-            "platform": "kimi",
-            "base_url": simulator.url("kimi"),
-            "api_key": "sk-kimi-secret-654",
-            "model": "kimi-k2.6",
-            "timeout_seconds": 5.0,
-        }
-        return KimiConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
-
-
-def _cited_world(simulator: SimulatorHandle, **profile: Any) -> None:
-    simulator.configure(
-        world=CITED_WORLD, profile={"emoji_rate": 1.0, "citation_rate": 1.0} | profile
+    return connector_factory(
+        KimiConnector, simulator, "kimi", api_key="sk-kimi-secret-654", model="kimi-k2.6"
     )
 
 
@@ -68,7 +53,7 @@ def _rounds(raw: bytes) -> list[dict]:
 def test_web_search_loop_echoes_the_arguments_and_returns_the_final_answer(
     simulator: SimulatorHandle, kimi_connector: Factory, question: str
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     outcome = kimi_connector().submit(sample(question))
     result = outcome.result
     intended = _intended(simulator)
@@ -108,7 +93,7 @@ def test_web_search_loop_echoes_the_arguments_and_returns_the_final_answer(
 def test_sources_written_as_links_become_citations_with_their_spans(
     simulator: SimulatorHandle, kimi_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = kimi_connector().submit(sample("which vendor has the best docs")).result
     intended = _intended(simulator)
     assert result is not None
@@ -125,7 +110,7 @@ def test_sources_written_as_links_become_citations_with_their_spans(
 def test_no_search_is_one_round_without_tools(
     simulator: SimulatorHandle, kimi_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     connector = kimi_connector()
     body = connector.request_body(sample("q", mode="no_search"), [])
     assert "tools" not in body and "thinking" not in body
@@ -138,7 +123,7 @@ def test_no_search_is_one_round_without_tools(
 def test_several_search_rounds_within_the_bound_complete(
     simulator: SimulatorHandle, kimi_connector: Factory
 ) -> None:
-    _cited_world(simulator, platforms={"kimi": {"search_rounds": 2}})
+    cite_everything(simulator, platforms={"kimi": {"search_rounds": 2}})
     result = kimi_connector().submit(sample("two searches please")).result
     assert result is not None and result.collection_state == "completed"
     assert _requests(simulator) == 3
@@ -167,7 +152,7 @@ def test_a_loop_past_max_rounds_fails_with_a_clear_error(
 def test_reparse_of_the_envelope_equals_the_live_result(
     simulator: SimulatorHandle, kimi_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     live = kimi_connector().submit(sample("reparse the rounds")).result
     assert live is not None and live.raw_mime == ENVELOPE_MIME
     again = KimiConnector.parse(live.raw, content_type=live.raw_mime, sample_id=1)
@@ -182,7 +167,7 @@ def test_reparse_of_the_envelope_equals_the_live_result(
 def test_a_single_round_captured_alone_parses(
     simulator: SimulatorHandle, kimi_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     live = kimi_connector().submit(sample("single rounds")).result
     assert live is not None
     first, second = (r["body"].encode() for r in _rounds(live.raw))

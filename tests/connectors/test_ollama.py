@@ -12,14 +12,14 @@ import pytest
 import requests
 
 from connectors.adapters.ollama import PATH, OllamaConnector
-from connectors.base import ErrorClass, NormalizedResult, UpstreamError
-from connectors.retry import REVIEW, VERIFY, RetryPolicy
+from connectors.base import ErrorClass, UpstreamError
+from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
 from .conftest import CITED_WORLD, sample
+from .contract import POLICY, comparable
 
 Factory = Callable[..., OllamaConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
 FIXTURES = Path(__file__).parent / "fixtures" / "ollama"
 
 
@@ -29,12 +29,6 @@ def _world(simulator: SimulatorHandle) -> None:
 
 def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
     return simulator.answers("ollama")[-1]
-
-
-def _comparable(result: NormalizedResult) -> dict[str, Any]:
-    data = result.to_json()
-    data.pop("captured_at")
-    return data
 
 
 @pytest.mark.parametrize(
@@ -66,7 +60,7 @@ def test_reparse_of_the_captured_transcript_equals_the_live_result(
     assert live is not None
     again = OllamaConnector.parse(live.raw, content_type=live.raw_mime, sample_id=1)
     again.status_code = live.status_code
-    assert _comparable(again) == _comparable(live)
+    assert comparable(again) == comparable(live)
     assert OllamaConnector.parse(live.raw).answer_text == live.answer_text  # no content type
 
 
@@ -230,7 +224,7 @@ def test_done_reason_length_is_not_a_completed_answer() -> None:
 def test_fixture_parses_to_the_reviewed_expected_json(name: str, mime: str) -> None:
     raw = (FIXTURES / name).read_bytes()
     expected = json.loads((FIXTURES / f"{name.split('.')[0]}.expected.json").read_text("utf-8"))
-    data = _comparable(OllamaConnector.parse(raw, content_type=mime))
+    data = comparable(OllamaConnector.parse(raw, content_type=mime))
     assert data.pop("raw") == raw.decode("utf-8")
     assert data == expected
 

@@ -12,34 +12,26 @@ import pytest
 import requests
 
 from connectors.adapters.openai_chat import OpenAIChatConnector, chat_path
-from connectors.base import ConnectorConfig, ErrorClass, UpstreamError
-from connectors.retry import REVIEW, VERIFY, RetryPolicy
+from connectors.base import ErrorClass, UpstreamError
+from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
-from .conftest import CITED_WORLD, sample
+from .conftest import connector_factory, sample
+from .contract import POLICY, cite_everything
 
 Factory = Callable[..., OpenAIChatConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
 SEARCH_MODEL = "gpt-4o-mini-search-preview"
 
 
 @pytest.fixture
 def chat_connector(simulator: SimulatorHandle) -> Factory:
-    def build(**overrides: Any) -> OpenAIChatConnector:
-        settings: dict[str, Any] = {
-            "platform": "openai_chat",
-            "base_url": simulator.url("openai_chat"),
-            "api_key": "sk-chat-secret-789",
-            "model": SEARCH_MODEL,
-            "timeout_seconds": 5.0,
-        }
-        return OpenAIChatConnector(ConnectorConfig(**(settings | overrides)))
-
-    return build
-
-
-def _cited_world(simulator: SimulatorHandle) -> None:
-    simulator.configure(world=CITED_WORLD, profile={"emoji_rate": 1.0, "citation_rate": 1.0})
+    return connector_factory(
+        OpenAIChatConnector,
+        simulator,
+        "openai_chat",
+        api_key="sk-chat-secret-789",
+        model=SEARCH_MODEL,
+    )
 
 
 def _intended(simulator: SimulatorHandle, platform: str = "openai_chat") -> dict:
@@ -58,7 +50,7 @@ def _frames(raw: bytes) -> list[Any]:
 def test_citations_point_at_the_cited_span_including_cjk_and_emoji(
     simulator: SimulatorHandle, chat_connector: Factory, question: str
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     outcome = chat_connector().submit(sample(question))
     result = outcome.result
     intended = _intended(simulator)
@@ -78,7 +70,7 @@ def test_citations_point_at_the_cited_span_including_cjk_and_emoji(
 def test_citations_come_from_the_late_annotation_only_delta(
     simulator: SimulatorHandle, chat_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = chat_connector().submit(sample("late annotations")).result
     assert result is not None
     frames = _frames(result.raw)
@@ -106,7 +98,7 @@ def test_submit_records_ids_and_egress(simulator: SimulatorHandle, chat_connecto
 def test_reparse_of_the_captured_transcript_equals_the_live_result(
     simulator: SimulatorHandle, chat_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     live = chat_connector().submit(sample("emoji and offsets")).result
     assert live is not None
     again = OpenAIChatConnector.parse(live.raw, content_type=live.raw_mime, sample_id=1)
@@ -119,7 +111,7 @@ def test_reparse_of_the_captured_transcript_equals_the_live_result(
 def test_non_streaming_configuration_reads_one_json_body(
     simulator: SimulatorHandle, chat_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     connector = chat_connector(extra={"stream": False})
     assert "stream" not in connector.request_body(sample("q"))
     result = connector.submit(sample("json please")).result
@@ -276,7 +268,7 @@ def test_web_search_options_on_a_plain_model_is_invalid_and_not_retried(
 def test_plain_model_answers_without_citations(
     simulator: SimulatorHandle, chat_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = chat_connector(model="gpt-4.1-mini").submit(sample("offline", mode="no_search"))
     assert result.result is not None and result.result.collection_state == "completed"
     assert result.result.citations == []

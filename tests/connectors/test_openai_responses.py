@@ -11,17 +11,13 @@ import requests
 
 from connectors.adapters.openai_responses import OpenAIResponsesConnector
 from connectors.base import ErrorClass, UpstreamError
-from connectors.retry import REVIEW, VERIFY, RetryPolicy
+from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
-from .conftest import CITED_WORLD, sample
+from .conftest import sample
+from .contract import POLICY, cite_everything
 
 Factory = Callable[..., OpenAIResponsesConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
-
-
-def _cited_world(simulator: SimulatorHandle) -> None:
-    simulator.configure(world=CITED_WORLD, profile={"emoji_rate": 1.0, "citation_rate": 1.0})
 
 
 def _intended(simulator: SimulatorHandle) -> dict:
@@ -35,7 +31,7 @@ def _intended(simulator: SimulatorHandle) -> dict:
 def test_citations_point_at_the_cited_span_including_cjk_and_emoji(
     simulator: SimulatorHandle, openai_connector: Factory, question: str
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     outcome = openai_connector().submit(sample(question))
     result = outcome.result
     intended = _intended(simulator)
@@ -71,7 +67,7 @@ def test_submit_records_ids_and_egress(
 def test_reparse_of_the_captured_transcript_equals_the_live_result(
     simulator: SimulatorHandle, openai_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     live = openai_connector().submit(sample("emoji and offsets")).result
     assert live is not None
     assert live.raw.startswith(b"event: response.created")
@@ -85,7 +81,7 @@ def test_reparse_of_the_captured_transcript_equals_the_live_result(
 def test_non_streaming_json_body_parses_the_same(
     simulator: SimulatorHandle, openai_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     connector = openai_connector()
     body = connector.request_body(sample("json please")) | {"stream": False}
     response = requests.post(
@@ -217,7 +213,7 @@ def test_request_body_per_mode(simulator: SimulatorHandle, openai_connector: Fac
 def test_no_search_answer_has_no_citations(
     simulator: SimulatorHandle, openai_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = openai_connector().submit(sample("offline", mode="no_search")).result
     assert result is not None and result.collection_state == "completed"
     assert result.citations == []

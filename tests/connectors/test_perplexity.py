@@ -14,30 +14,19 @@ import requests
 from connectors.adapters.perplexity import PerplexityConnector
 from connectors.base import ErrorClass, NormalizedResult, UpstreamError
 from connectors.citations import claim_span_before_marker, find_markers, span_before_marker
-from connectors.retry import REVIEW, VERIFY, RetryPolicy
+from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
 from .conftest import CITED_WORLD, sample
+from .contract import POLICY, cite_everything, comparable
 
 Factory = Callable[..., PerplexityConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
 FIXTURES = Path(__file__).parent / "fixtures" / "perplexity"
 HEADERS = {"Authorization": "Bearer k"}
 
 
-def _cited_world(simulator: SimulatorHandle) -> None:
-    simulator.configure(world=CITED_WORLD, profile={"emoji_rate": 1.0, "citation_rate": 1.0})
-
-
 def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
     return simulator.answers("perplexity")[-1]
-
-
-def _comparable(result: NormalizedResult, *envelope: str) -> dict[str, Any]:
-    data = result.to_json()
-    for name in ("captured_at", *envelope):
-        data.pop(name)
-    return data
 
 
 def _check_spans(result: NormalizedResult, intended: dict[str, Any]) -> None:
@@ -61,7 +50,7 @@ def _check_spans(result: NormalizedResult, intended: dict[str, Any]) -> None:
 def test_marker_spans_are_the_claims_before_them_including_cjk_and_emoji(
     simulator: SimulatorHandle, perplexity_connector: Factory, question: str
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = perplexity_connector().submit(sample(question)).result
     intended = _intended(simulator)
 
@@ -79,7 +68,7 @@ def test_both_marker_placements_occur_and_resolve(
     simulator: SimulatorHandle, perplexity_connector: Factory
 ) -> None:
     """`claim[1].` and `claim.[1]`: the span never swallows the previous claim's marker."""
-    _cited_world(simulator)
+    cite_everything(simulator)
     connector = perplexity_connector()
     placements = set()
     for number in range(8):
@@ -108,14 +97,14 @@ def test_submit_records_the_completion_id_and_no_request_id(
 def test_reparse_of_the_captured_transcript_equals_the_live_result(
     simulator: SimulatorHandle, perplexity_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     live = perplexity_connector().submit(sample("emoji and offsets")).result
     assert live is not None and live.raw.startswith(b"data: ")
     assert live.raw.rstrip().endswith(b"data: [DONE]")
     again = PerplexityConnector.parse(live.raw, content_type=live.raw_mime, sample_id=1)
-    assert _comparable(again, "status_code") == _comparable(live, "status_code")
+    assert comparable(again, "status_code") == comparable(live, "status_code")
     sniffed = PerplexityConnector.parse(live.raw, sample_id=1)  # the mime loses its charset
-    assert _comparable(sniffed, "status_code", "raw_mime") == _comparable(
+    assert comparable(sniffed, "status_code", "raw_mime") == comparable(
         live, "status_code", "raw_mime"
     )
 
@@ -123,7 +112,7 @@ def test_reparse_of_the_captured_transcript_equals_the_live_result(
 def test_non_streaming_json_body_parses_the_same(
     simulator: SimulatorHandle, perplexity_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     body = perplexity_connector().request_body(sample("json please")) | {"stream": False}
     response = requests.post(
         f"{simulator.url('perplexity')}/chat/completions", json=body, headers=HEADERS, timeout=5
@@ -140,7 +129,7 @@ def test_non_streaming_json_body_parses_the_same(
 def test_reasoning_section_is_removed_from_the_answer(
     simulator: SimulatorHandle, perplexity_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     connector = perplexity_connector(extra={"deep_thinking_model": "sonar-reasoning-pro"})
     assert "deep_thinking" in connector.capabilities().modes
     result = connector.submit(sample("think first", mode="deep_thinking")).result
@@ -284,7 +273,7 @@ def test_request_body_per_mode_and_capabilities(
     assert capabilities.modes == {"web_search", "no_search"}  # no reasoning model configured
     assert capabilities.problems(device="api", region="us", mode="deep_thinking",
                                  screenshot_policy="none")  # fmt: skip
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = connector.submit(sample("offline", mode="no_search")).result
     assert result is not None and result.citations == []
     assert find_markers(result.answer_text) == []
@@ -371,7 +360,7 @@ def test_parse_of_captured_fixtures_matches_the_reviewed_result(
     raw = (FIXTURES / raw_name).read_bytes()
     expected = json.loads((FIXTURES / expected_name).read_text(encoding="utf-8"))
     result = PerplexityConnector.parse(raw)  # as `reparse` does: no content type, no sample
-    assert _comparable(result, "raw") == expected
+    assert comparable(result, "raw") == expected
 
 
 def _write_fixtures() -> None:
@@ -404,7 +393,7 @@ def _write_fixtures() -> None:
         ("nonstream.json", "nonstream.expected.json"),
     ):
         parsed = PerplexityConnector.parse((FIXTURES / raw_name).read_bytes())
-        text = json.dumps(_comparable(parsed, "raw"), ensure_ascii=False, indent=2) + "\n"
+        text = json.dumps(comparable(parsed, "raw"), ensure_ascii=False, indent=2) + "\n"
         (FIXTURES / expected_name).write_text(text, encoding="utf-8")
 
 

@@ -12,29 +12,19 @@ import pytest
 import requests
 
 from connectors.adapters.qwen import PATH, QwenConnector
-from connectors.base import ErrorClass, NormalizedResult, UpstreamError
-from connectors.retry import REVIEW, VERIFY, RetryPolicy
+from connectors.base import ErrorClass, UpstreamError
+from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
-from .conftest import CITED_WORLD, sample
+from .conftest import sample
+from .contract import POLICY, cite_everything, comparable
 
 Factory = Callable[..., QwenConnector]
-POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)
 FIXTURES = Path(__file__).parent / "fixtures" / "qwen"
-
-
-def _cited_world(simulator: SimulatorHandle) -> None:
-    simulator.configure(world=CITED_WORLD, profile={"emoji_rate": 1.0, "citation_rate": 1.0})
 
 
 def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
     return simulator.answers("qwen")[-1]
-
-
-def _comparable(result: NormalizedResult) -> dict[str, Any]:
-    data = result.to_json()
-    data.pop("captured_at")
-    return data
 
 
 def _ask(simulator: SimulatorHandle, connector: QwenConnector, question: str, **headers: str):
@@ -53,7 +43,7 @@ def _ask(simulator: SimulatorHandle, connector: QwenConnector, question: str, **
 def test_markers_become_spans_over_the_cited_claim_including_cjk_and_emoji(
     simulator: SimulatorHandle, qwen_connector: Factory, question: str
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     outcome = qwen_connector().submit(sample(question, region="cn"))
     result = outcome.result
     intended = _intended(simulator)
@@ -92,13 +82,13 @@ def test_request_id_is_the_header_and_the_body_id(
 def test_reparse_of_the_captured_transcript_equals_the_live_result(
     simulator: SimulatorHandle, qwen_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     live = qwen_connector().submit(sample("emoji and offsets", region="cn")).result
     assert live is not None
     assert live.raw.startswith(b"id:1\nevent:result\n:HTTP_STATUS/200\ndata:")
     again = QwenConnector.parse(live.raw, content_type=live.raw_mime, sample_id=1)
     again.status_code = live.status_code  # the HTTP status is the exchange's, not the body's
-    assert _comparable(again) == _comparable(live)
+    assert comparable(again) == comparable(live)
     sniffed = QwenConnector.parse(live.raw)  # no content type: recognised as SSE
     assert sniffed.answer_text == live.answer_text and sniffed.citations == live.citations
 
@@ -106,7 +96,7 @@ def test_reparse_of_the_captured_transcript_equals_the_live_result(
 def test_non_streaming_json_body_parses_the_same(
     simulator: SimulatorHandle, qwen_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     response = _ask(simulator, qwen_connector(), "json please")
     assert response.headers["content-type"].startswith("application/json")
     result = QwenConnector.parse(response.content, content_type=response.headers["content-type"])
@@ -121,7 +111,7 @@ def test_non_streaming_json_body_parses_the_same(
 def test_cumulative_frames_without_incremental_output_parse_the_same(
     simulator: SimulatorHandle, qwen_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     connector = qwen_connector()
     body = connector.request_body(sample("cumulative please", region="cn"))
     body["parameters"]["incremental_output"] = False
@@ -288,7 +278,7 @@ def test_deep_thinking_reasoning_is_not_part_of_the_answer(
 def test_no_search_answer_has_no_citations(
     simulator: SimulatorHandle, qwen_connector: Factory
 ) -> None:
-    _cited_world(simulator)
+    cite_everything(simulator)
     result = qwen_connector().submit(sample("offline", region="cn", mode="no_search")).result
     assert result is not None and result.collection_state == "completed"
     assert result.citations == [] and "[1]" not in result.answer_text
@@ -328,7 +318,7 @@ def test_a_marker_without_a_source_is_flagged_and_finish_length_fails() -> None:
 def test_fixture_parses_to_the_reviewed_expected_json(name: str, mime: str) -> None:
     raw = (FIXTURES / name).read_bytes()
     expected = json.loads((FIXTURES / f"{name.split('.')[0]}.expected.json").read_text("utf-8"))
-    data = _comparable(QwenConnector.parse(raw, content_type=mime))
+    data = comparable(QwenConnector.parse(raw, content_type=mime))
     assert data.pop("raw") == raw.decode("utf-8")
     assert data == expected
 

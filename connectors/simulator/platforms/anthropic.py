@@ -23,7 +23,7 @@ from typing import Any
 
 from ..content import SimAnswer, SimCitation, is_cjk
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
 
 DELTA_CHARS = 10
 JSON_DELTA_CHARS = 16
@@ -355,18 +355,11 @@ class AnthropicProtocol(PlatformProtocol):
             code = str(draw.params.get("code", "overloaded_error"))
             text = "Overloaded" if code == "overloaded_error" else "Internal server error"
             events.append(("error", {"error": {"type": code, "message": text}}))
-        pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
-        chunks: list[bytes | float] = []
-        for kind, payload in events:
-            data = {"type": kind} | payload
-            chunks.append(
-                f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-            )
-            if pause:
-                chunks.append(pause)
-        if stall:
-            chunks.append(stall)
-        return chunks
+        frames = (
+            f"event: {kind}\ndata: {json.dumps({'type': kind} | payload, ensure_ascii=False)}\n\n"
+            for kind, payload in events
+        )
+        return paced(draw, frames, stall)
 
 
 def _request_id(draw: Draw | None) -> str:

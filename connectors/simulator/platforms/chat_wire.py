@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..faults import Draw
+from ..protocol import paced
 
 DELTA_CHARS = 12
 DONE_FRAME = b"data: [DONE]\n\n"
@@ -137,12 +138,4 @@ def streamed(
         stall = float(draw.params.get("stall_seconds", 0.0))
     elif draw.fault == "midstream_error":
         frames = [*frames[: draw.rng.randint(low, max(low, last - 1))], frame(error_payload)]
-    pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
-    chunks: list[bytes | float] = []
-    for piece in frames:
-        chunks.append(piece)
-        if pause:
-            chunks.append(pause)
-    if stall:
-        chunks.append(stall)
-    return chunks
+    return paced(draw, frames, stall)

@@ -85,9 +85,9 @@ class DeepSeekProtocol(PlatformProtocol):
         headers = self._headers(draw)
         key = request.bearer()
         if not key or key.startswith("invalid") or draw.fault == "auth_error":
-            return self._finish(self.auth_error(draw, key), headers, draw)
+            return self._respond(self.auth_error(draw, key), headers, draw)
         if (failure := self.http_fault(draw)) is not None:
-            return self._finish(failure, headers, draw)
+            return self._respond(failure, headers, draw)
         answer = self.sim.answer_for(question, draw)
         answer.citations = []  # the classic API has no search
         reasoning = _reasoning(question) if _thinking(body) else ""
@@ -110,23 +110,17 @@ class DeepSeekProtocol(PlatformProtocol):
         keepalives = int(draw.params.get("keepalives", draw.profile.get("keepalives", 2)))
         if not body.get("stream"):
             if draw.fault in ("midstream_error", "truncate"):
-                return self._finish(self.server_error(draw), headers, draw)
+                return self._respond(self.server_error(draw), headers, draw)
             padded: list[bytes | float] = [b"\n"] * keepalives
             padded.append(SimResponse.json(200, reply.body()).body)
             json_headers = {"Content-Type": "application/json"}
-            return self._finish(SimResponse(200, json_headers, chunks=padded), headers, draw)
+            return self._respond(SimResponse(200, json_headers, chunks=padded), headers, draw)
         options = body.get("stream_options")
         options = options if isinstance(options, dict) else {}
         chunks = self._stream(draw, reply, keepalives, bool(options.get("include_usage")))
-        return self._finish(
+        return self._respond(
             SimResponse(200, dict(chat_wire.SSE_HEADERS), chunks=chunks), headers, draw
         )
-
-    @staticmethod
-    def _finish(response: SimResponse, headers: dict[str, str], draw: Draw) -> SimResponse:
-        response.headers = headers | response.headers
-        response.delay_seconds = draw.latency_seconds
-        return response
 
     def _stream(
         self, draw: Draw, reply: chat_wire.ChatReply, keepalives: int, include_usage: bool

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..content import SimAnswer
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
 
 RESPONSES_PATH = "/api/v3/responses"
 BOTS_PATH = "/api/v3/bots/chat/completions"
@@ -155,9 +155,9 @@ class DoubaoProtocol(PlatformProtocol):
         request_id = _request_id(draw)
         headers = {"X-Request-Id": request_id}
         if key.startswith("invalid"):
-            return self._finish(self.auth_error(draw), headers, draw)
+            return self._respond(self.auth_error(draw), headers, draw)
         if (failure := self.http_fault(draw)) is not None:
-            return self._finish(failure, headers, draw)
+            return self._respond(failure, headers, draw)
         if bots:
             return self._bots(body, question, draw, headers)
         return self._responses(body, question, draw, headers)
@@ -208,12 +208,6 @@ class DoubaoProtocol(PlatformProtocol):
             )
         return None
 
-    @staticmethod
-    def _finish(response: SimResponse, headers: dict[str, str], draw: Draw) -> SimResponse:
-        response.headers = headers | response.headers
-        response.delay_seconds = draw.latency_seconds
-        return response
-
     # --- Responses API --------------------------------------------------------------------------
     def _responses(
         self, body: dict[str, Any], question: str, draw: Draw, headers: dict[str, str]
@@ -236,11 +230,11 @@ class DoubaoProtocol(PlatformProtocol):
         )
         if body.get("stream"):
             chunks = self._stream(draw, response, answer)
-            return self._finish(SimResponse(200, dict(SSE_HEADERS), chunks=chunks), headers, draw)
+            return self._respond(SimResponse(200, dict(SSE_HEADERS), chunks=chunks), headers, draw)
         if draw.fault == "midstream_error":
             error = {"code": "InternalServiceError", "message": "The model failed to respond."}
             response |= {"status": "failed", "output": [], "error": error}
-        return self._finish(SimResponse.json(200, response), headers, draw)
+        return self._respond(SimResponse.json(200, response), headers, draw)
 
     def _response(
         self, draw: Draw, model: str, answer: SimAnswer, web_search: bool, thinking: bool
@@ -381,7 +375,7 @@ class DoubaoProtocol(PlatformProtocol):
         for sequence, (kind, payload) in enumerate(events):
             data = {"type": kind, "sequence_number": sequence} | payload
             frames.append(f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n")
-        return self._chunks(draw, frames, stall)
+        return paced(draw, frames, stall)
 
     def _failure_event(self, draw: Draw, response: dict[str, Any]) -> Event:
         code = str(draw.params.get("code", "InternalServiceError"))
@@ -391,18 +385,6 @@ class DoubaoProtocol(PlatformProtocol):
             return ("error", {"code": code, "message": message, "param": None})
         failed = response | {"status": "failed", "error": {"code": code, "message": message}}
         return ("response.failed", {"response": failed})
-
-    @staticmethod
-    def _chunks(draw: Draw, frames: list[str], stall: float) -> list[bytes | float]:
-        pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
-        chunks: list[bytes | float] = []
-        for frame in frames:
-            chunks.append(frame.encode())
-            if pause:
-                chunks.append(pause)
-        if stall:
-            chunks.append(stall)
-        return chunks
 
     # --- Bots API -------------------------------------------------------------------------------
     def _bots(
@@ -431,7 +413,7 @@ class DoubaoProtocol(PlatformProtocol):
                     "InternalServiceError",
                     headers["X-Request-Id"],
                 )
-                return self._finish(SimResponse.json(500, failure), headers, draw)
+                return self._respond(SimResponse.json(500, failure), headers, draw)
             message = {"role": "assistant", "content": answer.text}
             payload = base | {
                 "object": "chat.completion",
@@ -440,7 +422,7 @@ class DoubaoProtocol(PlatformProtocol):
                 "references": references,
                 "metadata": {},
             }
-            return self._finish(SimResponse.json(200, payload), headers, draw)
+            return self._respond(SimResponse.json(200, payload), headers, draw)
         chunk = base | {"object": "chat.completion.chunk"}
         datas: list[dict[str, Any]] = [
             chunk
@@ -484,5 +466,5 @@ class DoubaoProtocol(PlatformProtocol):
                 headers["X-Request-Id"],
             )
             frames.append(f"data: {json.dumps(failure, ensure_ascii=False)}\n\n")
-        chunks = self._chunks(draw, frames, stall)
-        return self._finish(SimResponse(200, dict(SSE_HEADERS), chunks=chunks), headers, draw)
+        chunks = paced(draw, frames, stall)
+        return self._respond(SimResponse(200, dict(SSE_HEADERS), chunks=chunks), headers, draw)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from ..content import SimAnswer
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
 
 PATH = re.compile(r"^/(v1beta|v1)/models/([^/:]+):(generateContent|streamGenerateContent)$")
 DELTA_CHARS = 24
@@ -292,15 +292,11 @@ class GeminiProtocol(PlatformProtocol):
 
     def _sse(self, draw: Draw, chunks: list[dict[str, Any]]) -> SimResponse:
         sent, cut = self._cut(draw, chunks)
-        pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
-        pieces: list[bytes | float] = []
-        for chunk in sent:
-            pieces.append(f"data: {json.dumps(chunk, ensure_ascii=False)}\r\n\r\n".encode())
-            if pause:
-                pieces.append(pause)
-        if cut and (stall := float(draw.params.get("stall_seconds", 0.0))):
-            pieces.append(stall)
-        return SimResponse(200, {"Content-Type": "text/event-stream"}, chunks=pieces)
+        frames = (f"data: {json.dumps(chunk, ensure_ascii=False)}\r\n\r\n" for chunk in sent)
+        stall = float(draw.params.get("stall_seconds", 0.0)) if cut else 0.0
+        return SimResponse(
+            200, {"Content-Type": "text/event-stream"}, chunks=paced(draw, frames, stall)
+        )
 
     def _array(self, draw: Draw, chunks: list[dict[str, Any]]) -> SimResponse:
         sent, cut = self._cut(draw, chunks)

@@ -149,9 +149,9 @@ class KimiProtocol(PlatformProtocol):
         headers = self._headers(draw)
         key = request.bearer()
         if not key or key.startswith("invalid"):
-            return self._finish(self.auth_error(draw), headers, draw)
+            return self._respond(self.auth_error(draw), headers, draw)
         if (failure := self.http_fault(draw)) is not None:
-            return self._finish(failure, headers, draw)
+            return self._respond(failure, headers, draw)
         rounds = int(draw.params.get("search_rounds", draw.profile.get("search_rounds", 1)))
         if search and echoed < rounds:
             reply = self._search_call(draw, str(body["model"]), question)
@@ -159,19 +159,13 @@ class KimiProtocol(PlatformProtocol):
             reply = self._answer(draw, str(body["model"]), question, search, headers, round_no)
         if not body.get("stream"):
             if draw.fault in ("midstream_error", "truncate"):
-                return self._finish(self.server_error(draw), headers, draw)
-            return self._finish(SimResponse.json(200, reply.body()), headers, draw)
-        return self._finish(
+                return self._respond(self.server_error(draw), headers, draw)
+            return self._respond(SimResponse.json(200, reply.body()), headers, draw)
+        return self._respond(
             SimResponse(200, dict(chat_wire.SSE_HEADERS), chunks=self._stream(draw, reply)),
             headers,
             draw,
         )
-
-    @staticmethod
-    def _finish(response: SimResponse, headers: dict[str, str], draw: Draw) -> SimResponse:
-        response.headers = headers | response.headers
-        response.delay_seconds = draw.latency_seconds
-        return response
 
     def _search_call(self, draw: Draw, model: str, question: str) -> chat_wire.ChatReply:
         call_id = f"{WEB_SEARCH}:{draw.rng.getrandbits(48):012x}"

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
 
 PATH = "/api/chat"
 DELTA_CHARS = 6
@@ -123,14 +123,7 @@ class OllamaProtocol(PlatformProtocol):
                 )
             )
             encoded.append(json.dumps({"error": message_text}) + "\n")
-        pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
-        chunks: list[bytes | float] = []
-        for text in encoded:
-            chunks.append(text.encode())
-            if pause:
-                chunks.append(pause)
-        if stall:
-            chunks.append(stall)
+        chunks = paced(draw, encoded, stall)
         return self._finish(SimResponse(200, dict(NDJSON_HEADERS), chunks=chunks), draw)
 
     @staticmethod

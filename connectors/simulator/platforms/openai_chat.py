@@ -55,9 +55,9 @@ class OpenAIChatProtocol(OpenAIResponsesProtocol):
         headers = self._headers(draw)
         key = request.bearer()
         if not key or key.startswith("invalid"):
-            return self._finish(self.auth_error(draw), headers, draw)
+            return self._respond(self.auth_error(draw), headers, draw)
         if (failure := self.http_fault(draw)) is not None:
-            return self._finish(failure, headers, draw)
+            return self._respond(failure, headers, draw)
         answer = self.sim.answer_for(question, draw)
         if not search:
             answer.citations = []
@@ -78,12 +78,12 @@ class OpenAIChatProtocol(OpenAIResponsesProtocol):
         )
         if not body.get("stream"):
             if draw.fault in ("midstream_error", "truncate"):
-                return self._finish(self.server_error(draw), headers, draw)
-            return self._finish(SimResponse.json(200, reply.body()), headers, draw)
+                return self._respond(self.server_error(draw), headers, draw)
+            return self._respond(SimResponse.json(200, reply.body()), headers, draw)
         options = body.get("stream_options")
         options = options if isinstance(options, dict) else {}
         chunks = self._chat_stream(draw, reply, options)
-        return self._finish(
+        return self._respond(
             SimResponse(200, dict(chat_wire.SSE_HEADERS), chunks=chunks), headers, draw
         )
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..content import SimAnswer
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
 
 DELTA_CHARS = 12
 Event = tuple[str, dict[str, Any]]
@@ -100,9 +100,9 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         draw = self.sim.draw(self.name, question, self.faults)
         headers = self._headers(draw)
         if not key or key.startswith("invalid"):
-            return self._finish(self.auth_error(draw), headers, draw)
+            return self._respond(self.auth_error(draw), headers, draw)
         if (failure := self.http_fault(draw)) is not None:
-            return self._finish(failure, headers, draw)
+            return self._respond(failure, headers, draw)
         web_search = any(
             isinstance(t, dict) and str(t.get("type", "")).startswith("web_search")
             for t in body.get("tools") or []
@@ -121,7 +121,7 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         )
         if body.get("stream"):
             chunks = self._stream(draw, response, answer)
-            return self._finish(
+            return self._respond(
                 SimResponse(
                     200, {"Content-Type": "text/event-stream; charset=utf-8"}, chunks=chunks
                 ),
@@ -131,13 +131,7 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         if draw.fault == "midstream_error":
             response |= {"status": "failed", "output": [], "error": {"code": "server_error",
                          "message": "The model failed to generate a response."}}  # fmt: skip
-        return self._finish(SimResponse.json(200, response), headers, draw)
-
-    @staticmethod
-    def _finish(response: SimResponse, headers: dict[str, str], draw: Draw) -> SimResponse:
-        response.headers = headers | response.headers
-        response.delay_seconds = draw.latency_seconds
-        return response
+        return self._respond(SimResponse.json(200, response), headers, draw)
 
     def _response(
         self, draw: Draw, model: str, answer: SimAnswer, web_search: bool
@@ -243,17 +237,11 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         elif draw.fault == "midstream_error":
             events = events[: draw.rng.randint(first_delta + 1, len(events) - 2)]
             events.append(self._failure_event(draw, response))
-        pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
-        chunks: list[bytes | float] = []
+        frames = []
         for sequence, (kind, payload) in enumerate(events):
             data = {"type": kind, "sequence_number": sequence} | payload
-            frame = f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-            chunks.append(frame.encode())
-            if pause:
-                chunks.append(pause)
-        if stall:
-            chunks.append(stall)
-        return chunks
+            frames.append(f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n")
+        return paced(draw, frames, stall)
 
     def _failure_event(self, draw: Draw, response: dict[str, Any]) -> Event:
         code = str(draw.params.get("code", "server_error"))

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..content import SimAnswer, SimCitation
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
 
 MODELS = frozenset({"sonar", "sonar-pro", "sonar-reasoning-pro", "sonar-deep-research"})
 DELTA_CHARS = 15
@@ -221,12 +221,5 @@ class PerplexityProtocol(PlatformProtocol):
             error = {"error": {"message": "An internal error occurred while generating.",
                                "type": kind, "code": 500}}  # fmt: skip
             frames.append(f"event: error\r\ndata: {json.dumps(error)}\r\n\r\n")
-        pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
-        chunks: list[bytes | float] = []
-        for frame in frames:
-            chunks.append(frame.encode())
-            if pause:
-                chunks.append(pause)
-        if stall:
-            chunks.append(stall)
+        chunks = paced(draw, frames, stall)
         return SimResponse(200, {"Content-Type": "text/event-stream; charset=utf-8"}, chunks=chunks)

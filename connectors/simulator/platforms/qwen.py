@@ -25,7 +25,7 @@ from typing import Any
 
 from ..content import SimAnswer, SimCitation
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
 
 PATH = "/api/v1/services/aigc/text-generation/generation"
 DELTA_CHARS = 10
@@ -156,12 +156,12 @@ class QwenProtocol(PlatformProtocol):
             "x-dashscope-call-gateway": "true",
         }
         if key.startswith("invalid"):
-            return self._finish(self.auth_error(draw), headers, draw)
+            return self._respond(self.auth_error(draw), headers, draw)
         if (failure := self.http_fault(draw)) is not None:
             if failure.body.startswith(b"{"):
                 payload = json.loads(failure.body) | {"request_id": request_id}
                 failure.body = json.dumps(payload, ensure_ascii=False).encode()
-            return self._finish(failure, headers, draw)
+            return self._respond(failure, headers, draw)
         parameters = _object(body.get("parameters"))
         search = bool(parameters.get("enable_search"))
         with_sources = search and bool(
@@ -185,20 +185,14 @@ class QwenProtocol(PlatformProtocol):
             body = self._body(answer.text, "stop", search_info, thinking, request_id, search)
             if draw.fault == "midstream_error":  # the non-stream form of a failed generation
                 body = _error("InternalError", "An internal error has occured.", request_id)
-                return self._finish(SimResponse.json(500, body), headers, draw)
-            return self._finish(SimResponse.json(200, body), headers, draw)
+                return self._respond(SimResponse.json(500, body), headers, draw)
+            return self._respond(SimResponse.json(200, body), headers, draw)
         incremental = bool(parameters.get("incremental_output", False))
         chunks = self._stream(
             draw, answer.text, search_info, thinking, request_id, incremental, search
         )
         sse_headers = {"Content-Type": "text/event-stream;charset=UTF-8"}
-        return self._finish(SimResponse(200, sse_headers, chunks=chunks), headers, draw)
-
-    @staticmethod
-    def _finish(response: SimResponse, headers: dict[str, str], draw: Draw) -> SimResponse:
-        response.headers = headers | response.headers
-        response.delay_seconds = draw.latency_seconds
-        return response
+        return self._respond(SimResponse(200, sse_headers, chunks=chunks), headers, draw)
 
     @staticmethod
     def _body(
@@ -263,14 +257,8 @@ class QwenProtocol(PlatformProtocol):
             code = str(draw.params.get("code", "InternalError" if status >= 500 else "Throttling"))
             message = "An internal error has occured during generation."
             frames.append((status, "error", _error(code, message, request_id)))
-        pause = float(draw.profile.get("chunk_delay_ms", 0)) / 1000.0
-        chunks: list[bytes | float] = []
+        encoded = []
         for number, (status, event, payload) in enumerate(frames, start=1):
             data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-            frame = f"id:{number}\nevent:{event}\n:HTTP_STATUS/{status}\ndata:{data}\n\n"
-            chunks.append(frame.encode())
-            if pause:
-                chunks.append(pause)
-        if stall:
-            chunks.append(stall)
-        return chunks
+            encoded.append(f"id:{number}\nevent:{event}\n:HTTP_STATUS/{status}\ndata:{data}\n\n")
+        return paced(draw, encoded, stall)
