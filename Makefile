@@ -36,3 +36,10 @@ bench: $(STAMP) services
 
 clean:
 	rm -rf var
+
+# Chaos run (bench/chaos.py): its own database geo_chaos and its own redis-server, the simulator
+# with faults, four workers and the dispatcher; kills, failpoints, a Redis restart, then the
+# invariants. CHAOS_ARGS="--seed 7 --strict" to replay or to fail on samples left for review.
+.PHONY: chaos
+chaos: $(STAMP) services
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/chaos.py $(CHAOS_ARGS)

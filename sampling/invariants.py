@@ -4,19 +4,21 @@ Each check is SQL over the whole database (or one run) and returns the violation
 each naming the run and sample it concerns; an empty list means the invariant holds.
 `check_all` runs every check; `python manage.py check_invariants [--run ID]` prints them.
 
-The checks read committed state only and take no locks, so they can run beside a live run;
-a few (a run all done but not yet marked finished, an outbox row not yet relayed) are only
-meaningful once the system is quiet, and allow for the moment between two commits.
+The checks take no locks and, on PostgreSQL, read one snapshot, so they can run beside a live
+run. Two are about liveness more than safety and are meant for a quiet system: a run whose
+samples are all terminal but that is not marked finished (true for a moment after the last
+sample's commit), and an outbox row unpublished for longer than OUTBOX_GRACE_SECONDS.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from django.db import connection
+from django.db import connection, transaction
 
 from analysis.models import Mention
 from evidence.models import Capture
@@ -742,11 +744,26 @@ CHECKS: dict[str, Callable[[UUID | str | None], list[Violation]]] = {
 
 
 def check_all(run_id: UUID | str | None = None) -> list[Violation]:
-    """Every invariant over the whole database, or over one run."""
+    """Every invariant over the whole database, or over one run, from one snapshot."""
     found: list[Violation] = []
-    for check in CHECKS.values():
-        found += check(run_id)
+    with _snapshot():
+        for check in CHECKS.values():
+            found += check(run_id)
     return found
+
+
+@contextmanager
+def _snapshot() -> Iterator[None]:
+    """On PostgreSQL, all checks read one consistent snapshot (REPEATABLE READ, read only),
+    so a live run cannot make two queries disagree. Inside a caller's transaction the
+    caller's isolation applies."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        yield
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,322 @@
+"""Real processes for fault injection: Celery workers and dispatchers as subprocesses on
+Redis and the test database, the simulator over HTTP, failpoints armed by environment.
+
+Leases are short (3 s) in every process, so recovery after a kill takes seconds; each
+failpoint fires once per test (GEO_FAILPOINT_DIR is the test's own directory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings as django_settings
+from django.core.management import call_command
+from django.db import connection
+
+from connectors.simulator import SimulatorHandle, start_simulator
+from geo_collect.processes import ALL_QUEUES
+from sampling.dispatch import dispatch_once
+from sampling.invariants import check_all
+from sampling.models import Run, Sample
+from sampling.planning import parse_campaign_spec
+from sampling.services import launch_run, save_campaign
+from tests.conftest import make_campaign_data
+
+LEASE_SECONDS = 3
+VISIBILITY_TIMEOUT = 2
+PLATFORM_CAP = 4  # leased upstream steps per platform in the in-test dispatcher
+
+OPENAI = {"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}
+COLLECTOR = {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}
+ANTHROPIC = {"platform": "anthropic", "device": "desktop", "region": "us", "mode": "web_search"}
+
+
+# --- services ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def broker() -> Iterator[redis.Redis]:
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.fail("durability tests need REDIS_URL (make test sets it)")
+    client = redis.Redis.from_url(url)
+    client.flushdb()  # messages of an earlier, interrupted test name rows that are gone
+    yield client
+    client.flushdb()
+
+
+@pytest.fixture
+def simulator(settings: Any) -> Iterator[SimulatorHandle]:
+    handle = start_simulator(seed=11)
+    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def short_leases(settings: Any) -> None:
+    """The in-test dispatcher leases for as long as the workers renew for."""
+    settings.GEO_LEASE_SECONDS = LEASE_SECONDS
+    settings.GEO_PLATFORM_CONCURRENCY = PLATFORM_CAP
+
+
+# --- processes --------------------------------------------------------------------------------
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclass
+class Procs:
+    """Starts workers and dispatchers with one environment; stops what it started."""
+
+    env: dict[str, str]
+    tmp: Path
+    started: list[Proc] = field(default_factory=list)
+
+    def _spawn(self, name: str, command: list[str], env: dict[str, str] | None) -> Proc:
+        log = self.tmp / f"{name}.log"
+        child_env = {**os.environ, **self.env, **(env or {})}
+        with open(log, "ab") as output:
+            popen = subprocess.Popen(
+                command,
+                cwd=django_settings.BASE_DIR,
+                env=child_env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+        proc = Proc(name=name, popen=popen, log=log)
+        self.started.append(proc)
+        return proc
+
+    def worker(
+        self,
+        name: str,
+        *,
+        queues: Iterable[str] = ALL_QUEUES,
+        concurrency: int = 4,
+        env: dict[str, str] | None = None,
+        ready: bool = True,
+    ) -> Proc:
+        """A `celery worker` on a thread pool, logging at INFO so each task's outcome (the
+        string run_step returns) is in its log."""
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "geo_collect",
+            "worker",
+            "-Q",
+            ",".join(queues),
+            "-P",
+            "threads",
+            "-c",
+            str(concurrency),
+            "-n",
+            f"{name}@durability",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "INFO",
+        ]
+        proc = self._spawn(name, command, env)
+        if ready:
+            wait_ready(proc)
+        return proc
+
+    def dispatcher(self, name: str, *args: str, env: dict[str, str] | None = None) -> Proc:
+        command = [sys.executable, "manage.py", "dispatcher", "--interval", "0.2", *args]
+        return self._spawn(name, command, env)
+
+    def stop_all(self) -> None:
+        for proc in self.started:
+            if not proc.alive():
+                continue
+            os.kill(proc.pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
+            proc.popen.terminate()
+        for proc in self.started:
+            try:
+                proc.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.popen.kill()
+                proc.popen.wait(timeout=15)
+
+
+@pytest.fixture
+def failpoint_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "failpoints"
+    directory.mkdir()
+    return directory
+
+
+@pytest.fixture
+def procs(
+    broker: redis.Redis, simulator: SimulatorHandle, tmp_path: Path, failpoint_dir: Path
+) -> Iterator[Procs]:
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    env = {
+        "DATABASE_URL": (
+            f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+        ),
+        "REDIS_URL": os.environ["REDIS_URL"],
+        "GEO_UPSTREAM_BASE_URL": simulator.base_url,
+        "GEO_VAR_DIR": str(django_settings.VAR_DIR),
+        "GEO_LEASE_SECONDS": str(LEASE_SECONDS),
+        "GEO_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
+        "GEO_MAX_SUBMIT_ATTEMPTS": "3",
+        "GEO_PLATFORM_CONCURRENCY": str(PLATFORM_CAP),
+        "GEO_FAILPOINT_DIR": str(failpoint_dir),
+        "GEO_LOG_LEVEL": "INFO",
+        "GEO_FAILPOINTS": "",
+    }
+    manager = Procs(env=env, tmp=tmp_path)
+    yield manager
+    manager.stop_all()
+
+
+def wait_ready(proc: Proc, *, timeout: float = 30.0) -> None:
+    """Until the worker answers a control ping (it is consuming its queues)."""
+    from geo_collect.celery import app
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise AssertionError(f"{proc.name} exited with {proc.popen.returncode}:\n{proc.text()}")
+        replies = app.control.ping(destination=[f"{proc.name}@durability"], timeout=0.5)
+        if replies:
+            return
+    raise AssertionError(f"{proc.name} did not become ready:\n{proc.text()[-3000:]}")
+
+
+def wait_killed(proc: Proc, *, drive: bool = True, timeout: float = 60.0) -> None:
+    """Tick the dispatcher until `proc` dies; it must have died of SIGKILL (a failpoint)."""
+    deadline = time.monotonic() + timeout
+    while proc.alive() and time.monotonic() < deadline:
+        if drive:
+            dispatch_once(owner="test-dispatcher")
+        time.sleep(0.1)
+    assert not proc.alive(), f"{proc.name} was not killed:\n{proc.text()[-3000:]}"
+    assert proc.popen.returncode == -signal.SIGKILL, (
+        f"{proc.name} exited with {proc.popen.returncode}, not SIGKILL:\n{proc.text()[-3000:]}"
+    )
+
+
+def drive(
+    until: Callable[[], bool], *, timeout: float = 60.0, on_tick: Callable[[], None] | None = None
+) -> None:
+    """The dispatcher loop, in the test process, until `until()` holds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        report = dispatch_once(owner="test-dispatcher")
+        if on_tick is not None:
+            on_tick()
+        if until():
+            return
+        if not report.claimed:
+            time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f}s: {samples_summary()}")
+
+
+def run_finished(run: Run) -> Callable[[], bool]:
+    def check() -> bool:
+        return Run.objects.filter(pk=run.pk).exclude(finished_at=None).exists()
+
+    return check
+
+
+def samples_summary() -> str:
+    rows = Sample.objects.order_by("pk").values_list(
+        "pk", "platform", "step", "queue_state", "submission_state", "collection_state", "claims"
+    )
+    return "; ".join(" ".join(str(v) for v in row) for row in rows)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def launch(
+    *,
+    targets: list[dict[str, str]],
+    questions: int,
+    repeats: int = 1,
+    tenant: str = "acme",
+    name: str = "plan",
+    prefix: str = "",
+    screenshot_policy: str = "none",
+) -> Run:
+    """A launched run. No screenshots unless asked: for direct APIs a screenshot is a
+    Chromium rendering on the evidence queue, which these tests are not about."""
+    data = make_campaign_data(
+        questions=questions, targets=targets, repeats=repeats, tenant=tenant, name=name
+    )
+    data["screenshot_policy"] = screenshot_policy
+    if prefix:
+        data["questions"] = [f"{prefix} {q}" for q in data["questions"]]
+    return launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+
+
+def assert_invariants(run: Run | None = None) -> str:
+    """check_invariants, both as the function and as the command (which must exit 0), and
+    the ledger's own check (balanced, nothing charged twice)."""
+    violations = check_all(run.pk if run else None)
+    assert not violations, "\n".join(str(v) for v in violations)
+    args = ["--run", str(run.pk)] if run else []
+    output = command_output("check_invariants", *args)
+    assert command_output("check_ledger").startswith("ledger OK")
+    return output
+
+
+def command_output(name: str, *args: str) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    call_command(name, *args, stdout=out)
+    return out.getvalue()
+
+
+def run_status_json(run: Run) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(command_output("run_status", str(run.pk), "--json"))
+    return data
+
+
+def collector_tasks(simulator: SimulatorHandle) -> list[dict[str, Any]]:
+    """Every task the simulated provider accepted, from its own log."""
+    return [a for a in simulator.answers("collector") if a.get("task_id")]
+
+
+def outcomes(proc: Proc) -> list[str]:
+    """The step outcomes a worker logged ("Task sampling.execute_step[..] succeeded in ..s:
+    'outcome'")."""
+    found = []
+    for line in proc.text().splitlines():
+        if "sampling.execute_step" in line and " succeeded in " in line:
+            found.append(line.rsplit(": ", 1)[-1].strip().strip("'"))
+    return found
