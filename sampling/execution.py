@@ -52,7 +52,11 @@ log = logging.getLogger(__name__)
 # not hammer the provider.
 POLL_MIN_SECONDS = 0.5
 POLL_MAX_SECONDS = 30.0
-MAX_POLL_FAILURES = 20
+
+
+class DuplicateInFlight(Exception):
+    """A second delivery of a message whose first copy is still working under the same
+    lease (e.g. redelivered by the broker's visibility timeout)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,8 @@ def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
     except StaleToken:
         log.warning("stale write refused sample=%s token=%s", sample_id, token)
         return "stale-write-refused"
+    except DuplicateInFlight:
+        return "duplicate-in-flight"
     except Exception:
         # A bug or an unexpected upstream shape: give the lease back with a backoff instead of
         # letting it run out; after GEO_MAX_STEP_CLAIMS tries the sample is parked with reason.
@@ -167,6 +173,11 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
         sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker
     ) as s:
         if s.submission_state == SubmissionState.SUBMITTING:
+            latest = s.attempt_set.order_by("-attempt_no").first()
+            if latest is not None and latest.fencing_token == ctx.token:
+                # Another copy of this very message (same lease) is mid-call: it owns the
+                # outcome. Touch nothing.
+                raise DuplicateInFlight
             # A previous holder sent a request and vanished before recording the outcome:
             # the upstream may have accepted it. Verify before anything is sent again.
             s.mark_uncertain()
@@ -458,9 +469,15 @@ def _park(ctx: StepContext, *, reason: str) -> str:
     """Stop automatic work on the sample; a person decides. It stays in every denominator
     as pending, so the run cannot look finished while it waits."""
     with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="park", worker=ctx.worker) as s:
+        step = s.step
+        if s.submission_state == SubmissionState.SUBMITTING:
+            # A request may have gone out: parked as uncertain, so it is shown and resolved
+            # as such, never re-sent blindly.
+            s.mark_uncertain()
+            step = Step.VERIFY
         s.failure_reason = reason[:200]
-        _release(s, step=s.step, state=QueueState.PARKED)
-        save_fenced(s, ctx.token, "failure_reason", *_QUEUE_FIELDS)
+        _release(s, step=step, state=QueueState.PARKED)
+        save_fenced(s, ctx.token, "submission_state", "failure_reason", *_QUEUE_FIELDS)
     return "parked"
 
 
@@ -484,7 +501,7 @@ def handle_poll(ctx: StepContext) -> str:
     try:
         polled = get_connector(sample.platform).poll(sample.upstream_id)
     except UpstreamError as error:
-        if sample.claims >= MAX_POLL_FAILURES:
+        if sample.claims >= settings.GEO_MAX_STEP_CLAIMS:  # give up, with the reason
             return _fail_accepted(ctx, reason=f"poll failed {sample.claims} times: {error}")
         # Keep the upstream id and keep polling, later.
         return _retry_later(ctx, step=Step.POLL, delay=error.retry_after or _poll_delay(sample))
@@ -570,7 +587,7 @@ def handle_evidence(ctx: StepContext) -> str:
             sample.upstream_id, sample_id=sample.pk
         )
     except UpstreamError as error:
-        if sample.claims >= MAX_POLL_FAILURES:
+        if sample.claims >= settings.GEO_MAX_STEP_CLAIMS:  # give up, with the reason
             return _fail_accepted(ctx, reason=f"evidence fetch failed: {error}")
         return _retry_later(ctx, step=Step.EVIDENCE, delay=error.retry_after or 2.0)
     archived = _archive(sample, result)

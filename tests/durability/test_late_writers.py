@@ -101,22 +101,9 @@ def _publish_twice(sample: Sample, queue: str) -> int:
     return claim.token
 
 
-# Known defect (reported, not fixed here): when both copies run at once, the second finds
-# the sample "submitting" under its own token, takes it for a vanished holder and marks it
-# uncertain; the first copy's answer is then refused as stale. The collector recovers by
-# lookup; a direct API cannot, so its sample is parked although the answer had arrived.
-# Production hits this when a step outlives the broker's visibility timeout (300 s) while its
-# lease is renewed: the message is redelivered to another worker mid-call.
-DIRECT_DUPLICATE_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="execution._begin_attempt treats a concurrent copy of the same message (same token) "
-    "as a vanished holder: direct-API sample parked as uncertain, its answer refused",
-)
-
-
 @pytest.mark.parametrize(
     "target",
-    [COLLECTOR, pytest.param(OPENAI, marks=DIRECT_DUPLICATE_BUG)],
+    [COLLECTOR, OPENAI],
     ids=["collector", "openai"],
 )
 def test_the_same_message_delivered_twice_has_one_result(
@@ -126,9 +113,7 @@ def test_the_same_message_delivered_twice_has_one_result(
     two threads, then the message once more after the run ended: one submission upstream,
     one answer, one result.
 
-    There is no provider-callback endpoint yet (the collector's signed callbacks are not
-    received by the application), so duplicate callbacks cannot be delivered; duplicate
-    messages are the duplicates that exist today."""
+    The second copy finds the attempt of its own lease in flight and leaves it alone."""
     run = launch(targets=[target], questions=1)
     sample = Sample.objects.get(run=run)
     worker = procs.worker("w1", concurrency=4)
