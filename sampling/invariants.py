@@ -540,8 +540,12 @@ def check_queue_states(run_id: UUID | str | None = None) -> list[Violation]:
             "(s.queue_state = 'done') <> (s.step = 'none')"
         ),
         "parked without a reason": "s.queue_state = 'parked' AND s.failure_reason = ''",
+        # Uncertain samples wait at `verify`, unless a reviewer kept them as failed
+        # placeholders (sampling.review): acceptance stays unknown, the collection failed.
         "uncertain but not waiting for verification or review": (
             "s.submission_state = 'uncertain' AND s.step <> 'verify'"
+            " AND NOT (s.queue_state = 'done' AND s.collection_state = 'failed'"
+            " AND s.failure_reason LIKE 'reviewed: %%')"
         ),
         "submitting outside a submit step": (
             "s.submission_state = 'submitting'"

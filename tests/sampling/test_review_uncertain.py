@@ -11,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from connectors.simulator import SimulatorHandle, start_simulator
+from sampling.invariants import check_all
 from sampling.models import Attempt, Run, Sample
 from sampling.planning import parse_campaign_spec
 from sampling.review import NotResolvable, Resolution, resolve_uncertain
@@ -60,6 +61,7 @@ def test_not_executed_asks_again_with_the_decision_recorded(upstream: SimulatorH
     assert first.status == "failed" and "reviewed: not_executed (vendor log)" in first.error_message
     assert second.status == "accepted"
     assert run_status(run_id=run.pk).finished
+    assert check_all(run_id=run.pk) == []
 
 
 @pytest.mark.django_db(transaction=True)
@@ -75,6 +77,7 @@ def test_abandon_keeps_a_failed_placeholder_and_the_run_finishes(upstream: Simul
     status = run_status(run_id=run.pk)
     assert (status.planned, status.failed, status.finished) == (1, 1, True)
     assert Attempt.objects.filter(sample=sample).count() == 1  # never sent again
+    assert check_all(run_id=run.pk) == []
 
 
 @pytest.mark.django_db
