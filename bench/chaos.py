@@ -706,7 +706,13 @@ def upstream_log_check(chaos: Chaos) -> tuple[list[str], dict[str, int]]:
         .values("sample__platform", "sample__question_revision__text")
         .annotate(
             recorded=Count("id", filter=~Q(upstream_id="")),
-            unresolved=Count("id", filter=Q(status__in=["started", "unknown"])),
+            # Still unresolved, or resolved by a reviewer who could not learn the outcome
+            # (sampling.review): either way, an answer we may never have received.
+            unresolved=Count(
+                "id",
+                filter=Q(status__in=["started", "unknown"])
+                | Q(status="failed", error_message__startswith="reviewed: "),
+            ),
         )
     )
     ours = {(r["sample__platform"], r["sample__question_revision__text"]): r for r in rows}
