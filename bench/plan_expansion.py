@@ -33,6 +33,7 @@ def main() -> None:
     setup_test_environment()
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
+        from billing.services import ensure_default_price_version, top_up
         from sampling.planning import parse_campaign_spec
         from sampling.services import launch_run, save_campaign
 
@@ -48,6 +49,13 @@ def main() -> None:
         }
         spec = parse_campaign_spec(data)
         campaign = save_campaign(spec=spec)
+        version = ensure_default_price_version()  # launch holds the quote: fund the tenant
+        top_up(
+            tenant=campaign.tenant,
+            amount=10**12,
+            currency=version.currency,
+            idempotency_key="bench",
+        )
         started = time.perf_counter()
         run = launch_run(campaign=campaign)
         elapsed = time.perf_counter() - started
