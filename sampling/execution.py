@@ -219,7 +219,7 @@ def handle_submit(ctx: StepContext) -> str:
             _request_for(sample, attempt.idempotency_key), attempt_no=attempt.attempt_no
         )
     except UpstreamError as error:
-        return _record_submit_error(ctx, attempt, error)
+        return _record_submit_error(ctx, sample, attempt, error)
     failpoint("after_accept_before_record")
     if outcome.result is None:
         return _record_accepted(ctx, attempt, outcome)
@@ -254,7 +254,6 @@ def _error_capture(sample: Sample, error: UpstreamError) -> evidence_services.Ar
     evidence too: archived as a failed capture revision, so nothing received is lost."""
     if not error.raw:
         return None
-    sample = Sample.objects.select_related("run").get(pk=sample.pk)
     result = NormalizedResult(
         sample_id=sample.pk,
         upstream_id=None,
@@ -270,8 +269,10 @@ def _error_capture(sample: Sample, error: UpstreamError) -> evidence_services.Ar
     return _archive(sample, result)
 
 
-def _record_submit_error(ctx: StepContext, attempt: Attempt, error: UpstreamError) -> str:
-    archived = _error_capture(attempt.sample, error)
+def _record_submit_error(
+    ctx: StepContext, sample: Sample, attempt: Attempt, error: UpstreamError
+) -> str:
+    archived = _error_capture(sample, error)  # `sample` was loaded with its run for the call
     with fenced(
         sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker
     ) as s:

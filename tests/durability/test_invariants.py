@@ -112,6 +112,8 @@ def test_a_missing_sample_is_named(run: Run) -> None:
     assert "7 samples planned but 6 exist" in _names_run(found, "planned_accounted", run)
     assert "per-platform report counts 6 samples" not in str(found["report_counts"])
     assert "pending=1, SQL count says 0" in _names_run(found, "report_counts", run)
+    # The auditable report refuses this run too, and the checker names its difference.
+    assert f"run {run.pk}: report: " in str(found["report_counts"])
 
 
 def test_a_sample_counted_in_two_buckets_is_named(run: Run) -> None:
