@@ -30,6 +30,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/plan_expansion.py

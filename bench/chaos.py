@@ -392,9 +392,10 @@ class Chaos:
 
     def launch(self) -> list[Any]:
         from billing.services import ensure_default_price_version, top_up
+        from pipeline.launch import launch_run
         from sampling.models import Tenant
         from sampling.planning import parse_campaign_spec
-        from sampling.services import launch_run, save_campaign
+        from sampling.services import save_campaign
 
         version = ensure_default_price_version()
         runs = []
@@ -602,8 +603,8 @@ class Chaos:
         """Act as the analyst: a direct API cannot say whether it ran a request cut off by a
         crash, so each such sample waits, parked as uncertain, for a person. The decision
         recorded here is to keep it as a failed placeholder (never re-sent blindly)."""
+        from pipeline.review import Resolution, resolve_uncertain
         from sampling.models import Sample
-        from sampling.review import Resolution, resolve_uncertain
 
         parked = Sample.objects.filter(
             run__in=runs, queue_state="parked", submission_state="uncertain"
@@ -756,7 +757,7 @@ def report(chaos: Chaos, runs: list[Any], finished_in_time: bool, seconds: float
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
-    from sampling.invariants import check_all
+    from pipeline.invariants import check_all
     from sampling.models import Run, Sample, StaleWrite
     from sampling.selectors import run_status
 

@@ -34,8 +34,9 @@ def main() -> None:
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
         from billing.services import ensure_default_price_version, top_up
+        from pipeline.launch import launch_run
         from sampling.planning import parse_campaign_spec
-        from sampling.services import launch_run, save_campaign
+        from sampling.services import save_campaign
 
         data = {
             "tenant": "bench",

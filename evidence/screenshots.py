@@ -28,6 +28,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
+from .models import Capture
 from .sanitize import render_display_html
 
 __all__ = [
@@ -156,8 +157,6 @@ def render_html_to_png(html: str, *, height: int = 1200, timeout: float | None =
 
 def render_answer_page(*, capture_id: int) -> bytes:
     """PNG of the evidence page for one capture (answer and citations as captured)."""
-    from .models import Capture
-
     capture = (
         Capture.objects.select_related("sample__question_revision")
         .prefetch_related("citations")

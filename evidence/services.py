@@ -11,9 +11,12 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from analysis.domains import registrable_domain
 from connectors.base import NormalizedResult
+from connectors.registry import adapter_class
+from sampling.models import Sample
+from sampling.transitions import ReviewNotAllowed, decide_analysis_review
 
+from .domains import registrable_domain
 from .models import (
     Capture,
     Citation,
@@ -22,6 +25,7 @@ from .models import (
     ReviewDecision,
     ReviewDecisionKind,
 )
+from .screenshots import make_thumbnail
 from .storage import evidence_storage, put_new
 
 log = logging.getLogger(__name__)
@@ -61,8 +65,6 @@ def _put(key: str, content: bytes, mime: str, kind: str) -> StoredObject:
 
 def _put_thumbnail(key: str, image: bytes) -> StoredObject | None:
     """A separate, small copy of a screenshot; the original is kept at full resolution."""
-    from .screenshots import make_thumbnail
-
     try:
         thumbnail = make_thumbnail(image)
     except ValueError as error:
@@ -180,9 +182,6 @@ def reparse_sample(*, sample_id: int) -> tuple[Capture, NormalizedResult]:
     Nothing is asked upstream again and no earlier revision is touched, so a parser fix can be
     applied to past data and compared with what was derived at the time.
     """
-    from connectors.registry import adapter_class
-    from sampling.models import Sample
-
     sample = Sample.objects.select_related("run").get(pk=sample_id)
     source = (
         EvidenceObject.objects.filter(capture__sample_id=sample_id, kind=EvidenceKind.RAW)
@@ -261,44 +260,21 @@ def store_screenshot(*, sample_id: int, capture_id: int, png: bytes) -> list[Evi
         )
 
 
-class ReviewNotAllowed(Exception):
-    """The decision does not apply to the sample in its current state."""
-
-
 def decide_review(
     *, sample_id: int, decision: str, reviewer_id: int | None, note: str = ""
 ) -> ReviewDecision:
-    """An analyst's decision on a queued sample, through the sample's state machine.
+    """An analyst's decision on a finished sample, through the sample's one write path.
 
-    accepted / rejected: analysis review -> accepted / failed (`approve_review` /
-    `reject_review`). acknowledged: partial evidence seen and accepted as it is (the answer
-    already counts; nothing in the state machine changes). Each decision is recorded.
+    accepted / rejected: analysis review -> accepted / failed. acknowledged: partial evidence
+    seen and accepted as it is (the answer already counts; nothing in the state machine
+    changes). Each decision is recorded with the states before and after.
     """
-    from django_fsm import TransitionNotAllowed
-
-    from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
-
+    if decision not in _REVIEW_DECISIONS:
+        raise ReviewNotAllowed(f"unknown decision {decision!r}")
     with transaction.atomic():
-        sample = Sample.objects.select_for_update().get(pk=sample_id)
-        if sample.queue_state != QueueState.DONE:
-            raise ReviewNotAllowed(f"sample {sample_id} is still being worked on")
-        before = sample.analysis_state
-        try:
-            if decision == ReviewDecisionKind.ACCEPTED:
-                sample.approve_review()
-            elif decision == ReviewDecisionKind.REJECTED:
-                sample.reject_review()
-            elif decision == ReviewDecisionKind.ACKNOWLEDGED:
-                if sample.evidence_state != EvidenceState.PARTIAL or before == AnalysisState.REVIEW:
-                    raise ReviewNotAllowed("only partial evidence outside analysis review")
-            else:
-                raise ReviewNotAllowed(f"unknown decision {decision!r}")
-        except TransitionNotAllowed as error:
-            raise ReviewNotAllowed(
-                f"sample {sample_id}: {decision} not allowed while analysis is {before}"
-            ) from error
-        if sample.analysis_state != before:
-            sample.save(update_fields=["analysis_state", "updated_at"])
+        sample, before = decide_analysis_review(
+            sample_id=sample_id, approve=_REVIEW_DECISIONS[decision]
+        )
         capture = (
             Capture.objects.filter(sample_id=sample_id, collection_state="completed")
             .order_by("-revision")
@@ -313,3 +289,11 @@ def decide_review(
             analysis_state_before=before,
             analysis_state_after=sample.analysis_state,
         )
+
+
+# decision -> approve (True), reject (False), or acknowledge partial evidence (None)
+_REVIEW_DECISIONS: dict[str, bool | None] = {
+    ReviewDecisionKind.ACCEPTED: True,
+    ReviewDecisionKind.REJECTED: False,
+    ReviewDecisionKind.ACKNOWLEDGED: None,
+}

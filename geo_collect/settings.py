@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "evidence",
     "analysis",
     "billing",
+    "pipeline",
 ]
 
 MIDDLEWARE = [

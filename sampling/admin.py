@@ -37,6 +37,7 @@ from django.views.decorators.http import require_POST
 from analysis.models import Mention
 from connectors.registry import known_platforms
 from evidence.models import Capture
+from pipeline.launch import launch_run  # the console is moved under pipeline at the merge
 
 from .models import (
     AnalysisState,
@@ -61,7 +62,6 @@ from .selectors import Outcome, Status, batch_status, run_outcomes, run_status
 from .services import (
     campaign_as_spec,
     campaign_spec_data,
-    launch_run,
     preview_plan,
     revise_question,
 )

@@ -2,19 +2,15 @@
 
 A claim is one conditional UPDATE: it moves due `ready` samples to `leased`, sets
 `lease_until` from database time and increments `fencing_token`. Every later write of a
-result names the token it was given; a write with an older token is refused and recorded.
+result names the token it was given; a write with an older token is refused and recorded
+(the write side is `sampling.transitions`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.db.models.functions import Now
-
-from .models import QueueState, Sample, StaleWrite
 
 
 @dataclass(frozen=True)
@@ -138,42 +134,6 @@ def requeue_expired_leases(*, limit: int = 1000) -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [limit])
         return cursor.rowcount
-
-
-class StaleToken(Exception):
-    """The sample's fencing token moved on: this worker's result must not be written."""
-
-
-@contextmanager
-def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> Iterator[Sample]:
-    """A transaction holding the sample's row, entered only with the current token.
-
-    A stale token is recorded (in its own transaction, so the record survives) and raises
-    StaleToken. Inside the block, write with `save_fenced`.
-    """
-    with transaction.atomic():
-        sample = Sample.objects.select_for_update().get(pk=sample_id)
-        current = sample.fencing_token == token and sample.queue_state == QueueState.LEASED
-        if current:
-            yield sample
-            return
-    StaleWrite.objects.create(
-        sample_id=sample_id,
-        operation=operation,
-        presented_token=token,
-        current_token=sample.fencing_token,
-        worker=worker,
-    )
-    raise StaleToken(f"sample {sample_id}: token {token} is stale ({sample.fencing_token} current)")
-
-
-def save_fenced(sample: Sample, token: int, *field_names: str) -> None:
-    """Conditional write of the named fields of `sample`: only while `token` is current."""
-    values: dict[str, object] = {name: getattr(sample, name) for name in field_names}
-    values["updated_at"] = Now()
-    updated = Sample.objects.filter(pk=sample.pk, fencing_token=token).update(**values)
-    if updated != 1:
-        raise StaleToken(f"sample {sample.pk}: conditional write with token {token} matched no row")
 
 
 def _pg() -> bool:

@@ -10,8 +10,6 @@ from typing import Any
 
 from django.db import transaction
 
-from billing import hooks as billing_hooks
-
 from .bulk import copy_insert
 from .dbtime import db_now
 from .models import (
@@ -173,8 +171,9 @@ def campaign_as_spec(*, campaign: Campaign, submission_limit: int | None = None)
 # --- runs ---------------------------------------------------------------------------------
 
 
-def launch_run(*, campaign: Campaign, submission_limit: int | None = None) -> Run:
-    """Freeze the campaign into a run, expand its samples in bulk and hold its quote.
+def plan_run(*, campaign: Campaign, submission_limit: int | None = None) -> Run:
+    """Freeze the campaign into a run and expand its samples in bulk. Call inside the
+    launch's transaction (pipeline.launch), which also holds the run's quote.
 
     After this returns nothing about the run depends on the live campaign: the snapshot holds
     the question revision ids and every setting the workers need.
@@ -191,9 +190,6 @@ def launch_run(*, campaign: Campaign, submission_limit: int | None = None) -> Ru
             priority=spec.priority,
         )
         _expand_samples(run=run, spec=spec, revision_ids=[r.pk for r in revisions])
-        # The quote is snapshotted and its maximum held in the same transaction: a launch the
-        # tenant cannot pay for raises (billing.services.InsufficientFunds) and writes nothing.
-        billing_hooks.quote_and_reserve(run=run)
     return run
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampling.execution import run_step
+from pipeline.execution import run_step
 from sampling.leases import claim_ready, requeue_expired_leases
 from sampling.models import QueueState, Sample
 

@@ -10,9 +10,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from pipeline.launch import launch_run
 from sampling.models import Campaign, Run, Sample
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import BASE_CAMPAIGN
 
 TOKEN = re.compile(r'name="token" value="([^"]+)"')

@@ -39,7 +39,7 @@ def test_operator_logs_in_and_sees_the_run_status(
 ) -> None:
     from playwright.sync_api import sync_playwright
 
-    from sampling.services import launch_run
+    from pipeline.launch import launch_run
 
     # All database work happens before Playwright starts its event loop in this thread.
     django_user_model.objects.create_superuser("operator", "ops@example.com", "correct horse")

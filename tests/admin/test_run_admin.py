@@ -8,9 +8,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from pipeline.launch import launch_run
 from sampling.models import Run
 from sampling.selectors import run_status
-from sampling.services import launch_run
 
 COUNTS = ("succeeded", "failed", "invalid", "review", "pending")
 

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from analysis.models import Mention
 from evidence.models import Capture, Citation, EvidenceObject
+from pipeline.launch import launch_run
 from sampling.admin import CappedCountPaginator
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
-from sampling.services import launch_run
 from tests.admin.conftest import make_campaign
 from tests.conftest import make_campaign_data
 

@@ -9,9 +9,10 @@ import pytest
 from django.db import connection
 
 from billing.services import ensure_default_price_version
+from pipeline.launch import launch_run
 from sampling.models import Run, Sample, Tenant
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 
 COLLECTOR = {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from billing import hooks, services
+from billing import services
 from tests.billing.conftest import COLLECTOR, complete, launch, samples, tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("prices")]
@@ -23,7 +23,7 @@ def test_finance_pages_render_and_export(staff: Client) -> None:
     run = launch(questions=1, targets=[COLLECTOR])
     (sample,) = samples(run)
     complete(sample)
-    hooks.capture_sample(sample_id=sample.pk)
+    services.capture_sample(sample_id=sample.pk)
     for url in [
         "/admin/billing/account/",
         "/admin/billing/journalentry/",

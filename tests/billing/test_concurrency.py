@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from django.db import connection, connections
 
-from billing import hooks, services
+from billing import services
 from billing.models import EntryKind, JournalEntry
 from billing.selectors import available_balance, run_billing
 from sampling.planning import parse_campaign_spec
@@ -48,7 +48,7 @@ def test_the_same_capture_delivered_in_parallel_books_once(prices: None) -> None
     run = launch(questions=1, targets=[COLLECTOR])
     (sample,) = samples(run)
     complete(sample)
-    assert _parallel(lambda: hooks.capture_sample(sample_id=sample.pk)) == []
+    assert _parallel(lambda: services.capture_sample(sample_id=sample.pk)) == []
     assert JournalEntry.objects.filter(kind=EntryKind.CAPTURE).count() == 1
     assert run_billing(run_id=run.pk).captured == 90
 

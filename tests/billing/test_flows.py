@@ -1,4 +1,4 @@
-"""Quotes, holds, captures, releases, cancels, refunds and upstream costs, through the hooks
+"""Quotes, holds, captures, releases, cancels, refunds and upstream costs, through the services
 sampling calls, on real runs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from billing import hooks, services
+from billing import services
 from billing.models import EntryKind, JournalEntry, SampleSettlement, SettlementReason
 from billing.selectors import available_balance, run_billing, tenant_balances
 from evidence.models import Capture
@@ -121,7 +121,7 @@ def test_a_price_change_after_launch_changes_nothing_in_the_run() -> None:
     assert services.active_price_version().name == "expensive"
     (sample,) = samples(run)
     complete(sample)
-    hooks.capture_sample(sample_id=sample.pk)
+    services.capture_sample(sample_id=sample.pk)
     settlement = SampleSettlement.objects.get(sample=sample)
     assert (settlement.reserved, settlement.captured) == (90, 90)
     second = launch(questions=1, targets=[COLLECTOR], name="second")
@@ -132,7 +132,7 @@ def test_a_price_change_after_launch_changes_nothing_in_the_run() -> None:
 def test_quote_and_reserve_twice_holds_once() -> None:
     _fund(10_000)
     run = launch(questions=1, targets=[COLLECTOR])
-    hooks.quote_and_reserve(run=run)
+    services.quote_and_reserve(run=run)
     assert JournalEntry.objects.filter(run=run, kind=EntryKind.RESERVE).count() == 1
     assert available_balance(run.tenant, "USD") == 10_000 - 90
 
@@ -147,8 +147,8 @@ def test_capture_twice_books_once_and_undelivered_screenshot_is_released() -> No
     complete(first)
     complete(second, screenshot=False)
     for _ in range(2):
-        hooks.capture_sample(sample_id=first.pk)
-        hooks.capture_sample(sample_id=second.pk)
+        services.capture_sample(sample_id=first.pk)
+        services.capture_sample(sample_id=second.pk)
     assert JournalEntry.objects.filter(run=run, kind=EntryKind.CAPTURE).count() == 2
     billing = run_billing(run_id=run.pk)
     assert billing.captured == 90 + 80
@@ -162,7 +162,7 @@ def test_capture_of_an_unfinished_sample_is_refused() -> None:
     run = launch(questions=1, targets=[COLLECTOR])
     (sample,) = samples(run)
     with pytest.raises(services.BillingError, match="not completed"):
-        hooks.capture_sample(sample_id=sample.pk)
+        services.capture_sample(sample_id=sample.pk)
 
 
 def test_settle_keeps_completed_failed_invalid_and_awaiting_apart() -> None:
@@ -170,14 +170,14 @@ def test_settle_keeps_completed_failed_invalid_and_awaiting_apart() -> None:
     run = launch(questions=5, targets=[COLLECTOR])  # 5 x 90 held
     done, missed, failed, invalid, waiting = samples(run)
     complete(done)
-    hooks.capture_sample(sample_id=done.pk)
+    services.capture_sample(sample_id=done.pk)
     complete(missed)  # completed and valid, but the capture call was lost
     fail(failed, accepted=True)
     complete(invalid, valid=False)
     Sample.objects.filter(pk=waiting.pk).update(submission_state="uncertain")
 
     outcome = services.settle_run(run_id=run.pk)
-    hooks.settle_run(run_id=run.pk)  # a repeated delivery books nothing
+    services.settle_run(run_id=run.pk)  # a repeated delivery books nothing
 
     assert outcome.captured == [missed.pk]
     assert outcome.released == {SettlementReason.FAILED: 90, SettlementReason.INVALID: 90}
@@ -190,7 +190,7 @@ def test_settle_keeps_completed_failed_invalid_and_awaiting_apart() -> None:
 
     # The uncertain sample turns out failed: a later settle releases it.
     fail(waiting, accepted=True)
-    hooks.settle_run(run_id=run.pk)
+    services.settle_run(run_id=run.pk)
     billing = run_billing(run_id=run.pk)
     assert (billing.held, billing.released_failed, billing.balanced) == (0, 180, True)
     assert available_balance(run.tenant, "USD") == 10_000 - 180
@@ -203,10 +203,10 @@ def test_cancel_releases_only_what_the_upstream_never_accepted() -> None:
     Sample.objects.filter(pk=accepted.pk).update(submission_state="accepted")
     Sample.objects.filter(pk=uncertain.pk).update(submission_state="uncertain")
     complete(done)
-    hooks.capture_sample(sample_id=done.pk)
+    services.capture_sample(sample_id=done.pk)
 
-    hooks.cancel_run(run_id=run.pk)
-    hooks.cancel_run(run_id=run.pk)
+    services.cancel_run(run_id=run.pk)
+    services.cancel_run(run_id=run.pk)
 
     billing = run_billing(run_id=run.pk)
     assert billing.released_cancelled == 90
@@ -214,11 +214,11 @@ def test_cancel_releases_only_what_the_upstream_never_accepted() -> None:
     assert SampleSettlement.objects.get(sample=planned).reason == SettlementReason.CANCELLED
     # A capture arriving for a released sample charges nothing.
     complete(planned)
-    hooks.capture_sample(sample_id=planned.pk)
+    services.capture_sample(sample_id=planned.pk)
     assert SampleSettlement.objects.get(sample=planned).captured == 0
     # The accepted one completes after the cancel: it is charged.
     complete(accepted)
-    hooks.capture_sample(sample_id=accepted.pk)
+    services.capture_sample(sample_id=accepted.pk)
     assert run_billing(run_id=run.pk).captured == 180
 
 
@@ -230,7 +230,7 @@ def test_refund_is_its_own_entry_and_never_exceeds_what_was_captured() -> None:
     run = launch(questions=2, targets=[COLLECTOR])
     first, _ = samples(run)
     complete(first)
-    hooks.capture_sample(sample_id=first.pk)
+    services.capture_sample(sample_id=first.pk)
     acme = run.tenant
     with pytest.raises(services.BillingError, match="exceeds"):
         services.refund(tenant=acme, amount=91, currency="USD", idempotency_key="r1", run=run)
@@ -270,9 +270,9 @@ def test_upstream_cost_is_recorded_once_per_upstream_task() -> None:
     (sample,) = samples(run)
     first = _capture_row(sample)
     repair = _capture_row(sample, revision=2)  # a repair revision of the same task
-    hooks.record_upstream_cost(capture_id=first.pk)
-    hooks.record_upstream_cost(capture_id=first.pk)
-    hooks.record_upstream_cost(capture_id=repair.pk)
+    services.record_upstream_cost(capture_id=first.pk)
+    services.record_upstream_cost(capture_id=first.pk)
+    services.record_upstream_cost(capture_id=repair.pk)
     entries = JournalEntry.objects.filter(kind=EntryKind.UPSTREAM_COST)
     assert entries.count() == 1
     assert entries.get().upstream_id == f"task-{sample.pk}"

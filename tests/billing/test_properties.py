@@ -13,7 +13,7 @@ from django.db.models import Count, Q, Sum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from billing import hooks, services
+from billing import services
 from billing.checks import verify_ledger
 from billing.models import AccountKind, EntryKind, JournalEntry, Posting, SampleSettlement
 from billing.selectors import available_balance, run_billing, tenant_balances
@@ -104,7 +104,7 @@ class Driver:
         complete(sample, valid=valid, screenshot=screenshot)
         if valid:
             self.last = ("capture", sample.pk)
-            hooks.capture_sample(sample_id=sample.pk)
+            services.capture_sample(sample_id=sample.pk)
 
     def op_fail(self, r: int, s: int, accepted: bool) -> None:
         sample = self._sample(r, s)
@@ -121,13 +121,13 @@ class Driver:
         run = self._run(r)
         if run is not None:
             self.last = ("cancel", run.pk)
-            hooks.cancel_run(run_id=run.pk)
+            services.cancel_run(run_id=run.pk)
 
     def op_settle(self, r: int) -> None:
         run = self._run(r)
         if run is not None:
             self.last = ("settle", run.pk)
-            hooks.settle_run(run_id=run.pk)
+            services.settle_run(run_id=run.pk)
 
     def op_refund(self, r: int, amount: int, key: int) -> None:
         run = self._run(r)
@@ -167,11 +167,11 @@ class Driver:
             return
         kind, *args = self.last
         if kind == "capture":
-            hooks.capture_sample(sample_id=args[0])
+            services.capture_sample(sample_id=args[0])
         elif kind == "cancel":
-            hooks.cancel_run(run_id=args[0])
+            services.cancel_run(run_id=args[0])
         elif kind == "settle":
-            hooks.settle_run(run_id=args[0])
+            services.settle_run(run_id=args[0])
         elif kind == "refund":
             self._refund(*args)
         elif kind == "top_up":
@@ -263,8 +263,8 @@ def test_random_sequences_keep_every_ledger_invariant(
         Sample.objects.filter(run=run, collection_state="completed", validity="").update(
             validity="invalid"
         )
-        hooks.settle_run(run_id=run.pk)
-        hooks.settle_run(run_id=run.pk)
+        services.settle_run(run_id=run.pk)
+        services.settle_run(run_id=run.pk)
         billing = run_billing(run_id=run.pk)
         assert billing.held == 0
         refundable = billing.captured - billing.refunded

@@ -11,7 +11,7 @@ from django.db import connection
 from django.utils import timezone
 from openpyxl import load_workbook
 
-from billing import exports, hooks, services
+from billing import exports, services
 from billing.checks import verify_ledger
 from billing.models import EntryKind, JournalEntry, UpstreamStatementLine
 from billing.reconciliation import (
@@ -37,7 +37,7 @@ def _run_with_costs(costs: list[int | None]):  # type: ignore[no-untyped-def]
     run = launch(questions=len(costs), targets=[COLLECTOR])
     for sample, cost in zip(samples(run), costs, strict=True):
         complete(sample)
-        hooks.capture_sample(sample_id=sample.pk)
+        services.capture_sample(sample_id=sample.pk)
         capture = Capture.objects.create(
             sample=sample,
             revision=1,
@@ -48,7 +48,7 @@ def _run_with_costs(costs: list[int | None]):  # type: ignore[no-untyped-def]
             upstream_cost_currency="USD" if cost else "",
             captured_at=timezone.now(),
         )
-        hooks.record_upstream_cost(capture_id=capture.pk)
+        services.record_upstream_cost(capture_id=capture.pk)
     return run, samples(run)
 
 

@@ -26,11 +26,12 @@ from django.db import connection
 
 from connectors.simulator import SimulatorHandle, start_simulator
 from geo_collect.processes import ALL_QUEUES
-from sampling.dispatch import dispatch_once
-from sampling.invariants import check_all
+from pipeline.dispatch import dispatch_once
+from pipeline.invariants import check_all
+from pipeline.launch import launch_run
 from sampling.models import Run, Sample
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 
 LEASE_SECONDS = 3
@@ -313,10 +314,10 @@ def collector_tasks(simulator: SimulatorHandle) -> list[dict[str, Any]]:
 
 
 def outcomes(proc: Proc) -> list[str]:
-    """The step outcomes a worker logged ("Task sampling.execute_step[..] succeeded in ..s:
+    """The step outcomes a worker logged ("Task pipeline.execute_step[..] succeeded in ..s:
     'outcome'")."""
     found = []
     for line in proc.text().splitlines():
-        if "sampling.execute_step" in line and " succeeded in " in line:
+        if "pipeline.execute_step" in line and " succeeded in " in line:
             found.append(line.rsplit(": ", 1)[-1].strip().strip("'"))
     return found

@@ -98,7 +98,7 @@ def test_dispatcher_killed_after_outbox_commit_before_publish(
     worker = procs.worker("w1")
     # Phase 1: the in-test dispatcher claims work but does not relay the outbox, so the
     # run-finished row the last sample writes stays committed and unpublished.
-    monkeypatch.setattr("sampling.dispatch.relay_outbox", lambda **kwargs: 0)
+    monkeypatch.setattr("pipeline.dispatch.relay_outbox", lambda **kwargs: 0)
     drive(run_finished(run))
     row = OutboxMessage.objects.get(dedupe_key=f"run-finished:{run.pk}")
     assert row.sent_at is None

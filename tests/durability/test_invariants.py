@@ -15,7 +15,7 @@ from django.db.models.functions import Now
 from analysis.models import Mention
 from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
-from sampling.invariants import CHECKS, Violation, check_all
+from pipeline.invariants import CHECKS, Violation, check_all
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
 from tests.inprocess import drive_in_process
 
@@ -300,7 +300,7 @@ def test_a_complete_run_not_marked_finished_is_named(run: Run) -> None:
 def test_outbox_gaps_are_named(run: Run) -> None:
     OutboxMessage.objects.filter(dedupe_key=f"run-finished:{run.pk}").delete()
     old = OutboxMessage.objects.create(
-        task="sampling.run_finished", payload={"run_id": str(run.pk)}
+        task="pipeline.run_finished", payload={"run_id": str(run.pk)}
     )
     OutboxMessage.objects.filter(pk=old.pk).update(created_at=Now() - timedelta(hours=1))
     found = _found()

@@ -12,9 +12,9 @@ import pytest
 
 from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
+from pipeline.tasks import execute_step
 from sampling.leases import claim_ready
 from sampling.models import Attempt, Sample, StaleWrite
-from sampling.tasks import execute_step
 
 from .conftest import (
     COLLECTOR,

@@ -15,7 +15,7 @@ from django.db import connection
 from connectors.simulator import start_simulator
 from connectors.simulator.core import SimulatorHandle
 from geo_collect.processes import start_worker, stop_worker
-from sampling.dispatch import dispatch_once
+from pipeline.dispatch import dispatch_once
 from sampling.selectors import Status, run_status
 
 

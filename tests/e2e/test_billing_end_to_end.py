@@ -21,10 +21,11 @@ from billing.reconciliation import (
     settle_differences,
 )
 from billing.selectors import run_billing
+from pipeline.launch import launch_run
+from pipeline.runs import cancel_run
 from sampling.models import CallbackDelivery, Run, Sample
 from sampling.planning import parse_campaign_spec
-from sampling.runs import cancel_run
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 from tests.e2e.conftest import drive_until_finished
 

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from evidence.models import Capture, EvidenceObject
+from pipeline.launch import launch_run
 from sampling.models import Attempt, Run, Sample
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 from tests.e2e.conftest import drive_until_finished
 

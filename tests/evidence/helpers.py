@@ -12,9 +12,10 @@ from connectors.base import Attachment, Citation, NormalizedResult
 from connectors.citations import normalize_url
 from evidence import services
 from evidence.models import Capture, TenantMembership
+from pipeline.launch import launch_run
 from sampling.models import Run, Sample, Tenant
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 from tests.inprocess import drive_in_process
 

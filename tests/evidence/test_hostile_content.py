@@ -89,8 +89,9 @@ def _audit(page: str, where: str) -> None:
 def test_hostile_answers_and_citations_are_inert_in_console_and_report(
     simulator: SimulatorHandle, local_storage: Any, django_user_model: Any
 ) -> None:
+    from pipeline.launch import launch_run
     from sampling.planning import parse_campaign_spec
-    from sampling.services import launch_run, save_campaign
+    from sampling.services import save_campaign
     from tests.conftest import make_campaign_data
     from tests.inprocess import drive_in_process
 

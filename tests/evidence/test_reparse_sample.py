@@ -10,9 +10,10 @@ from django.core.management import CommandError, call_command
 
 from connectors.simulator import SimulatorHandle, start_simulator
 from evidence.models import Capture
+from pipeline.launch import launch_run
 from sampling.models import Sample
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 from tests.inprocess import drive_in_process
 

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from connectors.simulator import SimulatorHandle, start_simulator
+from pipeline.launch import launch_run
 from sampling.models import Run
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 from tests.inprocess import drive_in_process
 

@@ -188,7 +188,7 @@ def test_a_mention_count_disagreement_is_refused(
 
 def test_over_time_lists_the_campaigns_runs_oldest_first(simulator: SimulatorHandle) -> None:
     first = collected_run(questions=1, repeats=1, name="trend")
-    from sampling.services import launch_run
+    from pipeline.launch import launch_run
     from tests.inprocess import drive_in_process
 
     second = launch_run(campaign=first.campaign)

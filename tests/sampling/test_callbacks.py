@@ -12,9 +12,10 @@ from django.db.models.functions import Now
 from django.test import Client
 
 from connectors.adapters.collector import sign_callback
+from pipeline.launch import launch_run
 from sampling.models import CallbackDelivery, Sample
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 
 SECRET = "callback-test-secret"

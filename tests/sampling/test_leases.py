@@ -9,18 +9,12 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
-from sampling.leases import (
-    StaleToken,
-    claim_ready,
-    claim_sample,
-    fenced,
-    renew_lease,
-    requeue_expired_leases,
-    save_fenced,
-)
+from pipeline.launch import launch_run
+from sampling.leases import claim_ready, claim_sample, renew_lease, requeue_expired_leases
 from sampling.models import Sample, StaleWrite
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
+from sampling.transitions import StaleToken, fenced, save_fenced
 from tests.conftest import make_campaign_data
 
 COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]

@@ -5,9 +5,10 @@ from typing import Any
 import pytest
 from django.db import IntegrityError, transaction
 
+from pipeline.launch import launch_run
 from sampling.models import Batch, Campaign, QuestionRevision, Run, Sample
 from sampling.planning import PlanError, normalize_text, parse_campaign_spec
-from sampling.services import launch_run, preview_plan, revise_question, save_campaign
+from sampling.services import preview_plan, revise_question, save_campaign
 from tests.conftest import make_campaign_data
 
 FOUR_COLLECTOR_TARGETS = [

@@ -14,13 +14,13 @@ from . import execution, runs
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
-@shared_task(name="sampling.execute_step")
+@shared_task(name="pipeline.execute_step")
 def execute_step(sample_id: int, token: int) -> str:
     outcome = execution.run_step(sample_id=sample_id, token=token, worker=_WORKER)
     failpoint("after_complete_before_ack")
     return outcome
 
 
-@shared_task(name="sampling.run_finished")
+@shared_task(name="pipeline.run_finished")
 def run_finished(run_id: str) -> None:
     runs.on_run_finished(run_id=run_id)

@@ -25,11 +25,12 @@ from billing.selectors import run_billing
 from billing.services import ensure_default_price_version, top_up
 from connectors.simulator import start_simulator
 from geo_collect.processes import start_worker, stop_worker
-from sampling.dispatch import dispatch_once, relay_outbox
+from pipeline.dispatch import dispatch_once, relay_outbox
+from pipeline.launch import launch_run
 from sampling.models import Run
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.selectors import Status, run_status
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 
 DEMO_CAMPAIGN = Path(settings.BASE_DIR) / "demo" / "campaign.json"
 PROGRESS_EVERY_SECONDS = 5.0

@@ -21,9 +21,11 @@ from uuid import UUID
 from django.db import connection, transaction
 
 from analysis.models import Mention
+from analysis.reports import ReportIntegrityError, build_run_report
+from billing.models import JournalEntry, SampleSettlement
 from evidence.models import Capture
-
-from .models import Attempt, OutboxMessage, Run, Sample, StaleWrite
+from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
+from sampling.selectors import run_status
 
 LIMIT = 50  # violations reported per check; the rest are counted in one line
 
@@ -94,10 +96,6 @@ def _capped(invariant: str, found: Sequence[Violation]) -> list[Violation]:
         return list(found)
     more = Violation(invariant, f"... and {len(found) - LIMIT} more violations of this kind")
     return [*found[:LIMIT], more]
-
-
-def _table_exists(name: str) -> bool:
-    return name in connection.introspection.table_names()
 
 
 def _bucket_sum(name: str) -> str:
@@ -190,10 +188,6 @@ def check_report_counts(run_id: UUID | str | None = None) -> list[Violation]:
     its buckets add up to the planned samples, and the report (analysis.reports) passes its own
     conservation and double-count checks: no sample is dropped from, or counted twice in, a
     denominator."""
-    from analysis.reports import ReportIntegrityError, build_run_report
-
-    from .selectors import run_status
-
     name = "report_counts"
     found: list[Violation] = []
     sql_counts = _sql_counts(run_id)
@@ -643,13 +637,11 @@ def check_outbox_relayed(run_id: UUID | str | None = None) -> list[Violation]:
 
 
 def check_one_charge_per_sample(run_id: UUID | str | None = None) -> list[Violation]:
-    """Once the billing ledger exists: a sample has at most one (unreversed) capture entry and
+    """A sample has at most one (unreversed) capture entry and
     at most one settlement that captured money, only a completed sample is charged, and one
-    upstream task's cost is booked at most once. Without the billing tables: nothing to check."""
+    upstream task's cost is booked at most once."""
     name = "one_charge"
-    if not (_table_exists("billing_journalentry") and _table_exists("billing_samplesettlement")):
-        return []
-    entry, settlement = "billing_journalentry", "billing_samplesettlement"
+    entry, settlement = JournalEntry._meta.db_table, SampleSettlement._meta.db_table
     not_reversed = f"NOT EXISTS (SELECT 1 FROM {entry} r WHERE r.reverses_id = e.id)"
     where, params = _run_filter("s.run_id", run_id)
     found: list[Violation] = []

@@ -8,8 +8,12 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models.functions import Now
 
-from .models import QueueState, Run, Sample, Step, SubmissionState
-from .services import enqueue_outbox
+from billing import services as billing
+from sampling.locking import lock_run
+from sampling.models import QueueState, Run, Sample, SubmissionState
+from sampling.selectors import run_status
+from sampling.services import enqueue_outbox
+from sampling.transitions import cancel_unaccepted
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +26,7 @@ def finish_run_if_done(*, run_id: UUID) -> bool:
         updated = Run.objects.filter(pk=run_id, finished_at=None).update(finished_at=Now())
         if updated == 1:
             enqueue_outbox(
-                task="sampling.run_finished",
+                task="pipeline.run_finished",
                 payload={"run_id": str(run_id)},
                 dedupe_key=f"run-finished:{run_id}",
             )
@@ -43,11 +47,7 @@ def finish_ended_runs() -> int:
 def on_run_finished(*, run_id: UUID | str) -> None:
     """What follows a run's end, delivered through the outbox (at least once, so idempotent):
     billing charges what completed and releases the rest of the hold."""
-    from billing import hooks as billing_hooks
-
-    from .selectors import run_status
-
-    billing_hooks.settle_run(run_id=run_id)
+    billing.settle_run(run_id=run_id)
     status = run_status(run_id=run_id)
     log.info("run finished run=%s outcome=%s %s", run_id, status.outcome, status.as_json())
 
@@ -57,10 +57,8 @@ def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> 
     `planned`) fail as cancelled and their share of the hold is released; work already
     accepted upstream or in a worker's hands finishes and is charged, since the upstream
     does it anyway. Returns how many samples were cancelled. Idempotent."""
-    from billing import hooks as billing_hooks
-
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = lock_run(run_id)
         if run.cancelled_at is None:
             Run.objects.filter(pk=run.pk).update(cancelled_at=Now())
         cancellable = Sample.objects.select_for_update(skip_locked=True).filter(
@@ -68,19 +66,7 @@ def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> 
             queue_state__in=[QueueState.READY, QueueState.PARKED],
             submission_state=SubmissionState.PLANNED,
         )
-        cancelled = 0
-        for sample in cancellable:
-            sample.fail_collection()
-            sample.failure_reason = reason[:200]
-            cancelled += Sample.objects.filter(
-                pk=sample.pk, fencing_token=sample.fencing_token, queue_state=sample.queue_state
-            ).update(
-                collection_state=sample.collection_state,
-                failure_reason=sample.failure_reason,
-                step=Step.NONE,
-                queue_state=QueueState.DONE,
-                updated_at=Now(),
-            )
-    billing_hooks.cancel_run(run_id=run.pk)
+        cancelled = sum(cancel_unaccepted(sample, reason=reason) for sample in cancellable)
+    billing.cancel_run(run_id=run.pk)
     finish_run_if_done(run_id=run.pk)
     return cancelled

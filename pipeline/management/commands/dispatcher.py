@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from sampling.dispatch import Dispatcher, hold_leadership, relay_outbox
+from pipeline.dispatch import Dispatcher, hold_leadership, relay_outbox
 from sampling.models import Run
 
 

@@ -27,11 +27,12 @@ from django.db.models import Count
 from django.db.models.functions import Now
 
 from connectors.retry import OPERATIONS, RateLimit, RateLimiter
+from geo_collect.celery import app
 from geo_collect.failpoints import failpoint
-
-from .leases import Claim, claim_ready, requeue_expired_leases
-from .models import OutboxMessage, QueueState, Sample, Step, Tenant
-from .runs import finish_ended_runs
+from pipeline.runs import finish_ended_runs
+from pipeline.tasks import execute_step
+from sampling.leases import Claim, claim_ready, requeue_expired_leases
+from sampling.models import OutboxMessage, QueueState, Sample, Step, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,6 @@ class DispatchReport:
 def relay_outbox(*, limit: int = 500) -> int:
     """Publish unsent outbox rows, then mark them sent. A crash in between publishes again
     (consumers are idempotent); a row is never marked sent before it was published."""
-    from geo_collect.celery import app
-
     sent = 0
     for message in OutboxMessage.objects.filter(sent_at=None).order_by("id")[:limit]:
         failpoint("after_commit_before_publish")
@@ -204,8 +203,6 @@ class Dispatcher:
 
 
 def _publish(claims: list[Claim], report: DispatchReport) -> None:
-    from .tasks import execute_step
-
     if claims:
         failpoint("after_commit_before_publish")
     for claim in claims:

@@ -11,12 +11,13 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from connectors.simulator import SimulatorHandle, start_simulator
-from sampling.invariants import check_all
+from pipeline.invariants import check_all
+from pipeline.launch import launch_run
+from pipeline.review import NotResolvable, Resolution, resolve_uncertain
 from sampling.models import Attempt, Run, Sample
 from sampling.planning import parse_campaign_spec
-from sampling.review import NotResolvable, Resolution, resolve_uncertain
 from sampling.selectors import run_status
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 from tests.inprocess import drive_in_process
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from billing import hooks as billing_hooks
+from analysis.services import analyse_sample
+from billing import services as billing
 from connectors.base import (
     ErrorClass,
     NormalizedResult,
@@ -31,11 +32,13 @@ from connectors.base import (
 from connectors.registry import get_connector
 from connectors.retry import RetryPolicy
 from evidence import services as evidence_services
+from evidence.models import Capture
+from evidence.screenshots import ScreenshotUnavailable, render_answer_page
 from geo_collect.failpoints import failpoint
-
-from .dbtime import db_now
-from .leases import StaleToken, fenced, renew_lease, save_fenced
-from .models import (
+from pipeline.runs import finish_run_if_done
+from sampling.dbtime import db_now
+from sampling.leases import renew_lease
+from sampling.models import (
     Attempt,
     AttemptStatus,
     CollectionState,
@@ -45,6 +48,7 @@ from .models import (
     Step,
     SubmissionState,
 )
+from sampling.transitions import StaleToken, fenced, save_fenced
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +109,6 @@ def keep_lease(*, sample_id: int, token: int) -> Iterator[None]:
     stop = threading.Event()
 
     def renew() -> None:
-        from django.db import connection
-
         try:
             while not stop.wait(lease / 3):
                 if not renew_lease(sample_id=sample_id, token=token, lease_seconds=lease):
@@ -547,9 +549,6 @@ def _wants_rendered_screenshot(sample: Sample) -> bool:
 
 
 def _render_screenshot(ctx: StepContext, sample: Sample) -> str:
-    from evidence.models import Capture
-    from evidence.screenshots import ScreenshotUnavailable, render_answer_page
-
     capture = (
         Capture.objects.filter(sample_id=sample.pk, collection_state=CollectionState.COMPLETED)
         .order_by("-revision")
@@ -623,7 +622,7 @@ def handle_evidence(ctx: StepContext) -> str:
             )
             terminal = False
     if capture.upstream_cost is not None:
-        billing_hooks.record_upstream_cost(capture_id=capture.pk)  # idempotent per task
+        billing.record_upstream_cost(capture_id=capture.pk)  # idempotent per task
     if terminal:
         _after_terminal(s)
     return "evidence-stored"
@@ -633,8 +632,6 @@ def handle_evidence(ctx: StepContext) -> str:
 
 
 def handle_analyze(ctx: StepContext) -> str:
-    from analysis.services import analyse_sample
-
     verdict = analyse_sample(sample_id=ctx.sample_id)
     with fenced(
         sample_id=ctx.sample_id, token=ctx.token, operation="analyze", worker=ctx.worker
@@ -644,7 +641,7 @@ def handle_analyze(ctx: StepContext) -> str:
         save_fenced(s, ctx.token, "analysis_state", "validity", "validity_reason", *_QUEUE_FIELDS)
     if verdict.valid:
         # Idempotent per sample; should this process die first, settling the run charges it.
-        billing_hooks.capture_sample(sample_id=s.pk)
+        billing.capture_sample(sample_id=s.pk)
     _after_terminal(s)
     return f"analysed:{s.analysis_state}"
 
@@ -653,8 +650,6 @@ def _after_terminal(sample: Sample) -> None:
     """After the commit that ended this sample, see whether its run has ended. Checked after
     commit: two last samples ending at once in two transactions would each still see the
     other as running. (The dispatcher's sweep catches a process that dies in between.)"""
-    from .runs import finish_run_if_done
-
     run_id = sample.run_id
     transaction.on_commit(lambda: finish_run_if_done(run_id=run_id))
 

@@ -9,8 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from pipeline.launch import launch_run
 from sampling.planning import PlanError, parse_campaign_spec
-from sampling.services import launch_run, preview_plan, save_campaign
+from sampling.services import preview_plan, save_campaign
 
 
 class Command(BaseCommand):

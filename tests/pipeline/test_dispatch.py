@@ -10,10 +10,11 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 
-from sampling.dispatch import Dispatcher, queue_for
+from pipeline.dispatch import Dispatcher, queue_for
+from pipeline.launch import launch_run
 from sampling.models import Sample, Step, Tenant
 from sampling.planning import parse_campaign_spec
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data
 
 COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
@@ -106,4 +107,4 @@ def test_a_run_whose_last_sample_ended_unnoticed_is_finished_by_the_next_tick() 
     Dispatcher(owner="t").tick()
 
     assert Run.objects.get(pk=run.pk).finished_at is not None
-    assert OutboxMessage.objects.filter(task="sampling.run_finished").count() == 1
+    assert OutboxMessage.objects.filter(task="pipeline.run_finished").count() == 1

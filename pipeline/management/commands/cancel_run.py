@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from pipeline.runs import cancel_run
 from sampling.models import Run
-from sampling.runs import cancel_run
 
 
 class Command(BaseCommand):

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from pipeline.review import NotResolvable, Resolution, resolve_uncertain
 from sampling.models import QueueState, Sample, SubmissionState
-from sampling.review import NotResolvable, Resolution, resolve_uncertain
 
 
 class Command(BaseCommand):

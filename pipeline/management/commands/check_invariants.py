@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from sampling.invariants import CHECKS, check_all, totals
+from pipeline.invariants import CHECKS, check_all, totals
 from sampling.models import Run
 
 

@@ -1,0 +1,202 @@
+"""The one write path for a sample's four layers.
+
+The state changes themselves are django-fsm transitions on `Sample` (sampling/models.py); this
+module is how they reach the database. Two kinds of writer, two guards:
+
+* Leased work (a worker executing a step) writes inside `fenced(...)` with `save_fenced`: the
+  row is locked and the write is conditional on the fencing token of the worker's claim. An
+  older token is refused and recorded as a `StaleWrite`.
+* Operator actions (cancelling a run, a reviewer's decision on an uncertain sample, an
+  analyst's review decision) lock the sample and write with `save_unchanged`: a compare-and-set
+  on the token and queue state read under that lock, so a worker that claimed the sample in
+  between wins and the operator is told.
+
+Nothing else writes a sample's layers. Locks are taken in the order of sampling/locking.py.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import transaction
+from django.db.models.functions import Now
+from django_fsm import TransitionNotAllowed
+
+from .locking import lock_sample
+from .models import (
+    AnalysisState,
+    Attempt,
+    AttemptStatus,
+    EvidenceState,
+    QueueState,
+    Sample,
+    StaleWrite,
+    Step,
+    SubmissionState,
+)
+
+REASON_LENGTH = 200  # Sample.failure_reason
+
+
+class StaleToken(Exception):
+    """The sample's fencing token moved on: this worker's result must not be written."""
+
+
+class ConcurrentChange(Exception):
+    """The sample changed between the operator's read and the write: nothing was written."""
+
+
+class NotResolvable(ValueError):
+    pass
+
+
+class ReviewNotAllowed(Exception):
+    """The review decision does not apply to the sample in its current state."""
+
+
+# --- leased work ----------------------------------------------------------------------------
+
+
+@contextmanager
+def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> Iterator[Sample]:
+    """A transaction holding the sample's row, entered only with the current token.
+
+    A stale token is recorded (in its own transaction, so the record survives) and raises
+    StaleToken. Inside the block, write with `save_fenced`.
+    """
+    with transaction.atomic():
+        sample = lock_sample(sample_id)
+        current = sample.fencing_token == token and sample.queue_state == QueueState.LEASED
+        if current:
+            yield sample
+            return
+    StaleWrite.objects.create(
+        sample_id=sample_id,
+        operation=operation,
+        presented_token=token,
+        current_token=sample.fencing_token,
+        worker=worker,
+    )
+    raise StaleToken(f"sample {sample_id}: token {token} is stale ({sample.fencing_token} current)")
+
+
+def save_fenced(sample: Sample, token: int, *field_names: str) -> None:
+    """Conditional write of the named fields of `sample`: only while `token` is current."""
+    updated = Sample.objects.filter(pk=sample.pk, fencing_token=token).update(
+        **_values(sample, field_names)
+    )
+    if updated != 1:
+        raise StaleToken(f"sample {sample.pk}: conditional write with token {token} matched no row")
+
+
+# --- operator actions -----------------------------------------------------------------------
+
+
+def save_unchanged(sample: Sample, *field_names: str, read_queue_state: str, **extra: Any) -> None:
+    """Compare-and-set: write the named fields only if the token and queue state are still
+    what the caller read. Raises ConcurrentChange otherwise."""
+    updated = Sample.objects.filter(
+        pk=sample.pk, fencing_token=sample.fencing_token, queue_state=read_queue_state
+    ).update(**_values(sample, field_names), **extra)
+    if updated != 1:
+        raise ConcurrentChange(f"sample {sample.pk} changed while being written")
+
+
+def cancel_unaccepted(sample: Sample, *, reason: str) -> bool:
+    """Fail a sample the upstream never accepted, as part of a local cancel. The caller holds
+    its row lock. False when a worker got to it first (it then finishes and is charged)."""
+    read_queue_state = sample.queue_state
+    sample.fail_collection()
+    sample.failure_reason = reason[:REASON_LENGTH]
+    sample.step, sample.queue_state = Step.NONE, QueueState.DONE
+    try:
+        save_unchanged(
+            sample,
+            "collection_state",
+            "failure_reason",
+            "step",
+            "queue_state",
+            read_queue_state=read_queue_state,
+        )
+    except ConcurrentChange:
+        return False
+    return True
+
+
+class Resolution(enum.StrEnum):
+    NOT_EXECUTED = "not_executed"  # established the upstream did not run it: ask again
+    ABANDON = "abandon"  # keep it as a failed placeholder; it stays in every denominator
+
+
+def resolve_uncertain(*, sample_id: int, resolution: Resolution, note: str = "") -> Sample:
+    """A reviewer's decision on a sample parked because its acceptance could not be confirmed.
+    Only a parked, uncertain sample can be resolved; anything else raises NotResolvable,
+    naming its state. The decision is recorded on the open attempt."""
+    with transaction.atomic():
+        sample = lock_sample(sample_id)
+        if not (
+            sample.queue_state == QueueState.PARKED
+            and sample.submission_state == SubmissionState.UNCERTAIN
+        ):
+            raise NotResolvable(
+                f"sample {sample_id} is {sample.submission_state}/{sample.queue_state}, "
+                "not parked as uncertain"
+            )
+        reason = f"reviewed: {resolution.value}" + (f" ({note})" if note else "")
+        Attempt.objects.filter(
+            sample=sample, status__in=[AttemptStatus.STARTED, AttemptStatus.UNKNOWN]
+        ).update(status=AttemptStatus.FAILED, error_message=reason[:2000], finished_at=Now())
+        if resolution is Resolution.NOT_EXECUTED:
+            sample.confirm_not_accepted()
+            sample.step, sample.queue_state = Step.SUBMIT, QueueState.READY
+        else:
+            sample.fail_collection()
+            sample.step, sample.queue_state = Step.NONE, QueueState.DONE
+        sample.failure_reason = reason[:REASON_LENGTH]
+        try:
+            save_unchanged(
+                sample,
+                "submission_state",
+                "collection_state",
+                "step",
+                "queue_state",
+                "failure_reason",
+                read_queue_state=QueueState.PARKED,
+                claims=0,
+                due_at=Now(),
+            )
+        except ConcurrentChange as error:
+            raise NotResolvable(str(error)) from error
+    return sample
+
+
+def decide_analysis_review(*, sample_id: int, approve: bool | None) -> tuple[Sample, str]:
+    """An analyst's decision on a finished sample, inside the caller's transaction. approve
+    True / False moves analysis review to accepted / failed; None acknowledges partial
+    evidence as it is (no state changes). Returns the sample and its analysis state before."""
+    sample = lock_sample(sample_id)
+    if sample.queue_state != QueueState.DONE:
+        raise ReviewNotAllowed(f"sample {sample_id} is still being worked on")
+    before = sample.analysis_state
+    if approve is None:
+        if sample.evidence_state != EvidenceState.PARTIAL or before == AnalysisState.REVIEW:
+            raise ReviewNotAllowed("only partial evidence outside analysis review")
+        return sample, before
+    try:
+        sample.approve_review() if approve else sample.reject_review()
+    except TransitionNotAllowed as error:
+        decision = "accepted" if approve else "rejected"
+        raise ReviewNotAllowed(
+            f"sample {sample_id}: {decision} not allowed while analysis is {before}"
+        ) from error
+    save_unchanged(sample, "analysis_state", read_queue_state=QueueState.DONE)
+    return sample, before
+
+
+def _values(sample: Sample, field_names: tuple[str, ...]) -> dict[str, Any]:
+    values: dict[str, Any] = {name: getattr(sample, name) for name in field_names}
+    values["updated_at"] = Now()
+    return values

@@ -1,0 +1,493 @@
+"""Every branch of the step logic, in-process and fast.
+
+The upstream is the one thing replaced: a scripted connector answers at the connector
+interface, so each test names the upstream's behaviour and checks what the step wrote
+(layers, queue state, attempts, captures, stale-write records) in the real database. Delivery,
+crashes and real protocols are proven by the real-process suites (tests/e2e, tests/durability).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db.models.functions import Now
+
+from connectors.base import (
+    Capabilities,
+    Connector,
+    ConnectorConfig,
+    ErrorClass,
+    NormalizedResult,
+    PollOutcome,
+    SampleRequest,
+    SubmitOutcome,
+    UpstreamError,
+)
+from evidence.models import Capture
+from pipeline import execution
+from pipeline.launch import launch_run
+from sampling.leases import claim_sample
+from sampling.models import (
+    Attempt,
+    AttemptStatus,
+    QueueState,
+    Run,
+    Sample,
+    StaleWrite,
+    Step,
+    SubmissionState,
+)
+from sampling.planning import parse_campaign_spec
+from sampling.services import save_campaign
+from tests.conftest import make_campaign_data
+
+pytestmark = pytest.mark.django_db
+
+ANSWER = "For a small team, Acme CRM is the simplest choice; Globex is an alternative."
+UpstreamCall = Callable[..., Any]
+
+
+class ScriptedUpstream(Connector):
+    """Answers each operation from a script: a value to return or an exception to raise."""
+
+    platform = "scripted"
+
+    def __init__(self, *, asynchronous: bool, **script: Any) -> None:
+        super().__init__(ConnectorConfig(platform="scripted", base_url="http://127.0.0.1:9"))
+        self.asynchronous = asynchronous
+        self.script = script
+        self.calls: list[str] = []
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            platform="scripted",
+            devices=frozenset({"desktop"}),
+            regions=frozenset({"us"}),
+            modes=frozenset({"web_search"}),
+            screenshots=False,
+            submission_limit=100,
+            asynchronous=self.asynchronous,
+            supports_lookup=self.asynchronous,
+        )
+
+    def _answer(self, operation: str) -> Any:
+        self.calls.append(operation)
+        outcome = self.script[operation]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        outcome = self._answer("submit")
+        if outcome.result is not None:
+            outcome.result.sample_id = request.sample_id
+        return outcome
+
+    def poll(self, upstream_id: str) -> PollOutcome:
+        return self._answer("poll")
+
+    def fetch_evidence(self, upstream_id: str, *, sample_id: int | None = None) -> NormalizedResult:
+        return self._answer("fetch_evidence")
+
+    def lookup(self, idempotency_key: str) -> str | None:
+        return self._answer("lookup")
+
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        raise NotImplementedError
+
+
+def _result(text: str = ANSWER, *, state: str = "completed", **extra: Any) -> NormalizedResult:
+    return NormalizedResult(
+        sample_id=None,
+        upstream_id="up-1",
+        collection_state=state,
+        evidence_state="stored" if state == "completed" else "failed",
+        answer_text=text,
+        raw=text.encode(),
+        raw_mime="text/plain",
+        **extra,
+    )
+
+
+@pytest.fixture
+def upstream(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ScriptedUpstream]:
+    def install(*, asynchronous: bool = False, **script: Any) -> ScriptedUpstream:
+        scripted = ScriptedUpstream(asynchronous=asynchronous, **script)
+        monkeypatch.setattr(execution, "get_connector", lambda platform: scripted)
+        return scripted
+
+    return install
+
+
+def _sample(platform: str = "openai") -> Sample:
+    data = make_campaign_data(
+        questions=1,
+        targets=[{"platform": platform, "device": "desktop", "region": "us", "mode": "web_search"}],
+        repeats=1,
+    )
+    data["screenshot_policy"] = "none"
+    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    return Sample.objects.get(run=run)
+
+
+def _step(sample: Sample, step: str | None = None, **fields: Any) -> tuple[str, Sample]:
+    """Put the sample at `step` (with any other fields), claim it and run the step once."""
+    Sample.objects.filter(pk=sample.pk).update(**({"step": step} if step else {}), **fields)
+    claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
+    assert claim is not None
+    outcome = execution.run_step(sample_id=sample.pk, token=claim.token, worker="test")
+    return outcome, Sample.objects.get(pk=sample.pk)
+
+
+# --- submit -----------------------------------------------------------------------------------
+
+
+def test_a_direct_answer_completes_collection_and_moves_on_to_analysis(upstream: Any) -> None:
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result()))
+
+    outcome, sample = _step(_sample())
+
+    assert outcome == "answered"
+    assert (sample.submission_state, sample.collection_state) == ("accepted", "completed")
+    assert (sample.step, sample.queue_state, sample.evidence_state) == (
+        "analyze",
+        "ready",
+        "stored",
+    )
+    assert sample.upstream_id == "resp-1"
+    attempt = Attempt.objects.get(sample=sample)
+    assert (attempt.status, attempt.attempt_no) == (AttemptStatus.ACCEPTED, 1)
+    assert Capture.objects.get(sample=sample).answer_text == ANSWER
+
+
+def test_an_asynchronous_acceptance_records_the_task_id_and_polls_next(upstream: Any) -> None:
+    upstream(asynchronous=True, submit=SubmitOutcome(upstream_id="task-9"))
+
+    outcome, sample = _step(_sample("collector"))
+
+    assert outcome == "accepted"
+    assert (sample.submission_state, sample.step, sample.upstream_id) == (
+        "accepted",
+        "poll",
+        "task-9",
+    )
+    assert Attempt.objects.get(sample=sample).upstream_id == "task-9"
+
+
+def test_a_truncated_answer_is_kept_and_asked_again_as_a_new_attempt(upstream: Any) -> None:
+    truncated = _result("For a small team", state="truncated", error={"class": "truncated"})
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=truncated))
+
+    outcome, sample = _step(_sample())
+
+    assert outcome == "retry:truncated"
+    assert (sample.submission_state, sample.step, sample.queue_state) == (
+        "planned",
+        "submit",
+        "ready",
+    )
+    assert Capture.objects.get(sample=sample).collection_state == "truncated"  # raw kept
+
+
+def test_a_rate_limited_submit_is_retried_later(upstream: Any) -> None:
+    upstream(submit=UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=2.0))
+
+    outcome, sample = _step(_sample())
+
+    assert outcome == "retry:rate_limited"
+    assert (sample.submission_state, sample.step, sample.queue_state) == (
+        "planned",
+        "submit",
+        "ready",
+    )
+    assert Attempt.objects.get(sample=sample).retry_after_seconds == 2.0
+
+
+def test_an_auth_failure_fails_the_sample_without_retrying(upstream: Any) -> None:
+    upstream(submit=UpstreamError(ErrorClass.AUTH, "invalid key", status_code=401))
+
+    outcome, sample = _step(_sample())
+
+    assert outcome == "failed:auth"
+    assert (sample.collection_state, sample.queue_state) == ("failed", "done")
+    assert sample.failure_reason == "auth: invalid key"
+    assert sample.evidence_state == "pending" and sample.analysis_state == "pending"
+
+
+def test_an_unknown_acceptance_makes_the_sample_uncertain_and_verifies_next(upstream: Any) -> None:
+    upstream(submit=UpstreamError(ErrorClass.ACCEPTANCE_UNKNOWN, "read timed out"))
+
+    outcome, sample = _step(_sample())
+
+    assert outcome == "uncertain"
+    assert (sample.submission_state, sample.step) == ("uncertain", "verify")
+    assert Attempt.objects.get(sample=sample).status == AttemptStatus.UNKNOWN
+
+
+def test_a_sample_left_submitting_by_a_vanished_worker_is_verified_not_resent(
+    upstream: Any,
+) -> None:
+    scripted = upstream(submit=SubmitOutcome(upstream_id="never"))
+    sample = _sample()
+    Attempt.objects.create(sample=sample, attempt_no=1, idempotency_key="k", fencing_token=0)
+
+    outcome, sample = _step(sample, submission_state=SubmissionState.SUBMITTING)
+
+    assert outcome == "uncertain"
+    assert (sample.submission_state, sample.step) == ("uncertain", "verify")
+    assert scripted.calls == []
+
+
+def test_a_second_copy_of_the_message_under_the_same_lease_touches_nothing(upstream: Any) -> None:
+    scripted = upstream(submit=SubmitOutcome(upstream_id="never"))
+    sample = _sample()
+    claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
+    assert claim is not None
+    Sample.objects.filter(pk=sample.pk).update(submission_state=SubmissionState.SUBMITTING)
+    Attempt.objects.create(
+        sample=sample, attempt_no=1, idempotency_key="k", fencing_token=claim.token
+    )
+
+    outcome = execution.run_step(sample_id=sample.pk, token=claim.token, worker="copy")
+
+    assert outcome == "duplicate-in-flight"
+    assert Sample.objects.get(pk=sample.pk).submission_state == SubmissionState.SUBMITTING
+    assert scripted.calls == []
+
+
+def test_a_cancelled_run_never_sends_its_due_samples(upstream: Any) -> None:
+    scripted = upstream(submit=SubmitOutcome(upstream_id="never"))
+    sample = _sample()
+    Run.objects.filter(pk=sample.run_id).update(cancelled_at=Now())
+
+    outcome, sample = _step(sample)
+
+    assert outcome == "cancelled"
+    assert (sample.collection_state, sample.failure_reason) == ("failed", "cancelled by operator")
+    assert scripted.calls == []
+
+
+# --- claims and tokens --------------------------------------------------------------------------
+
+
+def test_a_message_with_an_old_token_does_nothing(upstream: Any) -> None:
+    scripted = upstream(submit=SubmitOutcome(upstream_id="never"))
+    sample = _sample()
+    first = claim_sample(sample_id=sample.pk, owner="a", lease_seconds=60)
+    assert first is not None
+    Sample.objects.filter(pk=sample.pk).update(queue_state=QueueState.READY)
+    assert claim_sample(sample_id=sample.pk, owner="b", lease_seconds=60) is not None
+
+    assert execution.run_step(sample_id=sample.pk, token=first.token) == "stale-message"
+    assert scripted.calls == []
+
+
+def test_a_result_written_after_a_takeover_is_refused_and_recorded(upstream: Any) -> None:
+    sample = _sample()
+
+    def taken_over(request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        Sample.objects.filter(pk=sample.pk).update(fencing_token=99)  # another worker's claim
+        return SubmitOutcome(upstream_id="resp-1", result=_result())
+
+    scripted = upstream()
+    scripted.submit = taken_over  # type: ignore[method-assign]
+
+    outcome, after = _step(sample)
+
+    assert outcome == "stale-write-refused"
+    assert StaleWrite.objects.filter(sample=sample, current_token=99).exists()
+    assert after.collection_state == "queued"
+
+
+def test_a_step_claimed_too_often_is_parked_with_the_reason(upstream: Any) -> None:
+    upstream(submit=SubmitOutcome(upstream_id="never"))
+
+    outcome, sample = _step(_sample(), claims=50)
+
+    assert outcome == "parked"
+    assert sample.queue_state == QueueState.PARKED
+    assert sample.failure_reason.startswith("poison: step submit claimed")
+
+
+def test_an_unexpected_exception_gives_the_lease_back_with_a_backoff(upstream: Any) -> None:
+    upstream(submit=KeyError("surprise"))
+
+    outcome, sample = _step(_sample())
+
+    assert outcome == "retry-later:submit"
+    assert (sample.queue_state, sample.lease_owner) == ("ready", "")
+
+
+# --- verify -------------------------------------------------------------------------------------
+
+
+def _uncertain(platform: str = "collector") -> Sample:
+    sample = _sample(platform)
+    Sample.objects.filter(pk=sample.pk).update(submission_state=SubmissionState.UNCERTAIN)
+    Attempt.objects.create(
+        sample=sample,
+        attempt_no=1,
+        idempotency_key="key-1",
+        status=AttemptStatus.UNKNOWN,
+        fencing_token=0,
+    )
+    return sample
+
+
+def test_verify_finds_the_task_by_idempotency_key_and_polls_it(upstream: Any) -> None:
+    upstream(asynchronous=True, lookup="task-7")
+
+    outcome, sample = _step(_uncertain(), Step.VERIFY)
+
+    assert outcome == "verified-accepted"
+    assert (sample.submission_state, sample.upstream_id, sample.step) == (
+        "accepted",
+        "task-7",
+        "poll",
+    )
+
+
+def test_verify_without_a_task_sends_the_question_again(upstream: Any) -> None:
+    upstream(asynchronous=True, lookup=None)
+
+    outcome, sample = _step(_uncertain(), Step.VERIFY)
+
+    assert outcome == "verified-not-accepted"
+    assert (sample.submission_state, sample.step) == ("planned", "submit")
+    assert Attempt.objects.get(sample=sample).status == AttemptStatus.FAILED
+
+
+def test_verify_on_a_platform_that_cannot_tell_parks_the_sample_for_review(upstream: Any) -> None:
+    upstream(lookup=UpstreamError(ErrorClass.UNSUPPORTED, "no lookup"))
+
+    outcome, sample = _step(_uncertain("openai"), Step.VERIFY)
+
+    assert outcome == "parked"
+    assert (sample.queue_state, sample.submission_state) == ("parked", "uncertain")
+
+
+def test_verify_that_fails_is_tried_again_later(upstream: Any) -> None:
+    upstream(asynchronous=True, lookup=UpstreamError(ErrorClass.TRANSIENT, "502"))
+
+    outcome, sample = _step(_uncertain(), Step.VERIFY)
+
+    assert outcome == "retry-later:verify"
+    assert sample.submission_state == "uncertain"
+
+
+# --- poll and evidence ----------------------------------------------------------------------------
+
+
+def _accepted() -> Sample:
+    sample = _sample("collector")
+    Sample.objects.filter(pk=sample.pk).update(
+        submission_state=SubmissionState.ACCEPTED, upstream_id="task-1", accepted_at=Now()
+    )
+    return sample
+
+
+@pytest.mark.parametrize(
+    ("polled", "outcome", "step", "collection"),
+    [
+        (PollOutcome(state="queued"), "poll:queued", "poll", "queued"),
+        (PollOutcome(state="running"), "poll:running", "poll", "running"),
+        (PollOutcome(state="completed"), "poll:completed", "evidence", "running"),
+        (PollOutcome(state="lost", message="gone"), "failed", "none", "failed"),
+    ],
+)
+def test_poll_follows_the_upstream_state(
+    upstream: Any, polled: PollOutcome, outcome: str, step: str, collection: str
+) -> None:
+    upstream(asynchronous=True, poll=polled)
+
+    got, sample = _step(_accepted(), Step.POLL)
+
+    assert (got, sample.step, sample.collection_state) == (outcome, step, collection)
+    assert sample.upstream_id == "task-1"
+
+
+def test_a_poll_failure_keeps_the_task_id_and_polls_again(upstream: Any) -> None:
+    upstream(asynchronous=True, poll=UpstreamError(ErrorClass.TRANSIENT, "503"))
+
+    outcome, sample = _step(_accepted(), Step.POLL)
+
+    assert outcome == "retry-later:poll"
+    assert (sample.upstream_id, sample.step) == ("task-1", "poll")
+
+
+def test_poll_failures_past_the_budget_fail_with_the_reason(upstream: Any) -> None:
+    upstream(asynchronous=True, poll=UpstreamError(ErrorClass.TRANSIENT, "503"))
+
+    outcome, sample = _step(_accepted(), Step.POLL, claims=settings.GEO_MAX_STEP_CLAIMS - 1)
+
+    assert outcome == "failed"
+    assert sample.failure_reason.startswith("poll failed")
+
+
+def test_fetched_evidence_completes_the_collection(upstream: Any) -> None:
+    upstream(asynchronous=True, fetch_evidence=_result(warnings=["SCREENSHOT_UNAVAILABLE"]))
+
+    outcome, sample = _step(_accepted(), Step.EVIDENCE)
+
+    assert outcome == "evidence-stored"
+    assert (sample.collection_state, sample.evidence_state) == ("completed", "partial")
+    assert sample.evidence_reason == "SCREENSHOT_UNAVAILABLE"
+    assert sample.step == "analyze"
+
+
+def test_a_failed_provider_task_ends_the_sample_with_its_message(upstream: Any) -> None:
+    failed = _result(
+        "", state="failed", error={"class": "upstream_failed", "message": "crawler died"}
+    )
+    upstream(asynchronous=True, fetch_evidence=failed)
+
+    outcome, sample = _step(_accepted(), Step.EVIDENCE)
+
+    assert outcome == "evidence-stored"
+    assert (sample.collection_state, sample.queue_state) == ("failed", "done")
+    assert sample.failure_reason == "crawler died"
+
+
+def test_an_evidence_fetch_failure_is_retried_then_given_up(upstream: Any) -> None:
+    upstream(asynchronous=True, fetch_evidence=UpstreamError(ErrorClass.TRANSIENT, "500"))
+    sample = _accepted()
+
+    first, after_first = _step(sample, Step.EVIDENCE)
+    last, after_last = _step(sample, Step.EVIDENCE, claims=settings.GEO_MAX_STEP_CLAIMS - 1)
+
+    assert (first, after_first.step) == ("retry-later:evidence", "evidence")
+    assert (last, after_last.collection_state) == ("failed", "failed")
+
+
+# --- analysis -------------------------------------------------------------------------------------
+
+
+def _answered(upstream: Any, text: str) -> Sample:
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result(text)))
+    _, sample = _step(_sample())
+    return sample
+
+
+def test_analysis_of_a_valid_answer_accepts_it_and_ends_the_sample(upstream: Any) -> None:
+    sample = _answered(upstream, ANSWER)
+
+    outcome, sample = _step(sample)
+
+    assert outcome == "analysed:accepted"
+    assert (sample.validity, sample.queue_state, sample.step) == ("valid", "done", "none")
+
+
+def test_analysis_of_a_login_page_marks_it_invalid(upstream: Any) -> None:
+    sample = _answered(upstream, "Please log in to continue.")
+
+    outcome, sample = _step(sample)
+
+    assert outcome == "analysed:failed"
+    assert sample.validity == "invalid"
+    assert sample.validity_reason
