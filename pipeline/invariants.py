@@ -91,6 +91,17 @@ def _run_filter(column: str, run_id: UUID | str | None) -> tuple[str, dict[str, 
     return f"AND {column} = %(run)s", {"run": param}
 
 
+def _sample_violations(
+    name: str, sql: str, params: dict[str, Any], message: Callable[..., str]
+) -> list[Violation]:
+    """One violation per row of `sql`, whose first two columns are the sample id and the run
+    id; `message` is called with the whole row."""
+    return [
+        Violation(name, message(*row), run_id=str(row[1]), sample_id=row[0])
+        for row in _rows(sql, params)
+    ]
+
+
 def _capped(invariant: str, found: Sequence[Violation]) -> list[Violation]:
     if len(found) <= LIMIT:
         return list(found)
@@ -238,7 +249,8 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
     name = "accepted_recorded"
     where, params = _run_filter("s.run_id", run_id)
     found: list[Violation] = []
-    for sid, rid, upstream_id, accepted_at, matching, accepted in _rows(
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, s.upstream_id, s.accepted_at,
                    (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
                        AND a.status = 'accepted' AND a.upstream_id = s.upstream_id),
@@ -253,33 +265,24 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
                           AND a.status = 'accepted') <> 1)
              ORDER BY s.id""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}) is accepted with upstream id {upstream_id or '(none)'}"
-                f"{'' if accepted_at else ', no accepted_at'}: {accepted} accepted attempt(s), "
-                f"{matching} of them with that upstream id (expected exactly 1)",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
-    for sid, rid, state, attempt_no, upstream_id in _rows(
+        lambda sid, rid, upstream_id, accepted_at, matching, accepted: (
+            f"sample {sid} (run {rid}) is accepted with upstream id {upstream_id or '(none)'}"
+            f"{'' if accepted_at else ', no accepted_at'}: {accepted} accepted attempt(s), "
+            f"{matching} of them with that upstream id (expected exactly 1)"
+        ),
+    )
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, s.submission_state, a.attempt_no, a.upstream_id
               FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
              WHERE a.status = 'accepted' AND s.submission_state <> 'accepted' {where}
              ORDER BY s.id, a.attempt_no""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}): attempt {attempt_no} was accepted upstream "
-                f"({upstream_id or 'no id'}) but the sample is {state}",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
+        lambda sid, rid, state, attempt_no, upstream_id: (
+            f"sample {sid} (run {rid}): attempt {attempt_no} was accepted upstream "
+            f"({upstream_id or 'no id'}) but the sample is {state}"
+        ),
+    )
     for row in _rows(
         f"""SELECT s.id, s.run_id, {_STATE_COLUMNS}
               FROM {SAMPLE} s
@@ -300,7 +303,8 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
                 sample_id=row[0],
             )
         )
-    for sid, rid, capture_id, revision, upstream_id in _rows(
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, c.id, c.revision, c.upstream_id
               FROM {CAPTURE} c JOIN {SAMPLE} s ON s.id = c.sample_id
              WHERE c.upstream_id <> '' {where}
@@ -308,16 +312,11 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
                                 WHERE a.sample_id = s.id AND a.upstream_id = c.upstream_id)
              ORDER BY s.id, c.revision""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}): capture {capture_id} (revision {revision}) comes "
-                f"from upstream task {upstream_id}, which no attempt of the sample recorded",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
+        lambda sid, rid, capture_id, revision, upstream_id: (
+            f"sample {sid} (run {rid}): capture {capture_id} (revision {revision}) comes "
+            f"from upstream task {upstream_id}, which no attempt of the sample recorded"
+        ),
+    )
     return _capped(name, found)
 
 
@@ -332,7 +331,8 @@ def check_no_unrecorded_resubmit(run_id: UUID | str | None = None) -> list[Viola
     name = "no_blind_resubmit"
     where, params = _run_filter("s.run_id", run_id)
     found: list[Violation] = []
-    for sid, rid, attempt_no, status, error_class, later, key in _rows(
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, a.attempt_no, a.status, a.error_class,
                    (SELECT MIN(b.attempt_no) FROM {ATTEMPT} b
                      WHERE b.sample_id = a.sample_id AND b.attempt_no > a.attempt_no),
@@ -344,34 +344,25 @@ def check_no_unrecorded_resubmit(run_id: UUID | str | None = None) -> list[Viola
                {where}
              ORDER BY s.id, a.attempt_no""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}): attempt {attempt_no} (key {key}) ended {status}"
-                f"{' (' + error_class + ')' if error_class else ' without a recorded reason'} "
-                f"and attempt {later} submitted the question again",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
-    for sid, rid, attempt_no, status, state in _rows(
+        lambda sid, rid, attempt_no, status, error_class, later, key: (
+            f"sample {sid} (run {rid}): attempt {attempt_no} (key {key}) ended {status}"
+            f"{' (' + error_class + ')' if error_class else ' without a recorded reason'} "
+            f"and attempt {later} submitted the question again"
+        ),
+    )
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, a.attempt_no, a.status, s.submission_state
               FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
              WHERE a.status IN ('started', 'unknown')
                AND s.submission_state NOT IN ('submitting', 'uncertain') {where}
              ORDER BY s.id, a.attempt_no""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}) is {state} but attempt {attempt_no} is still "
-                f"{status}: an unresolved submission was left behind",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
+        lambda sid, rid, attempt_no, status, state: (
+            f"sample {sid} (run {rid}) is {state} but attempt {attempt_no} is still "
+            f"{status}: an unresolved submission was left behind"
+        ),
+    )
     return _capped(name, found)
 
 
@@ -384,7 +375,8 @@ def check_fencing(run_id: UUID | str | None = None) -> list[Violation]:
     name = "fencing"
     where, params = _run_filter("s.run_id", run_id)
     found: list[Violation] = []
-    for sid, rid, capture_id, token, stale_id, operation in _rows(
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, c.id, c.fencing_token, w.id, w.operation
               FROM {CAPTURE} c
               JOIN {STALE} w ON w.sample_id = c.sample_id
@@ -394,66 +386,49 @@ def check_fencing(run_id: UUID | str | None = None) -> list[Violation]:
              WHERE TRUE {where}
              ORDER BY s.id, c.id""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}): capture {capture_id} was written with token {token} "
-                f"after stale write {stale_id} ({operation}) refused that token",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
+        lambda sid, rid, capture_id, token, stale_id, operation: (
+            f"sample {sid} (run {rid}): capture {capture_id} was written with token {token} "
+            f"after stale write {stale_id} ({operation}) refused that token"
+        ),
+    )
     for table, label in ((CAPTURE, "capture"), (ATTEMPT, "attempt")):
-        for sid, rid, row_id, token, current in _rows(
+        found += _sample_violations(
+            name,
             f"""SELECT s.id, s.run_id, x.id, x.fencing_token, s.fencing_token
                   FROM {table} x JOIN {SAMPLE} s ON s.id = x.sample_id
                  WHERE x.fencing_token > s.fencing_token {where}
                  ORDER BY s.id, x.id""",
             params,
-        ):
-            found.append(
-                Violation(
-                    name,
-                    f"sample {sid} (run {rid}): {label} {row_id} carries token {token}, newer "
-                    f"than the sample's {current}",
-                    run_id=str(rid),
-                    sample_id=sid,
-                )
-            )
-    for sid, rid, stale_id, presented, current in _rows(
+            lambda sid, rid, row_id, token, current, label=label: (
+                f"sample {sid} (run {rid}): {label} {row_id} carries token {token}, newer "
+                f"than the sample's {current}"
+            ),
+        )
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, w.id, w.presented_token, w.current_token
               FROM {STALE} w JOIN {SAMPLE} s ON s.id = w.sample_id
              WHERE w.presented_token > w.current_token {where}
              ORDER BY s.id, w.id""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}): stale write {stale_id} presented token {presented}, "
-                f"newer than the current {current}",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
-    for sid, rid, token, n in _rows(
+        lambda sid, rid, stale_id, presented, current: (
+            f"sample {sid} (run {rid}): stale write {stale_id} presented token {presented}, "
+            f"newer than the current {current}"
+        ),
+    )
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, c.fencing_token, COUNT(*)
               FROM {CAPTURE} c JOIN {SAMPLE} s ON s.id = c.sample_id
              WHERE c.fencing_token IS NOT NULL AND c.collection_state = 'completed' {where}
              GROUP BY s.id, s.run_id, c.fencing_token HAVING COUNT(*) > 1
              ORDER BY s.id""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}): {n} completed captures written under one lease "
-                f"(token {token})",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
+        lambda sid, rid, token, n: (
+            f"sample {sid} (run {rid}): {n} completed captures written under one lease "
+            f"(token {token})"
+        ),
+    )
     return _capped(name, found)
 
 
@@ -466,40 +441,32 @@ def check_mentions_counted_once(run_id: UUID | str | None = None) -> list[Violat
     name = "mentions_once"
     where, params = _run_filter("s.run_id", run_id)
     found: list[Violation] = []
-    for sid, rid, entity, n, captures in _rows(
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, m.entity, COUNT(*), COUNT(DISTINCT m.capture_id)
               FROM {MENTION} m JOIN {SAMPLE} s ON s.id = m.sample_id
              WHERE TRUE {where}
              GROUP BY s.id, s.run_id, m.entity HAVING COUNT(*) > 1
              ORDER BY s.id, m.entity""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}): entity {entity!r} has {n} mention rows "
-                f"(from {captures} capture(s))",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
-    for sid, rid, mention_id, capture_sample, capture_state in _rows(
+        lambda sid, rid, entity, n, captures: (
+            f"sample {sid} (run {rid}): entity {entity!r} has {n} mention rows "
+            f"(from {captures} capture(s))"
+        ),
+    )
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, m.id, c.sample_id, c.collection_state
               FROM {MENTION} m JOIN {SAMPLE} s ON s.id = m.sample_id
               JOIN {CAPTURE} c ON c.id = m.capture_id
              WHERE (c.sample_id <> m.sample_id OR c.collection_state <> 'completed') {where}
              ORDER BY s.id, m.id""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}): mention {mention_id} is on a capture of sample "
-                f"{capture_sample} in state {capture_state}",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
+        lambda sid, rid, mention_id, capture_sample, capture_state: (
+            f"sample {sid} (run {rid}): mention {mention_id} is on a capture of sample "
+            f"{capture_sample} in state {capture_state}"
+        ),
+    )
     return _capped(name, found)
 
 
@@ -645,37 +612,28 @@ def check_one_charge_per_sample(run_id: UUID | str | None = None) -> list[Violat
     not_reversed = f"NOT EXISTS (SELECT 1 FROM {entry} r WHERE r.reverses_id = e.id)"
     where, params = _run_filter("s.run_id", run_id)
     found: list[Violation] = []
-    for sid, rid, n, first, last in _rows(
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, COUNT(*), MIN(e.id), MAX(e.id)
               FROM {entry} e JOIN {SAMPLE} s ON s.id = e.sample_id
              WHERE e.kind = 'capture' AND {not_reversed} {where}
              GROUP BY s.id, s.run_id HAVING COUNT(*) > 1 ORDER BY s.id""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}) is charged by {n} capture entries (#{first}..#{last})",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
-    for sid, rid, n in _rows(
+        lambda sid, rid, n, first, last: (
+            f"sample {sid} (run {rid}) is charged by {n} capture entries (#{first}..#{last})"
+        ),
+    )
+    found += _sample_violations(
+        name,
         f"""SELECT s.id, s.run_id, COUNT(*)
               FROM {settlement} t JOIN {SAMPLE} s ON s.id = t.sample_id
              WHERE t.captured > 0 {where}
              GROUP BY s.id, s.run_id HAVING COUNT(*) > 1 ORDER BY s.id""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}) has {n} settlements that captured money",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
-    for sid, rid, state in _rows(
+        lambda sid, rid, n: f"sample {sid} (run {rid}) has {n} settlements that captured money",
+    )
+    found += _sample_violations(
+        name,
         f"""SELECT DISTINCT s.id, s.run_id, s.collection_state
               FROM {SAMPLE} s
               LEFT JOIN {settlement} t ON t.sample_id = s.id AND t.captured > 0
@@ -684,15 +642,10 @@ def check_one_charge_per_sample(run_id: UUID | str | None = None) -> list[Violat
                AND s.collection_state <> 'completed' {where}
              ORDER BY s.id""",
         params,
-    ):
-        found.append(
-            Violation(
-                name,
-                f"sample {sid} (run {rid}) is charged but its collection is {state}",
-                run_id=str(rid),
-                sample_id=sid,
-            )
-        )
+        lambda sid, rid, state: (
+            f"sample {sid} (run {rid}) is charged but its collection is {state}"
+        ),
+    )
     where, params = _run_filter("e.run_id", run_id)
     for platform, upstream_id, n in _rows(
         f"""SELECT e.platform, e.upstream_id, COUNT(*) FROM {entry} e
