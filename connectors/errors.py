@@ -38,7 +38,9 @@ def status_error_class(status_code: int) -> ErrorClass:
         return ErrorClass.RATE_LIMITED
     if status_code in _TRANSIENT_STATUSES or status_code >= 500:
         return ErrorClass.TRANSIENT
-    if status_code in _INVALID_STATUSES or 400 <= status_code < 500:
+    if status_code in _INVALID_STATUSES or 300 <= status_code < 500:
+        # The transport never follows redirects: an API that redirects has a wrong base URL
+        # or sends us to a login page. Asking again would get the same answer.
         return ErrorClass.INVALID
     raise ValueError(f"HTTP {status_code} is not an error status")
 

@@ -119,3 +119,11 @@ def test_stream_error_codes() -> None:
     assert classify_error_code("invalid_prompt") is ErrorClass.INVALID
     assert classify_error_code("something_new") is ErrorClass.UPSTREAM_FAILED
     assert classify_error_code(None) is ErrorClass.UPSTREAM_FAILED
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_a_configuration_error_not_retried(status: int) -> None:
+    error = classify_http_error(status, {"Location": "https://login.example/"}, b"")
+
+    assert error.error_class is ErrorClass.INVALID
+    assert error.status_code == status
