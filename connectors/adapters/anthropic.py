@@ -251,14 +251,12 @@ class AnthropicConnector(DirectConnector):
         state = _read_stream(parse_sse(raw))
         blocks = [state.blocks[index] for index in sorted(state.blocks)]
         text, citations = _join_blocks(blocks)
-        result = NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=state.message_id,
-            collection_state="completed",
-            evidence_state="stored",
-            answer_text=text,
-            raw=raw,
-            raw_mime=mime,
+        result = NormalizedResult.answer(
+            raw,
+            mime,
+            sample_id,
+            state.message_id,
+            text,
             citations=citations,
             request_id=state.request_id,
             warnings=_warnings(blocks, state.stop_reason),
@@ -266,16 +264,11 @@ class AnthropicConnector(DirectConnector):
         if state.bad_frames:
             result.warnings.append("BAD_STREAM_FRAMES")
         if state.terminal is None:
-            result.collection_state, result.evidence_state = "truncated", "partial"
-            result.error = error_dict(ErrorClass.TRUNCATED, "stream ended without message_stop")
+            result.cut("stream ended without message_stop")
         elif state.terminal == "error":
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = state.error
+            result.fail(state.error)
         elif state.stop_reason == "pause_turn":
-            result.collection_state, result.evidence_state = "truncated", "partial"
-            result.error = error_dict(
-                ErrorClass.TRUNCATED, "stop_reason pause_turn: the server tool loop paused"
-            )
+            result.cut("stop_reason pause_turn: the server tool loop paused")
         return result
 
     @classmethod
@@ -290,20 +283,15 @@ class AnthropicConnector(DirectConnector):
         blocks = [_block_from(c) for c in payload.get("content") or [] if isinstance(c, dict)]
         text, citations = _join_blocks(blocks)
         stop_reason = payload.get("stop_reason")
-        result = NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=str(payload["id"]) if payload.get("id") else None,
-            collection_state="completed",
-            evidence_state="stored",
-            answer_text=text,
-            raw=raw,
-            raw_mime=mime,
+        result = NormalizedResult.answer(
+            raw,
+            mime,
+            sample_id,
+            str(payload["id"]) if payload.get("id") else None,
+            text,
             citations=citations,
             warnings=_warnings(blocks, stop_reason if isinstance(stop_reason, str) else None),
         )
         if stop_reason == "pause_turn":
-            result.collection_state, result.evidence_state = "truncated", "partial"
-            result.error = error_dict(
-                ErrorClass.TRUNCATED, "stop_reason pause_turn: the server tool loop paused"
-            )
+            result.cut("stop_reason pause_turn: the server tool loop paused")
         return result

@@ -204,29 +204,22 @@ def _build(state: _State, raw: bytes, mime: str, sample_id: int | None) -> Norma
         )
     if state.bad_frames:
         warnings.append("BAD_STREAM_FRAMES")
-    result = NormalizedResult(
-        sample_id=sample_id,
-        upstream_id=state.response_id,
-        collection_state="completed",
-        evidence_state="stored",
-        answer_text=answer,
-        raw=raw,
-        raw_mime=mime,
+    result = NormalizedResult.answer(
+        raw,
+        mime,
+        sample_id,
+        state.response_id,
+        answer,
         citations=citations,
         warnings=warnings,
         request_id=state.response_id,
     )
     if state.error is not None:
-        result.collection_state, result.evidence_state = "failed", "failed"
-        result.error = state.error
+        result.fail(state.error)
     elif state.block_reason and not state.parts:
-        result.collection_state, result.evidence_state = "failed", "failed"
-        result.error = error_dict(
-            ErrorClass.UPSTREAM_FAILED, f"prompt blocked: {state.block_reason}"
-        )
+        result.fail(error_dict(ErrorClass.UPSTREAM_FAILED, f"prompt blocked: {state.block_reason}"))
     elif state.finish_reason is None:
-        result.collection_state, result.evidence_state = "truncated", "partial"
-        result.error = error_dict(ErrorClass.TRUNCATED, "stream ended without a finishReason")
+        result.cut("stream ended without a finishReason")
     return result
 
 

@@ -134,30 +134,26 @@ class OllamaConnector(DirectConnector):
         if not any(isinstance(o, dict) and _KEYS & o.keys() for o in objects):
             return unparseable(raw, content_type, sample_id, "an Ollama chat body")
         lines, bad = _read(objects)
-        result = NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=None,
-            collection_state="completed",
-            evidence_state="stored",
-            answer_text=lines.text,
-            raw=raw,
-            raw_mime=mime,
+        result = NormalizedResult.answer(
+            raw,
+            mime,
+            sample_id,
+            None,
+            lines.text,
         )
         if bad or invalid:
             result.warnings.append("BAD_STREAM_FRAMES")
         if lines.error is not None:
-            result.collection_state, result.evidence_state = "failed", "failed"
             # A bare string: nothing says whether asking again would help.
-            result.error = error_dict(ErrorClass.UPSTREAM_FAILED, lines.error)
+            result.fail(error_dict(ErrorClass.UPSTREAM_FAILED, lines.error))
         elif not lines.done:
-            result.collection_state, result.evidence_state = "truncated", "partial"
             cut = "" if ends_with_newline else " (last line cut)"
-            result.error = error_dict(
-                ErrorClass.TRUNCATED, f'stream ended without a "done": true line{cut}'
-            )
+            result.cut(f'stream ended without a "done": true line{cut}')
         elif lines.done_reason not in (None, "stop"):
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = error_dict(
-                ErrorClass.UPSTREAM_FAILED, f"answer ended with done_reason {lines.done_reason!r}"
+            result.fail(
+                error_dict(
+                    ErrorClass.UPSTREAM_FAILED,
+                    f"answer ended with done_reason {lines.done_reason!r}",
+                )
             )
         return result

@@ -134,23 +134,19 @@ def _build(
         warnings.append("MAX_TOKENS")
     if state.bad_frames:
         warnings.append("BAD_STREAM_FRAMES")
-    result = NormalizedResult(
-        sample_id=sample_id,
-        upstream_id=state.response_id,
-        collection_state="completed",
-        evidence_state="stored",
-        answer_text=text,
-        raw=raw,
-        raw_mime=mime,
+    result = NormalizedResult.answer(
+        raw,
+        mime,
+        sample_id,
+        state.response_id,
+        text,
         citations=citations,
         warnings=warnings,
     )
     if state.error is not None:
-        result.collection_state, result.evidence_state = "failed", "failed"
-        result.error = state.error
+        result.fail(state.error)
     elif streamed and state.finish_reason is None:
-        result.collection_state, result.evidence_state = "truncated", "partial"
-        result.error = error_dict(ErrorClass.TRUNCATED, "stream ended without a finish_reason")
+        result.cut("stream ended without a finish_reason")
     return result
 
 

@@ -287,14 +287,12 @@ class QwenConnector(DirectConnector):
         request_id: str | None,
     ) -> NormalizedResult:
         citations, unresolved = _citations(text, sources)
-        result = NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=request_id,
-            collection_state="completed",
-            evidence_state="stored",
-            answer_text=text,
-            raw=raw,
-            raw_mime=mime,
+        result = NormalizedResult.answer(
+            raw,
+            mime,
+            sample_id,
+            request_id,
+            text,
             citations=citations,
             request_id=request_id,
         )
@@ -309,16 +307,11 @@ class QwenConnector(DirectConnector):
         if state.bad_frames:
             result.warnings.append("BAD_STREAM_FRAMES")
         if state.error is not None:
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = state.error
+            result.fail(state.error)
         elif state.finish_reason is None:
-            result.collection_state, result.evidence_state = "truncated", "partial"
-            result.error = error_dict(
-                ErrorClass.TRUNCATED, "stream ended without a frame with finish_reason 'stop'"
-            )
+            result.cut("stream ended without a frame with finish_reason 'stop'")
         elif state.finish_reason != "stop":
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = _finish_error(state.finish_reason)
+            result.fail(_finish_error(state.finish_reason))
         return result
 
     @classmethod
@@ -335,11 +328,9 @@ class QwenConnector(DirectConnector):
         result = cls._result(raw, mime, sample_id, text, sources, request_id)
         if payload.get("code"):
             code = str(payload["code"])
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = error_dict(
-                _error_class(code, None), str(payload.get("message") or code), code=code
+            result.fail(
+                error_dict(_error_class(code, None), str(payload.get("message") or code), code=code)
             )
         elif reason != "stop":
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = _finish_error(str(reason))
+            result.fail(_finish_error(str(reason)))
         return result
