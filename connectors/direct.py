@@ -9,7 +9,7 @@ where; an answer without any id is named after the idempotency key).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from .base import (
@@ -81,6 +81,36 @@ class DirectConnector(Connector):
     def _stream_deadline(self, default: float = STREAM_DEADLINE_SECONDS) -> float:
         """Keep-alives reset the read timeout; this bounds a stream that never ends."""
         return float(self.config.extra.get("stream_deadline_seconds", default))
+
+    def _answer(
+        self,
+        path: str,
+        request: SampleRequest,
+        attempt_no: int,
+        *,
+        headers: Mapping[str, str],
+        json_body: Any,
+        params: Mapping[str, str] | None = None,
+        stream: bool = True,
+        deadline_seconds: float | None = None,
+        classify: HttpErrorClassifier = classify_http_error,
+        request_id_header: bool = True,
+    ) -> SubmitOutcome:
+        """POST one question and read the whole (streamed) answer into a SubmitOutcome, as
+        `outcome_from_exchange` does; `deadline_seconds` defaults to `_stream_deadline()`."""
+        exchange = self.transport.request(
+            "POST",
+            path,
+            attempt_no=attempt_no,
+            headers=headers,
+            json_body=json_body,
+            params=params,
+            stream=stream,
+            deadline_seconds=deadline_seconds or self._stream_deadline(),
+        )
+        return outcome_from_exchange(
+            exchange, request, self.parse, classify=classify, request_id_header=request_id_header
+        )
 
 
 def failed(raw: bytes, mime: str, sample_id: int | None, error: dict[str, Any]) -> NormalizedResult:

@@ -28,7 +28,7 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation
-from ..direct import ALL_MODES, DirectConnector, failed, outcome_from_exchange, unparseable
+from ..direct import ALL_MODES, DirectConnector, failed, unparseable
 from ..errors import classify_error_code, classify_http_error, error_dict, json_body
 from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
 
@@ -203,21 +203,19 @@ class AnthropicConnector(DirectConnector):
         return body
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        # The request id is the `request-id` header, else the one an error event carried.
+        return self._answer(
             "/v1/messages",
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             headers={
                 "x-api-key": self.config.api_key,
                 "anthropic-version": API_VERSION,
                 "Accept": SSE_MIME,
             },
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
+            classify=self._http_error,
         )
-        # The request id is the `request-id` header, else the one an error event carried.
-        return outcome_from_exchange(exchange, request, self.parse, classify=self._http_error)
 
     @staticmethod
     def _http_error(

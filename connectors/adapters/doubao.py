@@ -32,7 +32,7 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation
-from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
+from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import classify_error_code, classify_http_error, error_code, error_dict, json_body
 from ..responses_format import ResponsesDialect, answer, body_result, error_from, stream_result
 from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
@@ -176,10 +176,10 @@ class DoubaoConnector(DirectConnector):
         return body
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        return self._answer(
             BOTS_PATH if self.bot_id else RESPONSES_PATH,
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             headers={
                 "Authorization": f"Bearer {self.config.api_key}",
                 "Accept": SSE_MIME,
@@ -187,10 +187,8 @@ class DoubaoConnector(DirectConnector):
                 "X-Client-Request-Id": header_safe(request.idempotency_key),
             },
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
+            classify=self._http_error,
         )
-        return outcome_from_exchange(exchange, request, self.parse, classify=self._http_error)
 
     @staticmethod
     def _http_error(

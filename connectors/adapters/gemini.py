@@ -38,7 +38,7 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation, utf8_byte_to_char_offset
-from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
+from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import (
     classify_error_code,
     classify_http_error,
@@ -268,20 +268,17 @@ class GeminiConnector(DirectConnector):
         return body
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        # No request id header: the body's `responseId` is the request id.
+        return self._answer(
             f"/{API_VERSION}/models/{self.model(request)}:streamGenerateContent",
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             # The key travels in a header, never in `?key=` (URLs end up in logs).
             headers={"x-goog-api-key": self.config.api_key, "Accept": SSE_MIME},
             params={"alt": "sse"},
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
-        )
-        # No request id header: the body's `responseId` is the request id.
-        return outcome_from_exchange(
-            exchange, request, self.parse, classify=self._http_error, request_id_header=False
+            classify=self._http_error,
+            request_id_header=False,
         )
 
     @staticmethod

@@ -24,7 +24,7 @@ from ..base import (
     SubmitOutcome,
     UpstreamError,
 )
-from ..direct import DirectConnector, outcome_from_exchange, unparseable
+from ..direct import DirectConnector, unparseable
 from ..errors import MAX_MESSAGE_CHARS, classify_http_error, error_dict, json_body
 from ..streams import parse_ndjson
 
@@ -91,18 +91,15 @@ class OllamaConnector(DirectConnector):
         headers = {"Accept": NDJSON_MIME}
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
-        exchange = self.transport.request(
-            "POST",
+        # Ollama has no response or request id: the key names the attempt.
+        return self._answer(
             PATH,
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             headers=headers,
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
-        )
-        # Ollama has no response or request id: the key names the attempt.
-        return outcome_from_exchange(
-            exchange, request, self.parse, classify=self._http_error, request_id_header=False
+            classify=self._http_error,
+            request_id_header=False,
         )
 
     @staticmethod

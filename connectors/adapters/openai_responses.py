@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..base import Capabilities, NormalizedResult, SampleRequest, SubmitOutcome
-from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
+from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import classify_error_code, json_body
 from ..responses_format import ResponsesDialect, body_result, stream_result
 from ..streams import SSE_MIME, is_sse, parse_sse
@@ -48,10 +48,10 @@ class OpenAIResponsesConnector(DirectConnector):
         return body
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        return self._answer(
             "/v1/responses",
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             headers={
                 "Authorization": f"Bearer {self.config.api_key}",
                 "Accept": SSE_MIME,
@@ -59,10 +59,7 @@ class OpenAIResponsesConnector(DirectConnector):
                 "X-Client-Request-Id": header_safe(request.idempotency_key),
             },
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
         )
-        return outcome_from_exchange(exchange, request, self.parse)
 
     @classmethod
     def parse(

@@ -30,7 +30,7 @@ from ..base import (
     SubmitOutcome,
 )
 from ..citations import claim_span_before_marker, find_markers, make_citation
-from ..direct import DirectConnector, outcome_from_exchange, unparseable
+from ..direct import DirectConnector, unparseable
 from ..errors import classify_error_code, error_dict, json_body, status_error_class
 from ..streams import SSE_MIME, is_sse, parse_sse
 
@@ -177,16 +177,13 @@ class PerplexityConnector(DirectConnector):
         return body
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        return self._answer(
             "/chat/completions",
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             headers={"Authorization": f"Bearer {self.config.api_key}", "Accept": SSE_MIME},
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
         )
-        return outcome_from_exchange(exchange, request, self.parse)
 
     @classmethod
     def parse(

@@ -33,7 +33,7 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import claim_span_before_marker, find_markers, make_citation
-from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
+from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import classify_http_error, error_code, error_dict, json_body, status_error_class
 from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
 
@@ -236,21 +236,19 @@ class QwenConnector(DirectConnector):
         }
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        # `x-request-id` when sent, else the body's `request_id` (the same value).
+        return self._answer(
             PATH,
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             headers={
                 "Authorization": f"Bearer {self.config.api_key}",
                 "Accept": SSE_MIME,
                 "X-DashScope-SSE": "enable",
             },
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
+            classify=self._http_error,
         )
-        # `x-request-id` when sent, else the body's `request_id` (the same value).
-        return outcome_from_exchange(exchange, request, self.parse, classify=self._http_error)
 
     @staticmethod
     def _http_error(
