@@ -10,7 +10,7 @@ where; an answer without any id is named after the idempotency key).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from .base import (
     Capabilities,
@@ -22,7 +22,8 @@ from .base import (
     SubmitOutcome,
     UpstreamError,
 )
-from .errors import classify_http_error, error_dict, request_id_from
+from .errors import classify_http_error, error_dict, json_body, request_id_from
+from .streams import SSE_MIME, is_sse
 from .transport import HttpExchange, HttpTransport
 
 # Where a global API can be asked to search from (a user-location country).
@@ -50,6 +51,9 @@ class HttpErrorClassifier(Protocol):
 
 class DirectConnector(Connector):
     """A direct model API: one transport, synchronous answers, no lookup by key."""
+
+    # What `parse` calls this API's non-streaming body, in the error for any other body.
+    body_name: ClassVar[str] = "the API's response body"
 
     def __init__(self, config: ConnectorConfig) -> None:
         super().__init__(config)
@@ -81,6 +85,33 @@ class DirectConnector(Connector):
     def _stream_deadline(self, default: float = STREAM_DEADLINE_SECONDS) -> float:
         """Keep-alives reset the read timeout; this bounds a stream that never ends."""
         return float(self.config.extra.get("stream_deadline_seconds", default))
+
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        """An SSE transcript goes to `_parse_stream`; a JSON object `_is_body` accepts to
+        `_parse_json`; anything else (a login, captcha or proxy page) is unparseable."""
+        if is_sse(raw, content_type):
+            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
+        payload = json_body(raw)
+        if not isinstance(payload, dict) or not cls._is_body(payload):
+            return unparseable(raw, content_type, sample_id, cls.body_name)
+        return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
+
+    @classmethod
+    def _is_body(cls, payload: dict[str, Any]) -> bool:
+        return True
+
+    @classmethod
+    def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        raise NotImplementedError(f"{cls.__name__} reads no SSE transcript")
+
+    @classmethod
+    def _parse_json(
+        cls, payload: dict[str, Any], raw: bytes, mime: str, sample_id: int | None
+    ) -> NormalizedResult:
+        raise NotImplementedError(f"{cls.__name__} reads no JSON body")
 
     def _answer(
         self,

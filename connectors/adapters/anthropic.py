@@ -28,9 +28,9 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation
-from ..direct import ALL_MODES, DirectConnector, failed, unparseable
+from ..direct import ALL_MODES, DirectConnector, failed
 from ..errors import classify_error_code, classify_http_error, error_dict, json_body
-from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
+from ..streams import SSE_MIME, SseTranscript, parse_sse
 
 API_VERSION = "2023-06-01"
 WEB_SEARCH_TOOL = "web_search_20250305"
@@ -175,6 +175,7 @@ def _apply_event(state: _StreamState, name: str, payload: dict[str, Any]) -> Non
 class AnthropicConnector(DirectConnector):
     platform: ClassVar[str] = "anthropic"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    body_name: ClassVar[str] = "a Messages API body"
 
     def capabilities(self) -> Capabilities:
         return self._capabilities(ALL_MODES)
@@ -234,15 +235,8 @@ class AnthropicConnector(DirectConnector):
         return error
 
     @classmethod
-    def parse(
-        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
-    ) -> NormalizedResult:
-        if is_sse(raw, content_type):
-            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        payload = json_body(raw)
-        if not isinstance(payload, dict) or payload.get("type") not in ("message", "error"):
-            return unparseable(raw, content_type, sample_id, "a Messages API body")
-        return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
+    def _is_body(cls, payload: dict[str, Any]) -> bool:
+        return payload.get("type") in ("message", "error")
 
     @classmethod
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..base import Capabilities, NormalizedResult, SampleRequest, SubmitOutcome
-from ..direct import ALL_MODES, DirectConnector, unparseable
-from ..errors import classify_error_code, json_body
+from ..direct import ALL_MODES, DirectConnector
+from ..errors import classify_error_code
 from ..responses_format import ResponsesDialect, body_result, stream_result
-from ..streams import SSE_MIME, is_sse, parse_sse
+from ..streams import SSE_MIME, parse_sse
 from ..transport import header_safe
 
 DEEP_THINKING_EFFORT = "high"
@@ -26,6 +26,7 @@ DIALECT = ResponsesDialect(
 class OpenAIResponsesConnector(DirectConnector):
     platform: ClassVar[str] = "openai"
     default_base_url: ClassVar[str] = "https://api.openai.com"
+    body_name: ClassVar[str] = "a Responses API body"
 
     def capabilities(self) -> Capabilities:
         return self._capabilities(ALL_MODES)
@@ -62,15 +63,8 @@ class OpenAIResponsesConnector(DirectConnector):
         )
 
     @classmethod
-    def parse(
-        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
-    ) -> NormalizedResult:
-        if is_sse(raw, content_type):
-            return stream_result(parse_sse(raw), raw, content_type or SSE_MIME, sample_id, DIALECT)
-        payload = json_body(raw)
-        if not isinstance(payload, dict):
-            return unparseable(raw, content_type, sample_id, "a Responses API body")
-        return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
+    def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        return stream_result(parse_sse(raw), raw, mime, sample_id, DIALECT)
 
     @classmethod
     def _parse_json(

@@ -30,9 +30,9 @@ from ..base import (
     SubmitOutcome,
 )
 from ..citations import claim_span_before_marker, find_markers, make_citation
-from ..direct import DirectConnector, unparseable
-from ..errors import classify_error_code, error_dict, json_body, status_error_class
-from ..streams import SSE_MIME, is_sse, parse_sse
+from ..direct import DirectConnector
+from ..errors import classify_error_code, error_dict, status_error_class
+from ..streams import SSE_MIME, parse_sse
 
 DONE = "[DONE]"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -153,6 +153,7 @@ def _build(
 class PerplexityConnector(DirectConnector):
     platform: ClassVar[str] = "perplexity"
     default_base_url: ClassVar[str] = "https://api.perplexity.ai"
+    body_name: ClassVar[str] = "a chat completions body"
 
     def capabilities(self) -> Capabilities:
         modes = {"web_search", "no_search"}
@@ -186,20 +187,19 @@ class PerplexityConnector(DirectConnector):
         )
 
     @classmethod
-    def parse(
-        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    def _is_body(cls, payload: dict[str, Any]) -> bool:
+        return bool({"choices", "error"} & payload.keys())
+
+    @classmethod
+    def _parse_json(
+        cls, payload: dict[str, Any], raw: bytes, mime: str, sample_id: int | None
     ) -> NormalizedResult:
-        if is_sse(raw, content_type):
-            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        payload = json_body(raw)
-        if not isinstance(payload, dict) or not ({"choices", "error"} & payload.keys()):
-            return unparseable(raw, content_type, sample_id, "a chat completions body")
         state = _State()
         if isinstance(payload.get("error"), dict):
             state.error = _error_from(payload)
         else:
             _apply_chunk(state, payload)
-        return _build(state, raw, content_type or "application/json", sample_id, streamed=False)
+        return _build(state, raw, mime, sample_id, streamed=False)
 
     @classmethod
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:

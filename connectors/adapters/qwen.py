@@ -33,9 +33,9 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import claim_span_before_marker, find_markers, make_citation
-from ..direct import ALL_MODES, DirectConnector, unparseable
-from ..errors import classify_http_error, error_code, error_dict, json_body, status_error_class
-from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
+from ..direct import ALL_MODES, DirectConnector
+from ..errors import classify_http_error, error_code, error_dict, status_error_class
+from ..streams import SSE_MIME, SseTranscript, parse_sse
 
 PATH = "/api/v1/services/aigc/text-generation/generation"
 CITATION_FORMAT = "[<number>]"
@@ -213,6 +213,7 @@ def _read_stream(transcript: SseTranscript) -> _StreamState:
 class QwenConnector(DirectConnector):
     platform: ClassVar[str] = "qwen"
     default_base_url: ClassVar[str] = "https://dashscope.aliyuncs.com"
+    body_name: ClassVar[str] = "a DashScope generation body"
 
     def capabilities(self) -> Capabilities:
         # The search takes no location; the Beijing endpoint searches the Chinese web.
@@ -262,17 +263,8 @@ class QwenConnector(DirectConnector):
         return error
 
     @classmethod
-    def parse(
-        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
-    ) -> NormalizedResult:
-        if is_sse(raw, content_type):
-            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        payload = json_body(raw)
-        if not isinstance(payload, dict) or not (
-            isinstance(payload.get("output"), dict) or payload.get("code")
-        ):
-            return unparseable(raw, content_type, sample_id, "a DashScope generation body")
-        return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
+    def _is_body(cls, payload: dict[str, Any]) -> bool:
+        return isinstance(payload.get("output"), dict) or bool(payload.get("code"))
 
     @classmethod
     def _result(
