@@ -113,6 +113,11 @@ class DirectConnector(Connector):
     ) -> NormalizedResult:
         raise NotImplementedError(f"{cls.__name__} reads no JSON body")
 
+    def _bearer_headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The bearer key and an SSE Accept, which most of these APIs take, plus `extra`."""
+        headers = {"Authorization": f"Bearer {self.config.api_key}", "Accept": SSE_MIME}
+        return headers | dict(extra or {})
+
     def _answer(
         self,
         path: str,

@@ -56,10 +56,7 @@ class DeepSeekConnector(DirectConnector):
             CHAT_PATH,
             request,
             attempt_no,
-            headers={
-                "Authorization": f"Bearer {self.config.api_key}",
-                "Accept": chat_format.SSE_MIME,
-            },
+            headers=self._bearer_headers(),
             json_body=self.request_body(request),
             deadline_seconds=self._stream_deadline(900),
         )

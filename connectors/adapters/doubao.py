@@ -180,12 +180,10 @@ class DoubaoConnector(DirectConnector):
             BOTS_PATH if self.bot_id else RESPONSES_PATH,
             request,
             attempt_no,
-            headers={
-                "Authorization": f"Bearer {self.config.api_key}",
-                "Accept": SSE_MIME,
-                # Echoed for tracing; Ark has no idempotency key.
-                "X-Client-Request-Id": header_safe(request.idempotency_key),
-            },
+            # Echoed for tracing; Ark has no idempotency key.
+            headers=self._bearer_headers(
+                {"X-Client-Request-Id": header_safe(request.idempotency_key)}
+            ),
             json_body=self.request_body(request),
             classify=self._http_error,
         )

@@ -131,13 +131,7 @@ class OllamaConnector(DirectConnector):
         if not any(isinstance(o, dict) and _KEYS & o.keys() for o in objects):
             return unparseable(raw, content_type, sample_id, "an Ollama chat body")
         lines, bad = _read(objects)
-        result = NormalizedResult.answer(
-            raw,
-            mime,
-            sample_id,
-            None,
-            lines.text,
-        )
+        result = NormalizedResult.answer(raw, mime, sample_id, None, lines.text)
         if bad or invalid:
             result.warnings.append("BAD_STREAM_FRAMES")
         if lines.error is not None:

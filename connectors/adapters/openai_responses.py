@@ -13,7 +13,7 @@ from ..base import Capabilities, NormalizedResult, SampleRequest, SubmitOutcome
 from ..direct import ALL_MODES, DirectConnector
 from ..errors import classify_error_code
 from ..responses_format import ResponsesDialect, body_result, stream_result
-from ..streams import SSE_MIME, parse_sse
+from ..streams import parse_sse
 from ..transport import header_safe
 
 DEEP_THINKING_EFFORT = "high"
@@ -53,12 +53,10 @@ class OpenAIResponsesConnector(DirectConnector):
             "/v1/responses",
             request,
             attempt_no,
-            headers={
-                "Authorization": f"Bearer {self.config.api_key}",
-                "Accept": SSE_MIME,
-                # Not an idempotency key (OpenAI has none); it lets support find the call.
-                "X-Client-Request-Id": header_safe(request.idempotency_key),
-            },
+            # Not an idempotency key (OpenAI has none); it lets support find the call.
+            headers=self._bearer_headers(
+                {"X-Client-Request-Id": header_safe(request.idempotency_key)}
+            ),
             json_body=self.request_body(request),
         )
 

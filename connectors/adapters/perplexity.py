@@ -32,7 +32,7 @@ from ..base import (
 from ..citations import claim_span_before_marker, find_markers, make_citation
 from ..direct import DirectConnector
 from ..errors import classify_error_code, error_dict, status_error_class
-from ..streams import SSE_MIME, parse_sse
+from ..streams import parse_sse
 
 DONE = "[DONE]"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -135,13 +135,7 @@ def _build(
     if state.bad_frames:
         warnings.append("BAD_STREAM_FRAMES")
     result = NormalizedResult.answer(
-        raw,
-        mime,
-        sample_id,
-        state.response_id,
-        text,
-        citations=citations,
-        warnings=warnings,
+        raw, mime, sample_id, state.response_id, text, citations=citations, warnings=warnings
     )
     if state.error is not None:
         result.fail(state.error)
@@ -182,7 +176,7 @@ class PerplexityConnector(DirectConnector):
             "/chat/completions",
             request,
             attempt_no,
-            headers={"Authorization": f"Bearer {self.config.api_key}", "Accept": SSE_MIME},
+            headers=self._bearer_headers(),
             json_body=self.request_body(request),
         )
 

@@ -35,7 +35,7 @@ from ..base import (
 from ..citations import claim_span_before_marker, find_markers, make_citation
 from ..direct import ALL_MODES, DirectConnector
 from ..errors import classify_http_error, error_code, error_dict, status_error_class
-from ..streams import SSE_MIME, SseTranscript, parse_sse
+from ..streams import SseTranscript, parse_sse
 
 PATH = "/api/v1/services/aigc/text-generation/generation"
 CITATION_FORMAT = "[<number>]"
@@ -242,11 +242,7 @@ class QwenConnector(DirectConnector):
             PATH,
             request,
             attempt_no,
-            headers={
-                "Authorization": f"Bearer {self.config.api_key}",
-                "Accept": SSE_MIME,
-                "X-DashScope-SSE": "enable",
-            },
+            headers=self._bearer_headers({"X-DashScope-SSE": "enable"}),
             json_body=self.request_body(request),
             classify=self._http_error,
         )
@@ -278,13 +274,7 @@ class QwenConnector(DirectConnector):
     ) -> NormalizedResult:
         citations, unresolved = _citations(text, sources)
         result = NormalizedResult.answer(
-            raw,
-            mime,
-            sample_id,
-            request_id,
-            text,
-            citations=citations,
-            request_id=request_id,
+            raw, mime, sample_id, request_id, text, citations=citations, request_id=request_id
         )
         if unresolved:
             result.warnings.append("UNRESOLVED_CITATION_MARKER")
