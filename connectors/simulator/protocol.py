@@ -120,6 +120,15 @@ class PlatformProtocol(abc.ABC):
         response.delay_seconds = draw.latency_seconds
         return response
 
+    def refused(self, key: str | None, headers: dict[str, str], draw: Draw) -> SimResponse | None:
+        """The response, as sent, when the call goes no further: an auth error for a missing or
+        `invalid…` key, else the draw's HTTP-level fault; None when the call proceeds."""
+        if not key or key.startswith("invalid"):
+            return self._respond(self.auth_error(draw), headers, draw)
+        if (failure := self.http_fault(draw)) is not None:
+            return self._respond(failure, headers, draw)
+        return None
+
     # --- shared fault shapes; override where the platform differs ------------------------
     def rate_limited(self, draw: Draw) -> SimResponse:
         seconds = float(draw.params.get("retry_after_seconds", draw.profile["retry_after_seconds"]))

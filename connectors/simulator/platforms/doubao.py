@@ -141,10 +141,8 @@ class DoubaoProtocol(PlatformProtocol):
         draw = self.sim.draw(self.name, question, self.faults)
         request_id = _request_id(draw)
         headers = {"X-Request-Id": request_id}
-        if key.startswith("invalid"):
-            return self._respond(self.auth_error(draw), headers, draw)
-        if (failure := self.http_fault(draw)) is not None:
-            return self._respond(failure, headers, draw)
+        if (refused := self.refused(key, headers, draw)) is not None:
+            return refused
         if bots:
             return self._bots(body, question, draw, headers)
         return self._responses(body, question, draw, headers)
@@ -258,16 +256,12 @@ class DoubaoProtocol(PlatformProtocol):
             ]
         if item["type"] == "web_search_call":
             return wire.web_search_events(index, item)
-        part = item["content"][0]
-        at = where | {"content_index": 0}
-        empty = {"type": "output_text", "text": "", "annotations": []}
-        events: list[Event] = [
-            wire.item_added(index, item, content=[]),
-            ("response.content_part.added", at | {"part": empty}),
-        ]
+        at = wire.part_at(index, item)
         text = answer.text
+        annotations = item["content"][0]["annotations"]
         # Ark emits an annotation once the text it supports has streamed (with no offsets).
-        pending = [(c.end, a) for c, a in zip(answer.citations, part["annotations"], strict=True)]
+        pending = [(c.end, a) for c, a in zip(answer.citations, annotations, strict=True)]
+        events: list[Event] = []
         for start in range(0, len(text), DELTA_CHARS):
             sent = start + DELTA_CHARS
             events.append(("response.output_text.delta", at | {"delta": text[start:sent]}))
@@ -280,12 +274,7 @@ class DoubaoProtocol(PlatformProtocol):
             events.append(
                 ("response.output_text.annotation.added", at | {"annotation": annotation})
             )
-        events += [
-            ("response.output_text.done", at | {"text": text}),
-            ("response.content_part.done", at | {"part": part}),
-            wire.item_done(index, item),
-        ]
-        return events
+        return wire.message_events(index, item, events)
 
     def _stream(
         self, draw: Draw, response: dict[str, Any], answer: SimAnswer

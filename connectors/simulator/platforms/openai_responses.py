@@ -84,10 +84,8 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         question = wire.question_of(body["input"])
         draw = self.sim.draw(self.name, question, self.faults)
         headers = self._headers(draw)
-        if not key or key.startswith("invalid"):
-            return self._respond(self.auth_error(draw), headers, draw)
-        if (failure := self.http_fault(draw)) is not None:
-            return self._respond(failure, headers, draw)
+        if (refused := self.refused(key, headers, draw)) is not None:
+            return refused
         web_search = any(
             isinstance(t, dict) and str(t.get("type", "")).startswith("web_search")
             for t in body.get("tools") or []
@@ -130,28 +128,19 @@ class OpenAIResponsesProtocol(PlatformProtocol):
     def _item_events(self, index: int, item: dict[str, Any], answer: SimAnswer) -> list[Event]:
         if item["type"] == "web_search_call":
             return wire.web_search_events(index, item)
-        part = item["content"][0]
-        at = {"output_index": index, "item_id": item["id"], "content_index": 0}
-        empty = {"type": "output_text", "text": "", "annotations": []}
-        events: list[Event] = [
-            wire.item_added(index, item, content=[]),
-            ("response.content_part.added", at | {"part": empty}),
-        ]
+        at = wire.part_at(index, item)
         text = answer.text
+        events: list[Event] = []
         for start in range(0, len(text), DELTA_CHARS):
             delta = text[start : start + DELTA_CHARS]
             events.append(("response.output_text.delta", at | {"delta": delta, "logprobs": []}))
-        for number, annotation in enumerate(part["annotations"]):
+        # The annotations, with offsets into the text, follow all of it.
+        for number, annotation in enumerate(item["content"][0]["annotations"]):
             events.append(
                 ("response.output_text.annotation.added",
                  at | {"annotation_index": number, "annotation": annotation})
             )  # fmt: skip
-        events += [
-            ("response.output_text.done", at | {"text": text, "logprobs": []}),
-            ("response.content_part.done", at | {"part": part}),
-            wire.item_done(index, item),
-        ]
-        return events
+        return wire.message_events(index, item, events, logprobs=[])
 
     def _stream(
         self, draw: Draw, response: dict[str, Any], answer: SimAnswer

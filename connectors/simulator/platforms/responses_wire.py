@@ -107,6 +107,29 @@ def web_search_events(index: int, item: dict[str, Any]) -> list[Event]:
     ]
 
 
+def part_at(index: int, item: dict[str, Any]) -> dict[str, Any]:
+    """Where the events of a message's (only) output_text part point."""
+    return {"output_index": index, "item_id": item["id"], "content_index": 0}
+
+
+def message_events(
+    index: int, item: dict[str, Any], text_events: list[Event], **done: Any
+) -> list[Event]:
+    """A message item's events around `text_events` (its deltas and annotations): the part
+    added empty, then done with its whole text (and `done`'s extra fields)."""
+    part = item["content"][0]
+    at = part_at(index, item)
+    empty = {"type": "output_text", "text": "", "annotations": []}
+    return [
+        item_added(index, item, content=[]),
+        ("response.content_part.added", at | {"part": empty}),
+        *text_events,
+        ("response.output_text.done", at | {"text": part["text"]} | done),
+        ("response.content_part.done", at | {"part": part}),
+        item_done(index, item),
+    ]
+
+
 def failure_event(draw: Draw, response: dict[str, Any], code: str, message: str) -> Event:
     """An `error` event or a `response.failed` (the `variant` param, else either)."""
     code = str(draw.params.get("code", code))
