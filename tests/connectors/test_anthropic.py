@@ -26,27 +26,6 @@ def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
     return simulator.answers("anthropic")[-1]
 
 
-def test_non_streaming_json_body_parses_the_same(
-    simulator: SimulatorHandle, anthropic_connector: Factory
-) -> None:
-    cite_everything(simulator)
-    body = anthropic_connector().request_body(sample("json please")) | {"stream": False}
-    response = requests.post(
-        f"{simulator.url('anthropic')}/v1/messages", json=body, headers=HEADERS, timeout=5
-    )
-    assert response.headers["request-id"].startswith("req_")
-    result = AnthropicConnector.parse(
-        response.content, content_type=response.headers["content-type"]
-    )
-    intended = _intended(simulator)
-    assert result.collection_state == "completed"
-    assert result.upstream_id == intended["upstream_id"]
-    assert result.answer_text == intended["answer_text"]
-    assert [result.answer_text[c.start : c.end] for c in result.citations] == [
-        c["cited_text"] for c in intended["citations"]
-    ]
-
-
 def test_an_error_body_names_the_request_id_of_the_header(
     simulator: SimulatorHandle, anthropic_connector: Factory
 ) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import requests
 
 from connectors.adapters.anthropic import AnthropicConnector
 from connectors.adapters.deepseek import DeepSeekConnector
@@ -27,6 +28,7 @@ from connectors.adapters.openai_responses import OpenAIResponsesConnector
 from connectors.adapters.perplexity import PerplexityConnector
 from connectors.adapters.qwen import QwenConnector
 from connectors.base import Connector, ErrorClass, NormalizedResult, SubmitOutcome, UpstreamError
+from connectors.errors import request_id_from
 from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
@@ -87,6 +89,8 @@ class Platform:
     citations: str = "spans"  # "spans" | "unanchored" | "none" | "own" (the platform's tests)
     titles: bool = True  # citation titles are the source's title
     warnings: tuple[str, ...] = ()  # on a plain cited answer
+    # How to ask for one non-streaming JSON body: path, headers, request body changes.
+    plain: tuple[str, dict[str, str], dict[str, Any]] | None = None
     skip: frozenset[str] = frozenset()  # contract tests that do not apply
 
     def __str__(self) -> str:
@@ -132,6 +136,8 @@ def _coded(raw: bytes, *cases: tuple[str, ErrorClass]) -> tuple[MidStream, ...]:
     return tuple(MidStream({"code": code}, cls, raw, code) for code, cls in cases)
 
 
+BEARER = {"Authorization": "Bearer k"}
+NO_STREAM = {"stream": False}
 BOT = {"bot_id": "bot-20261111-test"}
 DOUBAO = {"api_key": "ark-test-secret-789", "model": "doubao-test"}
 DOUBAO_RESPONSES_ERRORS = (
@@ -158,6 +164,7 @@ PLATFORMS = [
         {"api_key": "sk-ant-test-secret-789", "model": "claude-test"},
         upstream_id="msg_.+", request_id="req_.+", error_request_id="req_.+",
         stream_start=b"event: message_start",
+        plain=("/v1/messages", {"x-api-key": "k", "anthropic-version": "2023-06-01"}, NO_STREAM),
         done=(b"message_stop",), envelope=("status_code", "request_id"),
         server_errors={"server_error": (500, T), "overloaded": (529, T)},
         retry_hints=((3, 3.0),),  # the `retry-after` header
@@ -167,7 +174,7 @@ PLATFORMS = [
     Platform(
         "openai", OpenAIResponsesConnector, {"api_key": "sk-test-secret-123", "model": "gpt-test"},
         upstream_id="resp_.+", request_id="req_.+", error_request_id="req_.+",
-        stream_start=b"event: response.created",
+        stream_start=b"event: response.created", plain=("/v1/responses", BEARER, NO_STREAM),
         done=(b"response.completed",), envelope=("status_code", "request_id"),
         auth_statuses=(401,),
         retry_hints=((1.5, 1.5),),  # retry-after-ms, more precise than retry-after: 2
@@ -207,6 +214,7 @@ PLATFORMS = [
         {"api_key": "AIza-gemini-test-secret-654", "model": "gemini-test"},
         target={"region": "global"}, error_request_id=None, done=(b"finishReason",),
         bad_key_status=400,  # API_KEY_INVALID
+        plain=("/v1beta/models/gemini-test:generateContent", {"x-goog-api-key": "k"}, {}),
         retry_hints=((3, 3.0), (1.5, 1.5)), rate_limit_raw=b"RetryInfo",  # its retryDelay
         midstream=_coded(b'"error"', ("INTERNAL", T), ("UNAVAILABLE", T),
                          ("RESOURCE_EXHAUSTED", RATE), ("INVALID_ARGUMENT", INVALID)),
@@ -215,6 +223,7 @@ PLATFORMS = [
     Platform(
         "perplexity", PerplexityConnector, {"api_key": "pplx-test-secret-987", "model": "sonar"},
         request_id=None, error_request_id=None, stream_end=b"data: [DONE]",
+        plain=("/chat/completions", BEARER, NO_STREAM),
         done=(b'"finish_reason": "stop"', b"[DONE]"),
         midstream=_coded(b"event: error", ("internal_server_error", T),
                          ("rate_limit_exceeded", RATE)),
@@ -224,12 +233,14 @@ PLATFORMS = [
         request_id="2026.+", error_request_id="2026.+", stream_start=b"event: response.created",
         done=(b"response.completed", b"[DONE]"), envelope=("status_code", "request_id"),
         midstream=DOUBAO_RESPONSES_ERRORS, citations="unanchored",
+        plain=("/api/v3/responses", BEARER, NO_STREAM),
     ),
     Platform(
         "doubao", DoubaoConnector, DOUBAO | {"extra": BOT}, target={"region": "cn"},
         id="doubao_bots", request_id="2026.+", error_request_id="2026.+",
         done=(b"response.completed", b"[DONE]"),
         envelope=("status_code", "request_id"), citations="unanchored",
+        plain=("/api/v3/bots/chat/completions", BEARER, NO_STREAM),
         skip=frozenset({"no_search"}),  # a bot's plugins are fixed: it always searches
     ),
     Platform(
@@ -237,6 +248,7 @@ PLATFORMS = [
         target={"region": "cn"}, request_id=".{36}", error_request_id=".{36}",
         stream_start=b"id:1\nevent:result\n:HTTP_STATUS/200\ndata:",
         done=(b'"finish_reason":"stop"',), midstream=QWEN_ERRORS,
+        plain=("/api/v1/services/aigc/text-generation/generation", BEARER, {}),  # no SSE header
         rate_limit_raw=b'"code": "Throttling.RateQuota"',
     ),
     Platform(
@@ -247,6 +259,7 @@ PLATFORMS = [
         midstream=(MidStream({}, ErrorClass.UPSTREAM_FAILED, b'{"error"',
                              message="unexpected EOF"),),  # a bare string: nothing says retry
         login_fault="error_page", login_raw=b"Service temporarily unavailable",
+        plain=("/api/chat", {}, NO_STREAM),
         citations="none",
     ),
 ]  # fmt: skip
@@ -342,6 +355,28 @@ def test_reparse_of_the_captured_transcript_equals_the_live_result(
     sniffed = platform.cls.parse(live.raw, sample_id=1)
     envelope = (*platform.envelope, "raw_mime")
     assert comparable(sniffed, *envelope) == comparable(live, *envelope)
+
+
+@pytest.mark.parametrize("platform", [p for p in rows("plain") if p.values[0].plain])
+def test_a_non_streaming_json_body_parses_the_same(
+    simulator: SimulatorHandle, platform: Platform
+) -> None:
+    assert platform.plain is not None
+    path, headers, changes = platform.plain
+    cite_everything(simulator)
+    body = platform.connector(simulator).request_body(sample("json please", **platform.target))
+    response = requests.post(
+        simulator.url(platform.name) + path, json=body | changes, headers=headers, timeout=5
+    )
+    assert response.headers["content-type"].startswith("application/json")
+    result = platform.cls.parse(response.content, content_type=response.headers["content-type"])
+    intended = platform.intended(simulator)
+    assert result.collection_state == "completed" and result.error is None
+    assert result.warnings == list(platform.warnings)
+    assert result.upstream_id == intended["upstream_id"] or platform.upstream_id == "noid:.+"
+    assert _matches(platform.request_id, request_id_from(response.headers) or result.request_id)
+    assert result.answer_text == intended["answer_text"]
+    _check_citations(platform, result, intended["citations"])
 
 
 @pytest.mark.parametrize("platform", rows("no_search"))

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 
 from connectors.adapters.doubao import RESPONSES_PATH, DoubaoConnector
@@ -15,7 +14,7 @@ from connectors.base import ErrorClass
 from connectors.simulator import SimulatorHandle
 
 from .conftest import sample
-from .contract import POLICY, cite_everything
+from .contract import POLICY
 
 Factory = Callable[..., DoubaoConnector]
 FIXTURES = Path(__file__).parent / "fixtures" / "doubao"
@@ -24,27 +23,6 @@ BOT = {"bot_id": "bot-20261111-test"}
 
 def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
     return simulator.answers("doubao")[-1]
-
-
-@pytest.mark.parametrize("extra", [{}, BOT], ids=["responses", "bots"])
-def test_non_streaming_json_body_parses_the_same(
-    simulator: SimulatorHandle, doubao_connector: Factory, extra: dict[str, str]
-) -> None:
-    cite_everything(simulator)
-    connector = doubao_connector(extra=extra)
-    body = connector.request_body(sample("json please", region="cn")) | {"stream": False}
-    path = RESPONSES_PATH if not extra else "/api/v3/bots/chat/completions"
-    response = requests.post(
-        f"{simulator.url('doubao')}{path}",
-        json=body,
-        headers={"Authorization": "Bearer k"},
-        timeout=5,
-    )
-    result = DoubaoConnector.parse(response.content, content_type=response.headers["content-type"])
-    intended = _intended(simulator)
-    assert result.collection_state == "completed"
-    assert result.answer_text == intended["answer_text"]
-    assert [c.url for c in result.citations] == [c["url"] for c in intended["citations"]]
 
 
 def test_quota_exceeded_429_is_auth_not_rate_limited() -> None:

@@ -23,22 +23,18 @@ from connectors.registry import adapter_class
 
 from .conftest import CITED_WORLD, sample
 from .contract import comparable
+from .test_contract import PLATFORMS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # openai's and collector's expected files are `reparse` printouts (test_reparse_command.py).
 PRINTOUTS = frozenset({"openai", "collector"})
 EXPECTED = sorted(p for p in FIXTURES.glob("*/*.expected.json") if p.parent.name not in PRINTOUTS)
 TRUNCATED = sorted(p for p in FIXTURES.glob("*/truncated.*") if ".expected." not in p.name)
-# The non-streaming body each platform answers, for the `nonstream.json` capture:
-# (path, headers, request body changes).
-NONSTREAM: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
-    "anthropic": ("/v1/messages", {"x-api-key": "k", "anthropic-version": "2023-06-01"},
-                  {"stream": False}),
-    "gemini": ("/v1beta/models/gemini-test:generateContent", {"x-goog-api-key": "k"}, {}),
-    "perplexity": ("/chat/completions", {"Authorization": "Bearer k"}, {"stream": False}),
+# How each platform is asked for the `nonstream.json` capture: (path, headers, body changes).
+NONSTREAM = {p.name: p.plain for p in PLATFORMS if p.plain and not p.id} | {
     "openai_chat": ("/v1/chat/completions", {"Authorization": "Bearer k"}, {"stream": False}),
     "deepseek": ("/chat/completions", {"Authorization": "Bearer k"}, {"stream": False}),
-}  # fmt: skip
+}
 MODELS = {"anthropic": "claude-test", "perplexity": "sonar", "deepseek": "deepseek-chat",
           "openai_chat": "gpt-4o-mini-search-preview", "kimi": "kimi-k2.6"}  # fmt: skip
 CUT = "cut me"
@@ -112,8 +108,8 @@ def write_fixtures(platform: str) -> None:
             result = connector.submit(sample(question, **target)).result
             kept = [p for p in folder.glob(f"{stem}.*") if ".expected." not in p.name]
             (kept or [folder / f"{stem}.sse"])[0].write_bytes(result.raw)
-        if platform in NONSTREAM:
-            path, headers, changes = NONSTREAM[platform]
+        if plain := NONSTREAM.get(platform):
+            path, headers, changes = plain
             body = connector.request_body(sample("Which CRM has the best support?")) | changes
             response = requests.post(handle.url(platform) + path, json=body, headers=headers,
                                      timeout=5)  # fmt: skip

@@ -48,23 +48,6 @@ def test_titles_are_domains_the_response_id_is_the_only_id_and_frames_are_crlf(
     assert paths == {"POST /v1beta/models/gemini-test:streamGenerateContent": 1}
 
 
-def test_non_streaming_json_body_parses_the_same(
-    simulator: SimulatorHandle, gemini_connector: Factory
-) -> None:
-    cite_everything(simulator)
-    body = gemini_connector().request_body(sample("json please", region="global"))
-    response = _post(simulator, "generateContent", body)
-    assert response.headers["content-type"].startswith("application/json")
-    result = GeminiConnector.parse(response.content, content_type=response.headers["content-type"])
-    intended = _intended(simulator)
-    assert result.collection_state == "completed" and result.warnings == []
-    assert result.upstream_id == intended["upstream_id"]
-    assert result.answer_text == intended["answer_text"]
-    assert [result.answer_text[c.start : c.end] for c in result.citations] == [
-        c["cited_text"] for c in intended["citations"]
-    ]
-
-
 def test_thought_parts_are_skipped_and_part_index_is_honoured(
     simulator: SimulatorHandle, gemini_connector: Factory
 ) -> None:

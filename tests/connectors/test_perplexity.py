@@ -81,23 +81,6 @@ def test_both_marker_placements_occur_and_resolve(
     assert placements == {True, False}
 
 
-def test_non_streaming_json_body_parses_the_same(
-    simulator: SimulatorHandle, perplexity_connector: Factory
-) -> None:
-    cite_everything(simulator)
-    body = perplexity_connector().request_body(sample("json please")) | {"stream": False}
-    response = requests.post(
-        f"{simulator.url('perplexity')}/chat/completions", json=body, headers=HEADERS, timeout=5
-    )
-    result = PerplexityConnector.parse(
-        response.content, content_type=response.headers["content-type"]
-    )
-    intended = _intended(simulator)
-    assert result.collection_state == "completed"
-    assert result.upstream_id == intended["upstream_id"]
-    _check_spans(result, intended)
-
-
 def test_reasoning_section_is_removed_from_the_answer(
     simulator: SimulatorHandle, perplexity_connector: Factory
 ) -> None:

@@ -63,21 +63,6 @@ def test_no_search_answer_has_no_markers(
     assert result is not None and "[1]" not in result.answer_text
 
 
-def test_non_streaming_json_body_parses_the_same(
-    simulator: SimulatorHandle, qwen_connector: Factory
-) -> None:
-    cite_everything(simulator)
-    response = _ask(simulator, qwen_connector(), "json please")
-    assert response.headers["content-type"].startswith("application/json")
-    result = QwenConnector.parse(response.content, content_type=response.headers["content-type"])
-    intended = _intended(simulator)
-    assert result.collection_state == "completed"
-    assert result.answer_text == intended["answer_text"]
-    assert result.request_id == response.headers["x-request-id"]
-    cited = [result.answer_text[c.start : c.end] for c in result.citations if c.start is not None]
-    assert cited == [c["cited_text"] for c in intended["citations"]]
-
-
 def test_cumulative_frames_without_incremental_output_parse_the_same(
     simulator: SimulatorHandle, qwen_connector: Factory
 ) -> None:
