@@ -14,8 +14,7 @@ from connectors.adapters.anthropic import AnthropicConnector
 from connectors.base import UpstreamError
 from connectors.simulator import SimulatorHandle
 
-from .conftest import sample
-from .contract import cite_everything
+from .contract import cite_everything, sample
 
 Factory = Callable[..., AnthropicConnector]
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"

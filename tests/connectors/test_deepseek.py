@@ -5,26 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-import pytest
 import requests
 
 from connectors.adapters.deepseek import DeepSeekConnector
 from connectors.simulator import SimulatorHandle
 
-from .conftest import connector_factory, sample
+from .contract import sample
 
 Factory = Callable[..., DeepSeekConnector]
-
-
-@pytest.fixture
-def deepseek_connector(simulator: SimulatorHandle) -> Factory:
-    return connector_factory(
-        DeepSeekConnector,
-        simulator,
-        "deepseek",
-        api_key="sk-deepseek-secret-321",
-        model="deepseek-chat",
-    )
 
 
 def _intended(simulator: SimulatorHandle) -> dict:

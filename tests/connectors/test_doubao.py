@@ -13,8 +13,7 @@ from connectors.adapters.doubao import RESPONSES_PATH, DoubaoConnector
 from connectors.base import ErrorClass
 from connectors.simulator import SimulatorHandle
 
-from .conftest import sample
-from .contract import POLICY
+from .contract import POLICY, sample
 
 Factory = Callable[..., DoubaoConnector]
 FIXTURES = Path(__file__).parent / "fixtures" / "doubao"

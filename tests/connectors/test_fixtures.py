@@ -21,8 +21,7 @@ import requests
 from connectors.base import NormalizedResult
 from connectors.registry import adapter_class
 
-from .conftest import CITED_WORLD, sample
-from .contract import comparable
+from .contract import CITED_WORLD, comparable, sample
 from .test_contract import PLATFORMS
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -13,8 +13,7 @@ import requests
 from connectors.adapters.gemini import GeminiConnector
 from connectors.simulator import SimulatorHandle
 
-from .conftest import sample
-from .contract import cite_everything
+from .contract import cite_everything, sample
 
 Factory = Callable[..., GeminiConnector]
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini"

@@ -20,18 +20,10 @@ from connectors.base import ErrorClass, UpstreamError
 from connectors.retry import VERIFY
 from connectors.simulator import SimulatorHandle
 
-from .conftest import connector_factory, sample
-from .contract import POLICY, cite_everything
+from .contract import POLICY, cite_everything, sample
 
 Factory = Callable[..., KimiConnector]
 PATH = "POST /v1/chat/completions"
-
-
-@pytest.fixture
-def kimi_connector(simulator: SimulatorHandle) -> Factory:
-    return connector_factory(
-        KimiConnector, simulator, "kimi", api_key="sk-kimi-secret-654", model="kimi-k2.6"
-    )
 
 
 def _intended(simulator: SimulatorHandle) -> dict:

@@ -14,7 +14,7 @@ from connectors.adapters.ollama import PATH, OllamaConnector
 from connectors.base import ErrorClass, UpstreamError
 from connectors.simulator import SimulatorHandle
 
-from .conftest import CITED_WORLD, sample
+from .contract import CITED_WORLD, sample
 
 Factory = Callable[..., OllamaConnector]
 FIXTURES = Path(__file__).parent / "fixtures" / "ollama"

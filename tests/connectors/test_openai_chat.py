@@ -14,22 +14,10 @@ from connectors.adapters.openai_chat import OpenAIChatConnector, chat_path
 from connectors.base import ErrorClass, UpstreamError
 from connectors.simulator import SimulatorHandle
 
-from .conftest import connector_factory, sample
-from .contract import POLICY, cite_everything
+from .contract import POLICY, cite_everything, sample
 
 Factory = Callable[..., OpenAIChatConnector]
 SEARCH_MODEL = "gpt-4o-mini-search-preview"
-
-
-@pytest.fixture
-def chat_connector(simulator: SimulatorHandle) -> Factory:
-    return connector_factory(
-        OpenAIChatConnector,
-        simulator,
-        "openai_chat",
-        api_key="sk-chat-secret-789",
-        model=SEARCH_MODEL,
-    )
 
 
 def _intended(simulator: SimulatorHandle, platform: str = "openai_chat") -> dict:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from connectors.adapters.openai_responses import OpenAIResponsesConnector
 from connectors.simulator import SimulatorHandle
 
-from .conftest import sample
+from .contract import sample
 
 Factory = Callable[..., OpenAIResponsesConnector]
 

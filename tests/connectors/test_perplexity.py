@@ -15,8 +15,7 @@ from connectors.base import ErrorClass, NormalizedResult, UpstreamError
 from connectors.citations import claim_span_before_marker, find_markers, span_before_marker
 from connectors.simulator import SimulatorHandle
 
-from .conftest import sample
-from .contract import cite_everything
+from .contract import cite_everything, sample
 
 Factory = Callable[..., PerplexityConnector]
 FIXTURES = Path(__file__).parent / "fixtures" / "perplexity"

@@ -14,8 +14,7 @@ from connectors.adapters.qwen import PATH, QwenConnector
 from connectors.base import ErrorClass
 from connectors.simulator import SimulatorHandle
 
-from .conftest import sample
-from .contract import cite_everything
+from .contract import cite_everything, sample
 
 Factory = Callable[..., QwenConnector]
 FIXTURES = Path(__file__).parent / "fixtures" / "qwen"
