@@ -36,51 +36,23 @@ def collector_connector(simulator: SimulatorHandle) -> Callable[..., CollectorCo
     )
 
 
-@pytest.fixture
-def openai_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["openai"].factory(simulator)
+def _platform_connector(platform_id: str) -> Any:
+    """A fixture giving the connector factory of `platform_id`'s row (keywords override)."""
+
+    @pytest.fixture
+    def factory(simulator: SimulatorHandle) -> Callable[..., Any]:
+        return BY_ID[platform_id].factory(simulator)
+
+    return factory
 
 
-@pytest.fixture
-def doubao_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["doubao"].factory(simulator)
-
-
-@pytest.fixture
-def qwen_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["qwen"].factory(simulator)
-
-
-@pytest.fixture
-def ollama_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["ollama"].factory(simulator)
-
-
-@pytest.fixture
-def anthropic_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["anthropic"].factory(simulator)
-
-
-@pytest.fixture
-def gemini_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["gemini"].factory(simulator)
-
-
-@pytest.fixture
-def perplexity_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["perplexity"].factory(simulator)
-
-
-@pytest.fixture
-def chat_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["openai_chat"].factory(simulator)
-
-
-@pytest.fixture
-def deepseek_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["deepseek"].factory(simulator)
-
-
-@pytest.fixture
-def kimi_connector(simulator: SimulatorHandle) -> Callable[..., Any]:
-    return BY_ID["kimi"].factory(simulator)
+openai_connector = _platform_connector("openai")
+chat_connector = _platform_connector("openai_chat")
+anthropic_connector = _platform_connector("anthropic")
+gemini_connector = _platform_connector("gemini")
+perplexity_connector = _platform_connector("perplexity")
+deepseek_connector = _platform_connector("deepseek")
+kimi_connector = _platform_connector("kimi")
+doubao_connector = _platform_connector("doubao")
+qwen_connector = _platform_connector("qwen")
+ollama_connector = _platform_connector("ollama")

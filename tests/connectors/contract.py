@@ -150,6 +150,7 @@ class Platform:
     citations: str = "spans"  # "spans" | "unanchored" | "none" | "own" (the platform's tests)
     titles: bool = True  # citation titles are the source's title
     warnings: tuple[str, ...] = ()  # on a plain cited answer
+    reasoning: bytes | None = None  # how deep-thinking reasoning reads in the transcript
     # How to ask for one non-streaming JSON body: path, headers, request body changes.
     plain: tuple[str, dict[str, str], dict[str, Any]] | None = None
     skip: frozenset[str] = frozenset()  # contract tests that do not apply
@@ -229,6 +230,7 @@ PLATFORMS = [
         {"api_key": "sk-ant-test-secret-789", "model": "claude-test"},
         upstream_id="msg_.+", request_id="req_.+", error_request_id="req_.+",
         stream_start=b"event: message_start",
+        reasoning=b"thinking_delta",
         plain=("/v1/messages", {"x-api-key": "k", "anthropic-version": "2023-06-01"}, NO_STREAM),
         done=(b"message_stop",), envelope=("status_code", "request_id"),
         server_errors={"server_error": (500, T), "overloaded": (529, T)},
@@ -261,6 +263,7 @@ PLATFORMS = [
         envelope=("status_code", "request_id"),
         auth_statuses=(401, 402),  # 402: insufficient balance
         bad_key_message="Authentication Fails", citations="none",
+        reasoning=b'"reasoning_content": "',
     ),
     Platform(
         "kimi", KimiConnector, {"api_key": "sk-kimi-secret-654", "model": "kimi-k2.6"},
@@ -298,6 +301,7 @@ PLATFORMS = [
         request_id="2026.+", error_request_id="2026.+", stream_start=b"event: response.created",
         done=(b"response.completed", b"[DONE]"), envelope=("status_code", "request_id"),
         midstream=DOUBAO_RESPONSES_ERRORS, citations="unanchored",
+        reasoning=b"response.reasoning_summary_text.delta",
         plain=("/api/v3/responses", BEARER, NO_STREAM),
     ),
     Platform(
@@ -312,7 +316,7 @@ PLATFORMS = [
         "qwen", QwenConnector, {"api_key": "sk-dashscope-secret-321", "model": "qwen-test"},
         target={"region": "cn"}, request_id=".{36}", error_request_id=".{36}",
         stream_start=b"id:1\nevent:result\n:HTTP_STATUS/200\ndata:",
-        done=(b'"finish_reason":"stop"',), midstream=QWEN_ERRORS,
+        done=(b'"finish_reason":"stop"',), midstream=QWEN_ERRORS, reasoning=b"reasoning_content",
         plain=("/api/v1/services/aigc/text-generation/generation", BEARER, {}),  # no SSE header
         rate_limit_raw=b'"code": "Throttling.RateQuota"',
     ),

@@ -149,6 +149,16 @@ def test_a_non_streaming_json_body_parses_the_same(
     _check_citations(platform, result, intended["citations"])
 
 
+@pytest.mark.parametrize("platform", [p for p in rows("thinking") if p.values[0].reasoning])
+def test_deep_thinking_reasoning_stays_in_the_transcript_not_the_answer(
+    simulator: SimulatorHandle, platform: Platform
+) -> None:
+    result = platform.answer(simulator, "think hard", mode="deep_thinking")
+    assert result.collection_state == "completed"
+    assert platform.reasoning is not None and platform.reasoning in result.raw
+    assert result.answer_text == platform.intended(simulator)["answer_text"]
+
+
 @pytest.mark.parametrize("platform", rows("no_search"))
 def test_no_search_answer_has_no_citations(simulator: SimulatorHandle, platform: Platform) -> None:
     cite_everything(simulator)

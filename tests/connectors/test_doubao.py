@@ -67,15 +67,6 @@ def test_request_body_per_mode_and_surface(doubao_connector: Factory) -> None:
     assert bot["stream_options"] == {"include_usage": True}
 
 
-def test_deep_thinking_reasoning_is_not_part_of_the_answer(
-    simulator: SimulatorHandle, doubao_connector: Factory
-) -> None:
-    result = doubao_connector().submit(sample("think", region="cn", mode="deep_thinking")).result
-    assert result is not None and result.collection_state == "completed"
-    assert b"response.reasoning_summary_text.delta" in result.raw
-    assert result.answer_text == _intended(simulator)["answer_text"]
-
-
 def test_capabilities_depend_on_the_surface(doubao_connector: Factory) -> None:
     responses = doubao_connector().capabilities()
     assert responses.modes == {"web_search", "no_search", "deep_thinking"}

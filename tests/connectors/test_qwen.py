@@ -105,15 +105,6 @@ def test_request_body_per_mode(qwen_connector: Factory) -> None:
     assert thinking["enable_thinking"] is True and thinking["enable_search"] is True
 
 
-def test_deep_thinking_reasoning_is_not_part_of_the_answer(
-    simulator: SimulatorHandle, qwen_connector: Factory
-) -> None:
-    result = qwen_connector().submit(sample("think hard", region="cn", mode="deep_thinking")).result
-    assert result is not None and result.collection_state == "completed"
-    assert b"reasoning_content" in result.raw
-    assert result.answer_text == _intended(simulator)["answer_text"]
-
-
 def test_capabilities(qwen_connector: Factory) -> None:
     capabilities = qwen_connector().capabilities()
     ok = capabilities.problems(
