@@ -10,7 +10,7 @@ where; an answer without any id is named after the idempotency key).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from .base import (
     Capabilities,
@@ -20,9 +20,14 @@ from .base import (
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
-    UpstreamError,
 )
-from .errors import classify_http_error, error_dict, json_body, request_id_from
+from .errors import (
+    HttpErrorClassifier,
+    classify_http_error,
+    error_dict,
+    json_body,
+    request_id_from,
+)
 from .streams import SSE_MIME, is_sse
 from .transport import HttpExchange, HttpTransport
 
@@ -39,14 +44,6 @@ DEVICES = frozenset({"desktop", "mobile", "api"})
 ALL_MODES = frozenset({"web_search", "no_search", "deep_thinking"})
 SUBMISSION_LIMIT = 100
 STREAM_DEADLINE_SECONDS = 600.0
-
-
-class HttpErrorClassifier(Protocol):
-    """`classify_http_error`, or an adapter's refinement of it."""
-
-    def __call__(
-        self, status_code: int, headers: dict[str, str], body: bytes, /, *, egress: str
-    ) -> UpstreamError: ...
 
 
 class DirectConnector(Connector):

@@ -29,11 +29,10 @@ from ..base import (
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
-    UpstreamError,
 )
 from ..citations import make_citation
 from ..direct import ALL_MODES, DirectConnector, unparseable
-from ..errors import classify_error_code, classify_http_error, error_code, error_dict, json_body
+from ..errors import auth_by_code, classify_error_code, error_dict, json_body
 from ..responses_format import ResponsesDialect, answer, body_result, error_from, stream_result
 from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
 from ..transport import header_safe
@@ -188,16 +187,8 @@ class DoubaoConnector(DirectConnector):
             classify=self._http_error,
         )
 
-    @staticmethod
-    def _http_error(
-        status: int, headers: dict[str, str], body: bytes, egress: str
-    ) -> UpstreamError:
-        error = classify_http_error(status, headers, body, egress=egress)
-        # `QuotaExceeded` / `SetLimitExceeded` come as 429 but waiting does not cure them.
-        billing = ark_code_class(error_code(body)) is ErrorClass.AUTH
-        if error.error_class is ErrorClass.RATE_LIMITED and billing:
-            error.error_class = ErrorClass.AUTH
-        return error
+    # `QuotaExceeded` / `SetLimitExceeded` come as 429 but waiting does not cure them.
+    _http_error = staticmethod(auth_by_code(ark_code_class, only=ErrorClass.RATE_LIMITED))
 
     @classmethod
     def parse(

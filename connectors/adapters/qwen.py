@@ -30,11 +30,10 @@ from ..base import (
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
-    UpstreamError,
 )
 from ..citations import claim_span_before_marker, find_markers, make_citation
 from ..direct import ALL_MODES, DirectConnector
-from ..errors import classify_http_error, error_code, error_dict, status_error_class
+from ..errors import auth_by_code, error_dict, status_error_class
 from ..streams import SseTranscript, parse_sse
 
 PATH = "/api/v1/services/aigc/text-generation/generation"
@@ -247,16 +246,8 @@ class QwenConnector(DirectConnector):
             classify=self._http_error,
         )
 
-    @staticmethod
-    def _http_error(
-        status: int, headers: dict[str, str], body: bytes, egress: str
-    ) -> UpstreamError:
-        error = classify_http_error(status, headers, body, egress=egress)
-        # A 429 or 403 code can say more than the status: `Arrearage` is not cured by waiting.
-        by_code = dashscope_code_class(error_code(body))
-        if by_code is ErrorClass.AUTH:
-            error.error_class = ErrorClass.AUTH
-        return error
+    # A 429 or 403 code can say more than the status: `Arrearage` is not cured by waiting.
+    _http_error = staticmethod(auth_by_code(dashscope_code_class))
 
     @classmethod
     def _is_body(cls, payload: dict[str, Any]) -> bool:

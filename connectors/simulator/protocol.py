@@ -82,6 +82,40 @@ LOGIN_PAGE = (
 ERROR_PAGE = b"Service temporarily unavailable. Please try again later.\n"
 
 
+def content_text(content: Any, *, part_type: str | None = None) -> str | None:
+    """A message's `content` as text: a string, or the `text` of its parts (those of
+    `part_type`, when given) joined by newlines; None when it is neither."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    return "\n".join(
+        str(part.get("text", ""))
+        for part in content
+        if isinstance(part, dict) and part_type in (None, part.get("type"))
+    )
+
+
+def user_text(messages: Any, *, last: bool = False, part_type: str | None = None) -> str:
+    """The text of the first (or `last`) user message that has any."""
+    found = messages if isinstance(messages, list) else []
+    for message in reversed(found) if last else found:
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = content_text(message.get("content"), part_type=part_type)
+            if text is not None:
+                return text
+    return ""
+
+
+def all_text(items: Any) -> str:
+    """The text of every message item, joined by newlines."""
+    texts = [
+        content_text(item.get("content") if isinstance(item, dict) else None)
+        for item in (items if isinstance(items, list) else [])
+    ]
+    return "\n".join(text for text in texts if text is not None)
+
+
 def paced(draw: Draw, frames: Iterable[str | bytes], stall: float = 0.0) -> list[bytes | float]:
     """Stream frames as `SimResponse.chunks`: each followed by the profile's `chunk_delay_ms`
     pause, then `stall` seconds of silence (a cut stream whose connection stays open)."""

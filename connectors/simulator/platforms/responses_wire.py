@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..faults import Draw
-from ..protocol import paced
+from ..protocol import all_text, paced
 
 Event = tuple[str, dict[str, Any]]
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8"}
@@ -23,16 +23,7 @@ SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8"}
 
 def question_of(value: Any) -> str:
     """`input` is a string or a list of message items; the question is their text."""
-    if isinstance(value, str):
-        return value
-    texts: list[str] = []
-    for item in value if isinstance(value, list) else []:
-        content = item.get("content") if isinstance(item, dict) else None
-        if isinstance(content, str):
-            texts.append(content)
-        elif isinstance(content, list):
-            texts += [str(c.get("text", "")) for c in content if isinstance(c, dict)]
-    return "\n".join(texts)
+    return value if isinstance(value, str) else all_text(value)
 
 
 def web_search_call(draw: Draw, query: str) -> dict[str, Any]:
