@@ -275,14 +275,10 @@ class AnthropicConnector(DirectConnector):
         blocks = [_block_from(c) for c in payload.get("content") or [] if isinstance(c, dict)]
         text, citations = _join_blocks(blocks)
         stop_reason = payload.get("stop_reason")
+        warnings = _warnings(blocks, stop_reason if isinstance(stop_reason, str) else None)
+        message_id = str(payload["id"]) if payload.get("id") else None
         result = NormalizedResult.answer(
-            raw,
-            mime,
-            sample_id,
-            str(payload["id"]) if payload.get("id") else None,
-            text,
-            citations=citations,
-            warnings=_warnings(blocks, stop_reason if isinstance(stop_reason, str) else None),
+            raw, mime, sample_id, message_id, text, citations=citations, warnings=warnings
         )
         if stop_reason == "pause_turn":
             result.cut("stop_reason pause_turn: the server tool loop paused")

@@ -372,14 +372,9 @@ class CollectorConnector(Connector):
                 error_dict(ErrorClass.PARSE_FAILED, "not a collector task result"),
             )
         text = str(payload.get("answer_text") or "")
-        result = NormalizedResult.answer(
-            raw,
-            mime,
-            sample_id,
-            str(payload["task_id"]) if payload.get("task_id") else None,
-            text,
-            citations=_citations(payload.get("citations"), len(text)),
-        )
+        task_id = str(payload["task_id"]) if payload.get("task_id") else None
+        citations = _citations(payload.get("citations"), len(text))
+        result = NormalizedResult.answer(raw, mime, sample_id, task_id, text, citations=citations)
         _apply_cost(result, payload.get("cost"))
         if payload.get("status") != "completed":
             error = _as_dict(payload.get("error"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -114,6 +114,21 @@ def all_text(items: Any) -> str:
         for item in (items if isinstance(items, list) else [])
     ]
     return "\n".join(text for text in texts if text is not None)
+
+
+def cut_stream(
+    draw: Draw, items: list[Any], first_text: int, failure: Callable[[], Any]
+) -> tuple[list[Any], float]:
+    """`items` (events or frames) with the draw's stream fault applied, and how long the
+    connection then stays open and silent: `truncate` cuts somewhere after the first text (with
+    `stall_seconds`, the client's read timeout fires mid-body instead of seeing a clean end);
+    `midstream_error` cuts and sends `failure()` instead of the rest."""
+    if draw.fault == "truncate":
+        cut = items[: draw.rng.randint(first_text + 1, len(items) - 1)]
+        return cut, float(draw.params.get("stall_seconds", 0.0))
+    if draw.fault == "midstream_error":
+        return [*items[: draw.rng.randint(first_text + 1, len(items) - 2)], failure()], 0.0
+    return items, 0.0
 
 
 def paced(draw: Draw, frames: Iterable[str | bytes], stall: float = 0.0) -> list[bytes | float]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,6 @@ from connectors.simulator import SimulatorHandle
 from .contract import cite_everything, sample
 
 Factory = Callable[..., AnthropicConnector]
-FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import requests
 
@@ -16,12 +14,7 @@ from connectors.simulator import SimulatorHandle
 from .contract import POLICY, sample
 
 Factory = Callable[..., DoubaoConnector]
-FIXTURES = Path(__file__).parent / "fixtures" / "doubao"
 BOT = {"bot_id": "bot-20261111-test"}
-
-
-def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
-    return simulator.answers("doubao")[-1]
 
 
 def test_quota_exceeded_429_is_auth_not_rate_limited() -> None:

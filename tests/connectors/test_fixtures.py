@@ -71,6 +71,7 @@ def test_parse_of_captured_fixtures_matches_the_reviewed_result(expected: Path) 
 @pytest.mark.parametrize("transcript", TRUNCATED, ids=[p.parent.name for p in TRUNCATED])
 def test_a_captured_cut_stream_is_truncated(transcript: Path) -> None:
     result = _parsed(transcript)
+    assert result.raw == transcript.read_bytes()
     assert result.collection_state == "truncated" and result.evidence_state == "partial"
     assert result.error is not None and result.error["class"] == "truncated"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +15,6 @@ from connectors.simulator import SimulatorHandle
 from .contract import cite_everything, sample
 
 Factory = Callable[..., GeminiConnector]
-FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 HEADERS = {"x-goog-api-key": "k"}
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,14 +13,9 @@ from connectors.adapters.ollama import PATH, OllamaConnector
 from connectors.base import ErrorClass, UpstreamError
 from connectors.simulator import SimulatorHandle
 
-from .contract import CITED_WORLD, sample
+from .contract import sample
 
 Factory = Callable[..., OllamaConnector]
-FIXTURES = Path(__file__).parent / "fixtures" / "ollama"
-
-
-def _world(simulator: SimulatorHandle) -> None:
-    simulator.configure(world=CITED_WORLD, profile={"emoji_rate": 1.0, "cjk_rate": 1.0})
 
 
 def _intended(simulator: SimulatorHandle) -> dict[str, Any]:

@@ -13,10 +13,6 @@ from .contract import sample
 Factory = Callable[..., OpenAIResponsesConnector]
 
 
-def _intended(simulator: SimulatorHandle) -> dict:
-    return simulator.answers("openai")[-1]
-
-
 def test_request_body_per_mode(simulator: SimulatorHandle, openai_connector: Factory) -> None:
     connector = openai_connector()
     web = connector.request_body(sample("q", region="jp"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ from connectors.simulator import SimulatorHandle
 from .contract import cite_everything, sample
 
 Factory = Callable[..., PerplexityConnector]
-FIXTURES = Path(__file__).parent / "fixtures" / "perplexity"
 HEADERS = {"Authorization": "Bearer k"}
 
 

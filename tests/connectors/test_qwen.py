@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,21 +16,10 @@ from connectors.simulator import SimulatorHandle
 from .contract import cite_everything, sample
 
 Factory = Callable[..., QwenConnector]
-FIXTURES = Path(__file__).parent / "fixtures" / "qwen"
 
 
 def _intended(simulator: SimulatorHandle) -> dict[str, Any]:
     return simulator.answers("qwen")[-1]
-
-
-def _ask(simulator: SimulatorHandle, connector: QwenConnector, question: str, **headers: str):
-    body = connector.request_body(sample(question, region="cn"))
-    return requests.post(
-        f"{simulator.url('qwen')}{PATH}",
-        json=body,
-        headers={"Authorization": "Bearer k", **headers},
-        timeout=5,
-    )
 
 
 @pytest.mark.parametrize(
@@ -78,6 +66,7 @@ def test_cumulative_frames_without_incremental_output_parse_the_same(
     result = QwenConnector.parse(response.content, content_type=response.headers["content-type"])
     assert result.collection_state == "completed"
     assert result.answer_text == _intended(simulator)["answer_text"]
+    assert result.request_id == response.headers["x-request-id"]  # the body's, the same value
 
 
 def test_simulator_rejects_a_missing_key_and_a_missing_model(simulator: SimulatorHandle) -> None:

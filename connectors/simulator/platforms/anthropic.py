@@ -23,7 +23,7 @@ from typing import Any
 
 from ..content import SimAnswer, SimCitation, is_cjk
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced, user_text
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, cut_stream, paced, user_text
 
 DELTA_CHARS = 10
 JSON_DELTA_CHARS = 16
@@ -329,20 +329,18 @@ class AnthropicProtocol(PlatformProtocol):
             i for i, (kind, payload) in enumerate(events)
             if kind == "content_block_delta" and payload["delta"]["type"] == "text_delta"
         )  # fmt: skip
-        stall = 0.0
-        if draw.fault == "truncate":
-            events = events[: draw.rng.randint(first_text + 1, len(events) - 1)]
-            stall = float(draw.params.get("stall_seconds", 0.0))
-        elif draw.fault == "midstream_error":
-            events = events[: draw.rng.randint(first_text + 1, len(events) - 2)]
-            code = str(draw.params.get("code", "overloaded_error"))
-            text = "Overloaded" if code == "overloaded_error" else "Internal server error"
-            events.append(("error", {"error": {"type": code, "message": text}}))
+        events, stall = cut_stream(draw, events, first_text, lambda: _error_event(draw))
         frames = (
             f"event: {kind}\ndata: {json.dumps({'type': kind} | payload, ensure_ascii=False)}\n\n"
             for kind, payload in events
         )
         return paced(draw, frames, stall)
+
+
+def _error_event(draw: Draw) -> Event:
+    code = str(draw.params.get("code", "overloaded_error"))
+    text = "Overloaded" if code == "overloaded_error" else "Internal server error"
+    return ("error", {"error": {"type": code, "message": text}})
 
 
 def _request_id(draw: Draw | None) -> str:

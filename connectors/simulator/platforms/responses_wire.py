@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..faults import Draw
-from ..protocol import all_text, paced
+from ..protocol import all_text, cut_stream, paced
 
 Event = tuple[str, dict[str, Any]]
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8"}
@@ -139,13 +139,7 @@ def streamed(draw: Draw, stream: list[Event], failure: Callable[[], Event]) -> l
     first_text = next(
         i for i, (kind, _) in enumerate(stream) if kind == "response.content_part.added"
     )
-    stall = 0.0
-    if draw.fault == "truncate":
-        stream = stream[: draw.rng.randint(first_text + 1, len(stream) - 1)]
-        stall = float(draw.params.get("stall_seconds", 0.0))
-    elif draw.fault == "midstream_error":
-        stream = stream[: draw.rng.randint(first_text + 1, len(stream) - 2)]
-        stream.append(failure())
+    stream, stall = cut_stream(draw, stream, first_text, failure)
     frames = []
     for sequence, (kind, payload) in enumerate(stream):
         data = {"type": kind, "sequence_number": sequence} | payload
