@@ -148,6 +148,30 @@ class NormalizedResult:
     request_id: str | None = None
     attachments: list[Attachment] = field(default_factory=list)
 
+    @classmethod
+    def answer(
+        cls,
+        raw: bytes,
+        raw_mime: str,
+        sample_id: int | None,
+        upstream_id: str | None,
+        answer_text: str,
+        **fields: Any,
+    ) -> NormalizedResult:
+        """A completed answer with its evidence stored (`fail` and `cut` say otherwise)."""
+        return cls(sample_id, upstream_id, "completed", "stored", answer_text, raw, raw_mime,
+                   **fields)  # fmt: skip
+
+    def fail(self, error: dict[str, Any] | None) -> None:
+        """Not an answer: the upstream failed it, and there is no evidence of one."""
+        self.collection_state, self.evidence_state, self.error = "failed", "failed", error
+
+    def cut(self, message: str) -> None:
+        """The answer stopped part way (`message` says where): what arrived is partial
+        evidence."""
+        self.collection_state, self.evidence_state = "truncated", "partial"
+        self.error = {"class": ErrorClass.TRUNCATED.value, "message": message}
+
     def to_json(self) -> dict[str, Any]:
         """The JSON form of DESIGN.md §7; raw bytes are shown as text, attachments by size."""
         data = asdict(self)

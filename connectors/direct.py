@@ -9,8 +9,8 @@ where; an answer without any id is named after the idempotency key).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
 
 from .base import (
     Capabilities,
@@ -20,9 +20,15 @@ from .base import (
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
-    UpstreamError,
 )
-from .errors import classify_http_error, error_dict, request_id_from
+from .errors import (
+    HttpErrorClassifier,
+    classify_http_error,
+    error_dict,
+    json_body,
+    request_id_from,
+)
+from .streams import SSE_MIME, is_sse
 from .transport import HttpExchange, HttpTransport
 
 # Where a global API can be asked to search from (a user-location country).
@@ -40,16 +46,11 @@ SUBMISSION_LIMIT = 100
 STREAM_DEADLINE_SECONDS = 600.0
 
 
-class HttpErrorClassifier(Protocol):
-    """`classify_http_error`, or an adapter's refinement of it."""
-
-    def __call__(
-        self, status_code: int, headers: dict[str, str], body: bytes, /, *, egress: str
-    ) -> UpstreamError: ...
-
-
 class DirectConnector(Connector):
     """A direct model API: one transport, synchronous answers, no lookup by key."""
+
+    # What `parse` calls this API's non-streaming body, in the error for any other body.
+    body_name: ClassVar[str] = "the API's response body"
 
     def __init__(self, config: ConnectorConfig) -> None:
         super().__init__(config)
@@ -81,6 +82,68 @@ class DirectConnector(Connector):
     def _stream_deadline(self, default: float = STREAM_DEADLINE_SECONDS) -> float:
         """Keep-alives reset the read timeout; this bounds a stream that never ends."""
         return float(self.config.extra.get("stream_deadline_seconds", default))
+
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        """An SSE transcript goes to `_parse_stream`; a JSON object `_is_body` accepts to
+        `_parse_json`; anything else (a login, captcha or proxy page) is unparseable."""
+        if is_sse(raw, content_type):
+            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
+        payload = json_body(raw)
+        if not isinstance(payload, dict) or not cls._is_body(payload):
+            return unparseable(raw, content_type, sample_id, cls.body_name)
+        return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
+
+    @classmethod
+    def _is_body(cls, payload: dict[str, Any]) -> bool:
+        return True
+
+    @classmethod
+    def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
+        raise NotImplementedError(f"{cls.__name__} reads no SSE transcript")
+
+    @classmethod
+    def _parse_json(
+        cls, payload: dict[str, Any], raw: bytes, mime: str, sample_id: int | None
+    ) -> NormalizedResult:
+        raise NotImplementedError(f"{cls.__name__} reads no JSON body")
+
+    def _bearer_headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The bearer key and an SSE Accept, which most of these APIs take, plus `extra`."""
+        headers = {"Authorization": f"Bearer {self.config.api_key}", "Accept": SSE_MIME}
+        return headers | dict(extra or {})
+
+    def _answer(
+        self,
+        path: str,
+        request: SampleRequest,
+        attempt_no: int,
+        *,
+        headers: Mapping[str, str],
+        json_body: Any,
+        params: Mapping[str, str] | None = None,
+        stream: bool = True,
+        deadline_seconds: float | None = None,
+        classify: HttpErrorClassifier = classify_http_error,
+        request_id_header: bool = True,
+    ) -> SubmitOutcome:
+        """POST one question and read the whole (streamed) answer into a SubmitOutcome, as
+        `outcome_from_exchange` does; `deadline_seconds` defaults to `_stream_deadline()`."""
+        exchange = self.transport.request(
+            "POST",
+            path,
+            attempt_no=attempt_no,
+            headers=headers,
+            json_body=json_body,
+            params=params,
+            stream=stream,
+            deadline_seconds=deadline_seconds or self._stream_deadline(),
+        )
+        return outcome_from_exchange(
+            exchange, request, self.parse, classify=classify, request_id_header=request_id_header
+        )
 
 
 def failed(raw: bytes, mime: str, sample_id: int | None, error: dict[str, Any]) -> NormalizedResult:

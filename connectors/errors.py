@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .base import ErrorClass, UpstreamError
 
@@ -210,3 +210,28 @@ def classify_error_code(code: str | None) -> ErrorClass:
 def error_dict(error_class: ErrorClass, message: str, **details: Any) -> dict[str, Any]:
     """The `NormalizedResult.error` shape."""
     return {"class": error_class.value, "message": message[:MAX_MESSAGE_CHARS], **details}
+
+
+class HttpErrorClassifier(Protocol):
+    """`classify_http_error`, or an adapter's refinement of it."""
+
+    def __call__(
+        self, status_code: int, headers: dict[str, str], body: bytes, /, *, egress: str
+    ) -> UpstreamError: ...
+
+
+def auth_by_code(
+    code_class: Callable[[str | None], ErrorClass | None], *, only: ErrorClass | None = None
+) -> HttpErrorClassifier:
+    """`classify_http_error`, then AUTH where the vendor's code table says so: quota, spend
+    limit and unpaid-bill codes come as 429 or 403, and waiting does not cure them. With
+    `only`, an error of that class alone is changed."""
+
+    def classify(status: int, headers: dict[str, str], body: bytes, egress: str) -> UpstreamError:
+        error = classify_http_error(status, headers, body, egress=egress)
+        billing = code_class(error_code(body)) is ErrorClass.AUTH
+        if billing and only in (None, error.error_class):
+            error.error_class = ErrorClass.AUTH
+        return error
+
+    return classify

@@ -1,15 +1,15 @@
 """Which adapter serves which platform key, and how it is configured.
 
-Configuration comes from the environment (or, later, the database); model names are
-configuration, never hard-coded aliases. Credentials are read here, when a connector is built
-inside a worker, and never travel in queue messages.
+Configuration comes from settings (`GEO_PLATFORMS`, built from the GEO_<PLATFORM>_* variables
+in geo_collect/settings.py); model names are configuration, never hard-coded aliases.
+Credentials are read here, when a connector is built inside a worker, and never travel in queue
+messages.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
 from functools import cache
 from typing import Any
 
@@ -56,38 +56,38 @@ def adapter_class(platform: str) -> type[Connector]:
 
 def connector_config(platform: str) -> ConnectorConfig:
     cls = adapter_class(platform)
-    env = platform.upper()
+    given = settings.GEO_PLATFORMS.get(platform, {})
     simulator = settings.GEO_UPSTREAM_BASE_URL
-    base_url = os.environ.get(f"GEO_{env}_BASE_URL") or (
+    base_url = given.get("BASE_URL") or (
         f"{simulator.rstrip('/')}/{platform}" if simulator else getattr(cls, "default_base_url", "")
     )
     # "direct,http://proxy:3128": attempts alternate between these egress paths.
-    egress = [p.strip() for p in os.environ.get(f"GEO_{env}_EGRESS", "").split(",") if p.strip()]
+    egress = [p.strip() for p in given.get("EGRESS", "").split(",") if p.strip()]
     proxies = tuple(None if p == "direct" else p for p in egress)
     return ConnectorConfig(
         platform=platform,
         base_url=base_url,
-        api_key=os.environ.get(f"GEO_{env}_API_KEY", "sim-key" if simulator else ""),
-        model=os.environ.get(f"GEO_{env}_MODEL") or settings.GEO_PLATFORM_MODELS.get(platform),
-        timeout_seconds=float(os.environ.get(f"GEO_{env}_TIMEOUT", "60")),
+        api_key=given.get("API_KEY", "sim-key" if simulator else ""),
+        model=given.get("MODEL") or settings.GEO_PLATFORM_MODELS.get(platform),
+        timeout_seconds=float(given.get("TIMEOUT", "60")),
         egress_proxies=proxies or (None,),
-        extra=_extra(env),
+        extra=_extra(platform, given),
     )
 
 
-def _extra(env: str) -> dict[str, Any]:
+def _extra(platform: str, given: dict[str, str]) -> dict[str, Any]:
     """Adapter options (`GEO_<PLATFORM>_EXTRA`, a JSON object: e.g. Doubao's `bot_id`, an
     OpenAI-compatible endpoint's `chat_path`) and the provider callback URL."""
-    raw = os.environ.get(f"GEO_{env}_EXTRA", "")
+    variable = f"GEO_{platform.upper()}_EXTRA"
+    raw = given.get("EXTRA", "")
     try:
         extra: dict[str, Any] = json.loads(raw) if raw else {}
     except json.JSONDecodeError as error:
-        raise ImproperlyConfigured(f"GEO_{env}_EXTRA is not valid JSON: {error.msg}") from None
+        raise ImproperlyConfigured(f"{variable} is not valid JSON: {error.msg}") from None
     if not isinstance(extra, dict):
-        raise ImproperlyConfigured(f"GEO_{env}_EXTRA must be a JSON object")
-    callback_url = os.environ.get(f"GEO_{env}_CALLBACK_URL")
-    if callback_url:
-        extra["callback_url"] = callback_url
+        raise ImproperlyConfigured(f"{variable} must be a JSON object")
+    if given.get("CALLBACK_URL"):
+        extra["callback_url"] = given["CALLBACK_URL"]
     return extra
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,28 @@ GEO_PLATFORM_MODELS: dict[str, str] = {
     "ollama": "llama3.2",
     "collector": "consumer-ui",
 }
+
+# Per-platform connection settings, GEO_<PLATFORM>_<NAME> (platform key upper-cased): API_KEY,
+# BASE_URL, MODEL, TIMEOUT (seconds), EGRESS ("direct,http://proxy:3128": attempts alternate
+# between these paths), EXTRA (a JSON object of adapter options, e.g. Doubao's bot_id) and
+# CALLBACK_URL. Kept as given; connectors/registry.py turns them into a ConnectorConfig.
+PLATFORM_SETTING_NAMES = ("API_KEY", "BASE_URL", "MODEL", "TIMEOUT", "EGRESS", "EXTRA",
+                          "CALLBACK_URL")  # fmt: skip
+
+
+def platform_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """{platform: {NAME: value}} for the GEO_<PLATFORM>_<NAME> variables set in `environ`."""
+    found: dict[str, dict[str, str]] = {}
+    for platform in GEO_PLATFORM_MODELS:
+        prefix = f"GEO_{platform.upper()}_"
+        given = {name: environ[prefix + name] for name in PLATFORM_SETTING_NAMES
+                 if prefix + name in environ}  # fmt: skip
+        if given:
+            found[platform] = given
+    return found
+
+
+GEO_PLATFORMS = platform_settings(os.environ)
 
 # Admission control. Concurrency caps count leased samples per platform and group: upstream
 # calls (submit/verify/poll), evidence (provider evidence, screenshots) and analysis are

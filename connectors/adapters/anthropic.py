@@ -28,9 +28,9 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation
-from ..direct import ALL_MODES, DirectConnector, failed, outcome_from_exchange, unparseable
+from ..direct import ALL_MODES, DirectConnector, failed
 from ..errors import classify_error_code, classify_http_error, error_dict, json_body
-from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
+from ..streams import SSE_MIME, SseTranscript, parse_sse
 
 API_VERSION = "2023-06-01"
 WEB_SEARCH_TOOL = "web_search_20250305"
@@ -175,6 +175,7 @@ def _apply_event(state: _StreamState, name: str, payload: dict[str, Any]) -> Non
 class AnthropicConnector(DirectConnector):
     platform: ClassVar[str] = "anthropic"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    body_name: ClassVar[str] = "a Messages API body"
 
     def capabilities(self) -> Capabilities:
         return self._capabilities(ALL_MODES)
@@ -203,21 +204,19 @@ class AnthropicConnector(DirectConnector):
         return body
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        # The request id is the `request-id` header, else the one an error event carried.
+        return self._answer(
             "/v1/messages",
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             headers={
                 "x-api-key": self.config.api_key,
                 "anthropic-version": API_VERSION,
                 "Accept": SSE_MIME,
             },
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
+            classify=self._http_error,
         )
-        # The request id is the `request-id` header, else the one an error event carried.
-        return outcome_from_exchange(exchange, request, self.parse, classify=self._http_error)
 
     @staticmethod
     def _http_error(
@@ -236,29 +235,20 @@ class AnthropicConnector(DirectConnector):
         return error
 
     @classmethod
-    def parse(
-        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
-    ) -> NormalizedResult:
-        if is_sse(raw, content_type):
-            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        payload = json_body(raw)
-        if not isinstance(payload, dict) or payload.get("type") not in ("message", "error"):
-            return unparseable(raw, content_type, sample_id, "a Messages API body")
-        return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
+    def _is_body(cls, payload: dict[str, Any]) -> bool:
+        return payload.get("type") in ("message", "error")
 
     @classmethod
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
         state = _read_stream(parse_sse(raw))
         blocks = [state.blocks[index] for index in sorted(state.blocks)]
         text, citations = _join_blocks(blocks)
-        result = NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=state.message_id,
-            collection_state="completed",
-            evidence_state="stored",
-            answer_text=text,
-            raw=raw,
-            raw_mime=mime,
+        result = NormalizedResult.answer(
+            raw,
+            mime,
+            sample_id,
+            state.message_id,
+            text,
             citations=citations,
             request_id=state.request_id,
             warnings=_warnings(blocks, state.stop_reason),
@@ -266,16 +256,11 @@ class AnthropicConnector(DirectConnector):
         if state.bad_frames:
             result.warnings.append("BAD_STREAM_FRAMES")
         if state.terminal is None:
-            result.collection_state, result.evidence_state = "truncated", "partial"
-            result.error = error_dict(ErrorClass.TRUNCATED, "stream ended without message_stop")
+            result.cut("stream ended without message_stop")
         elif state.terminal == "error":
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = state.error
+            result.fail(state.error)
         elif state.stop_reason == "pause_turn":
-            result.collection_state, result.evidence_state = "truncated", "partial"
-            result.error = error_dict(
-                ErrorClass.TRUNCATED, "stop_reason pause_turn: the server tool loop paused"
-            )
+            result.cut("stop_reason pause_turn: the server tool loop paused")
         return result
 
     @classmethod
@@ -290,20 +275,11 @@ class AnthropicConnector(DirectConnector):
         blocks = [_block_from(c) for c in payload.get("content") or [] if isinstance(c, dict)]
         text, citations = _join_blocks(blocks)
         stop_reason = payload.get("stop_reason")
-        result = NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=str(payload["id"]) if payload.get("id") else None,
-            collection_state="completed",
-            evidence_state="stored",
-            answer_text=text,
-            raw=raw,
-            raw_mime=mime,
-            citations=citations,
-            warnings=_warnings(blocks, stop_reason if isinstance(stop_reason, str) else None),
+        warnings = _warnings(blocks, stop_reason if isinstance(stop_reason, str) else None)
+        message_id = str(payload["id"]) if payload.get("id") else None
+        result = NormalizedResult.answer(
+            raw, mime, sample_id, message_id, text, citations=citations, warnings=warnings
         )
         if stop_reason == "pause_turn":
-            result.collection_state, result.evidence_state = "truncated", "partial"
-            result.error = error_dict(
-                ErrorClass.TRUNCATED, "stop_reason pause_turn: the server tool loop paused"
-            )
+            result.cut("stop_reason pause_turn: the server tool loop paused")
         return result

@@ -63,6 +63,7 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation
+from ..direct import failed
 from ..errors import classify_http_error, error_dict, json_body, request_id_from
 from ..transport import HttpExchange, HttpTransport, header_safe
 
@@ -364,33 +365,21 @@ class CollectorConnector(Connector):
         payload = json_body(raw)
         mime = content_type or "application/json"
         if not isinstance(payload, dict) or "status" not in payload:
-            return NormalizedResult(
-                sample_id=sample_id,
-                upstream_id=None,
-                collection_state="failed",
-                evidence_state="failed",
-                answer_text="",
-                raw=raw,
-                raw_mime=mime,
-                error=error_dict(ErrorClass.PARSE_FAILED, "not a collector task result"),
+            return failed(
+                raw,
+                mime,
+                sample_id,
+                error_dict(ErrorClass.PARSE_FAILED, "not a collector task result"),
             )
         text = str(payload.get("answer_text") or "")
-        result = NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=str(payload["task_id"]) if payload.get("task_id") else None,
-            collection_state="completed",
-            evidence_state="stored",
-            answer_text=text,
-            raw=raw,
-            raw_mime=mime,
-            citations=_citations(payload.get("citations"), len(text)),
-        )
+        task_id = str(payload["task_id"]) if payload.get("task_id") else None
+        citations = _citations(payload.get("citations"), len(text))
+        result = NormalizedResult.answer(raw, mime, sample_id, task_id, text, citations=citations)
         _apply_cost(result, payload.get("cost"))
         if payload.get("status") != "completed":
             error = _as_dict(payload.get("error"))
-            result.collection_state, result.evidence_state = "failed", "failed"
             message = str(error.get("message") or f"task {payload.get('status')}")
-            result.error = error_dict(ErrorClass.UPSTREAM_FAILED, message, code=error.get("code"))
+            result.fail(error_dict(ErrorClass.UPSTREAM_FAILED, message, code=error.get("code")))
             return result
         _apply_screenshot(result, payload)
         return result

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from .. import chat_format
 from ..base import Capabilities, NormalizedResult, SampleRequest, SubmitOutcome
-from ..direct import CN_VENDOR_REGIONS, DirectConnector, outcome_from_exchange, unparseable
+from ..direct import CN_VENDOR_REGIONS, DirectConnector, unparseable
 
 CHAT_PATH = "/chat/completions"
 
@@ -52,19 +52,14 @@ class DeepSeekConnector(DirectConnector):
         }
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        return self._answer(
             CHAT_PATH,
-            attempt_no=attempt_no,
-            headers={
-                "Authorization": f"Bearer {self.config.api_key}",
-                "Accept": chat_format.SSE_MIME,
-            },
+            request,
+            attempt_no,
+            headers=self._bearer_headers(),
             json_body=self.request_body(request),
-            stream=True,
             deadline_seconds=self._stream_deadline(900),
         )
-        return outcome_from_exchange(exchange, request, self.parse)
 
     @classmethod
     def parse(

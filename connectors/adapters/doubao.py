@@ -29,18 +29,16 @@ from ..base import (
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
-    UpstreamError,
 )
 from ..citations import make_citation
-from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
-from ..errors import classify_error_code, classify_http_error, error_code, error_dict, json_body
+from ..direct import ALL_MODES, DirectConnector, unparseable
+from ..errors import auth_by_code, classify_error_code, error_dict, json_body
+from ..responses_format import ResponsesDialect, answer, body_result, error_from, stream_result
 from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
 from ..transport import header_safe
 
 RESPONSES_PATH = "/api/v3/responses"
 BOTS_PATH = "/api/v3/bots/chat/completions"
-ANNOTATION_TYPES = frozenset({"url_citation", "annotation"})
-_TERMINAL = ("response.completed", "response.failed", "response.incomplete")
 
 # Ark error codes (platform_protocols.md §8 and the Ark public error code page), by prefix.
 _CODE_PREFIXES: tuple[tuple[str, ErrorClass], ...] = (
@@ -74,105 +72,22 @@ def ark_code_class(code: str | None) -> ErrorClass:
     return classify_error_code(code)
 
 
+# Ark annotations are "url_citation" or "annotation" (or untyped), and carry no offsets.
+DIALECT = ResponsesDialect(
+    classify=ark_code_class,
+    citation_types=frozenset({"url_citation", "annotation", None}),
+    offsets=False,
+)
+
+
 def _object(value: Any) -> dict[str, Any]:
     """`value` when it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
 
 
-def _error_from(error: dict[str, Any], default: str) -> dict[str, Any]:
-    code = error.get("code")
-    code = str(code) if code else None
-    return error_dict(ark_code_class(code), str(error.get("message") or default), code=code)
-
-
 def _citation(index: int, source: dict[str, Any]) -> Citation:
     # Ark gives no offsets for annotations or references.
     return make_citation(index, str(source["url"]), title=source.get("title"))
-
-
-# --- Responses API --------------------------------------------------------------------------
-@dataclass
-class _Part:
-    text: str = ""
-    annotations: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class _ResponsesState:
-    response_id: str | None = None
-    parts: dict[tuple[int, int], _Part] = field(default_factory=dict)
-    final: dict[str, Any] | None = None
-    terminal: str | None = None  # "completed" | "failed" | "incomplete" | "error"
-    error: dict[str, Any] | None = None
-    bad_frames: int = 0
-
-    def part(self, payload: dict[str, Any]) -> _Part:
-        key = (int(payload.get("output_index", 0)), int(payload.get("content_index", 0)))
-        return self.parts.setdefault(key, _Part())
-
-
-def _message_parts(response: dict[str, Any]) -> list[_Part]:
-    """output_text parts of message items, in output order (reasoning items are skipped)."""
-    found: list[_Part] = []
-    for item in response.get("output") or []:
-        if not isinstance(item, dict) or item.get("type") != "message":
-            continue
-        for content in item.get("content") or []:
-            if isinstance(content, dict) and content.get("type") == "output_text":
-                annotations = [a for a in content.get("annotations") or [] if isinstance(a, dict)]
-                found.append(_Part(str(content.get("text") or ""), annotations))
-    return found
-
-
-def _join(parts: list[_Part]) -> tuple[str, list[Citation]]:
-    text = ""
-    citations: list[Citation] = []
-    for part in parts:
-        for annotation in part.annotations:
-            if annotation.get("type", "url_citation") in ANNOTATION_TYPES and annotation.get("url"):
-                citations.append(_citation(len(citations) + 1, annotation))
-        text += part.text
-    return text, citations
-
-
-def _response_error(response: dict[str, Any], terminal: str) -> dict[str, Any]:
-    if terminal == "incomplete":
-        reason = (response.get("incomplete_details") or {}).get("reason") or "unknown"
-        return error_dict(ErrorClass.UPSTREAM_FAILED, f"response incomplete: {reason}")
-    error = response.get("error")
-    return _error_from(error if isinstance(error, dict) else {}, f"response {terminal}")
-
-
-def _read_responses(transcript: SseTranscript) -> _ResponsesState:
-    state = _ResponsesState()
-    for event in transcript.events:
-        payload = event.json_object()
-        if payload is None:
-            state.bad_frames += 1
-            continue
-        kind = str(payload.get("type") or event.event)
-        response = payload.get("response")
-        if isinstance(response, dict) and response.get("id"):
-            state.response_id = str(response["id"])
-        if kind == "response.output_text.delta":
-            state.part(payload).text += str(payload.get("delta") or "")
-        elif kind == "response.output_text.done" and isinstance(payload.get("text"), str):
-            state.part(payload).text = payload["text"]
-        elif kind == "response.output_text.annotation.added":
-            if isinstance(payload.get("annotation"), dict):
-                state.part(payload).annotations.append(payload["annotation"])
-        elif kind in _TERMINAL:
-            state.terminal = kind.removeprefix("response.")
-            state.final = response if isinstance(response, dict) else {}
-            if state.terminal != "completed":
-                state.error = _response_error(state.final, state.terminal)
-            break
-        elif kind == "error" or isinstance(payload.get("error"), dict):
-            nested = payload.get("error")
-            state.terminal = "error"
-            state.error = _error_from(nested if isinstance(nested, dict) else payload, "error")
-            break
-    return state
 
 
 # --- Bots API ---------------------------------------------------------------------------------
@@ -206,7 +121,7 @@ def _read_bots(transcript: SseTranscript) -> _BotsState:
             state.bad_frames += 1
             continue
         if isinstance(payload.get("error"), dict):
-            state.error = _error_from(payload["error"], "stream error")
+            state.error = error_from(payload["error"], "stream error", DIALECT)
             break
         if payload.get("id"):
             state.chunk_id = str(payload["id"])
@@ -260,32 +175,20 @@ class DoubaoConnector(DirectConnector):
         return body
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        return self._answer(
             BOTS_PATH if self.bot_id else RESPONSES_PATH,
-            attempt_no=attempt_no,
-            headers={
-                "Authorization": f"Bearer {self.config.api_key}",
-                "Accept": SSE_MIME,
-                # Echoed for tracing; Ark has no idempotency key.
-                "X-Client-Request-Id": header_safe(request.idempotency_key),
-            },
+            request,
+            attempt_no,
+            # Echoed for tracing; Ark has no idempotency key.
+            headers=self._bearer_headers(
+                {"X-Client-Request-Id": header_safe(request.idempotency_key)}
+            ),
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
+            classify=self._http_error,
         )
-        return outcome_from_exchange(exchange, request, self.parse, classify=self._http_error)
 
-    @staticmethod
-    def _http_error(
-        status: int, headers: dict[str, str], body: bytes, egress: str
-    ) -> UpstreamError:
-        error = classify_http_error(status, headers, body, egress=egress)
-        # `QuotaExceeded` / `SetLimitExceeded` come as 429 but waiting does not cure them.
-        billing = ark_code_class(error_code(body)) is ErrorClass.AUTH
-        if error.error_class is ErrorClass.RATE_LIMITED and billing:
-            error.error_class = ErrorClass.AUTH
-        return error
+    # `QuotaExceeded` / `SetLimitExceeded` come as 429 but waiting does not cure them.
+    _http_error = staticmethod(auth_by_code(ark_code_class, only=ErrorClass.RATE_LIMITED))
 
     @classmethod
     def parse(
@@ -297,7 +200,7 @@ class DoubaoConnector(DirectConnector):
             transcript = parse_sse(raw)
             if cls._is_bots_stream(transcript):
                 return cls._parse_bots_stream(transcript, raw, mime, sample_id)
-            return cls._parse_responses_stream(transcript, raw, mime, sample_id)
+            return stream_result(transcript, raw, mime, sample_id, DIALECT)
         payload = json_body(raw)
         if not isinstance(payload, dict):
             return unparseable(raw, content_type, sample_id, "an Ark response body")
@@ -306,8 +209,8 @@ class DoubaoConnector(DirectConnector):
         if payload.get("object") == "response" or "output" in payload:
             return cls._parse_responses_json(payload, raw, mime, sample_id)
         if isinstance(payload.get("error"), dict):
-            error = _error_from(payload["error"], "error")
-            return cls._result(raw, mime, sample_id, None, "", [], error=error, state="failed")
+            error = error_from(payload["error"], "error", DIALECT)
+            return answer(raw, mime, sample_id, None, "", [], error=error, state="failed")
         return unparseable(raw, content_type, sample_id, "an Ark response body")
 
     @staticmethod
@@ -328,69 +231,14 @@ class DoubaoConnector(DirectConnector):
                     return True
         return False
 
-    @staticmethod
-    def _result(
-        raw: bytes,
-        mime: str,
-        sample_id: int | None,
-        upstream_id: str | None,
-        text: str,
-        citations: list[Citation],
-        *,
-        error: dict[str, Any] | None = None,
-        state: str = "completed",
-    ) -> NormalizedResult:
-        evidence = {"completed": "stored", "truncated": "partial"}.get(state, "failed")
-        return NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=upstream_id,
-            collection_state=state,
-            evidence_state=evidence,
-            answer_text=text,
-            raw=raw,
-            raw_mime=mime,
-            citations=citations,
-            error=error,
-        )
-
-    @classmethod
-    def _parse_responses_stream(
-        cls, transcript: SseTranscript, raw: bytes, mime: str, sample_id: int | None
-    ) -> NormalizedResult:
-        state = _read_responses(transcript)
-        parts: list[_Part] = []
-        if state.terminal == "completed" and state.final is not None:
-            parts = _message_parts(state.final)
-        if not parts:
-            parts = [state.parts[key] for key in sorted(state.parts)]
-        text, citations = _join(parts)
-        outcome, error = "completed", None
-        if state.terminal is None:
-            outcome = "truncated"
-            error = error_dict(ErrorClass.TRUNCATED, "stream ended without response.completed")
-        elif state.terminal != "completed":
-            outcome, error = "failed", state.error
-        result = cls._result(
-            raw, mime, sample_id, state.response_id, text, citations, error=error, state=outcome
-        )
-        if state.bad_frames:
-            result.warnings.append("BAD_STREAM_FRAMES")
-        return result
-
     @classmethod
     def _parse_responses_json(
         cls, payload: dict[str, Any], raw: bytes, mime: str, sample_id: int | None
     ) -> NormalizedResult:
-        text, citations = _join(_message_parts(payload))
         status = str(payload.get("status") or "failed")
         if isinstance(payload.get("error"), dict) and status == "completed":
             status = "failed"
-        error = None if status == "completed" else _response_error(payload, status)
-        upstream_id = str(payload["id"]) if payload.get("id") else None
-        outcome = "completed" if error is None else "failed"
-        return cls._result(
-            raw, mime, sample_id, upstream_id, text, citations, error=error, state=outcome
-        )
+        return body_result(payload, status, raw, mime, sample_id, DIALECT)
 
     @classmethod
     def _parse_bots_stream(
@@ -406,7 +254,7 @@ class DoubaoConnector(DirectConnector):
             error = error_dict(ErrorClass.TRUNCATED, "stream ended without data: [DONE]")
         elif state.finish_reason not in (None, "stop"):
             outcome, error = "failed", _finish_error(str(state.finish_reason))
-        result = cls._result(
+        result = answer(
             raw, mime, sample_id, state.chunk_id, state.text, citations, error=error, state=outcome
         )
         if state.bad_frames:
@@ -428,6 +276,6 @@ class DoubaoConnector(DirectConnector):
         error = None if reason == "stop" else _finish_error(str(reason))
         upstream_id = str(payload["id"]) if payload.get("id") else None
         outcome = "completed" if error is None else "failed"
-        return cls._result(
+        return answer(
             raw, mime, sample_id, upstream_id, text, citations, error=error, state=outcome
         )

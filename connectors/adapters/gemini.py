@@ -38,7 +38,7 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import make_citation, utf8_byte_to_char_offset
-from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
+from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import (
     classify_error_code,
     classify_http_error,
@@ -204,29 +204,22 @@ def _build(state: _State, raw: bytes, mime: str, sample_id: int | None) -> Norma
         )
     if state.bad_frames:
         warnings.append("BAD_STREAM_FRAMES")
-    result = NormalizedResult(
-        sample_id=sample_id,
-        upstream_id=state.response_id,
-        collection_state="completed",
-        evidence_state="stored",
-        answer_text=answer,
-        raw=raw,
-        raw_mime=mime,
+    result = NormalizedResult.answer(
+        raw,
+        mime,
+        sample_id,
+        state.response_id,
+        answer,
         citations=citations,
         warnings=warnings,
         request_id=state.response_id,
     )
     if state.error is not None:
-        result.collection_state, result.evidence_state = "failed", "failed"
-        result.error = state.error
+        result.fail(state.error)
     elif state.block_reason and not state.parts:
-        result.collection_state, result.evidence_state = "failed", "failed"
-        result.error = error_dict(
-            ErrorClass.UPSTREAM_FAILED, f"prompt blocked: {state.block_reason}"
-        )
+        result.fail(error_dict(ErrorClass.UPSTREAM_FAILED, f"prompt blocked: {state.block_reason}"))
     elif state.finish_reason is None:
-        result.collection_state, result.evidence_state = "truncated", "partial"
-        result.error = error_dict(ErrorClass.TRUNCATED, "stream ended without a finishReason")
+        result.cut("stream ended without a finishReason")
     return result
 
 
@@ -275,20 +268,17 @@ class GeminiConnector(DirectConnector):
         return body
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        # No request id header: the body's `responseId` is the request id.
+        return self._answer(
             f"/{API_VERSION}/models/{self.model(request)}:streamGenerateContent",
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             # The key travels in a header, never in `?key=` (URLs end up in logs).
             headers={"x-goog-api-key": self.config.api_key, "Accept": SSE_MIME},
             params={"alt": "sse"},
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
-        )
-        # No request id header: the body's `responseId` is the request id.
-        return outcome_from_exchange(
-            exchange, request, self.parse, classify=self._http_error, request_id_header=False
+            classify=self._http_error,
+            request_id_header=False,
         )
 
     @staticmethod

@@ -338,10 +338,7 @@ class KimiConnector(DirectConnector):
                 "POST",
                 CHAT_PATH,
                 attempt_no=attempt_no,
-                headers={
-                    "Authorization": f"Bearer {self.config.api_key}",
-                    "Accept": chat_format.SSE_MIME,
-                },
+                headers=self._bearer_headers(),
                 json_body=body,
                 stream=True,
                 deadline_seconds=self._stream_deadline(),

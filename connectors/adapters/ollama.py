@@ -24,7 +24,7 @@ from ..base import (
     SubmitOutcome,
     UpstreamError,
 )
-from ..direct import DirectConnector, outcome_from_exchange, unparseable
+from ..direct import DirectConnector, unparseable
 from ..errors import MAX_MESSAGE_CHARS, classify_http_error, error_dict, json_body
 from ..streams import parse_ndjson
 
@@ -91,18 +91,15 @@ class OllamaConnector(DirectConnector):
         headers = {"Accept": NDJSON_MIME}
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
-        exchange = self.transport.request(
-            "POST",
+        # Ollama has no response or request id: the key names the attempt.
+        return self._answer(
             PATH,
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             headers=headers,
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
-        )
-        # Ollama has no response or request id: the key names the attempt.
-        return outcome_from_exchange(
-            exchange, request, self.parse, classify=self._http_error, request_id_header=False
+            classify=self._http_error,
+            request_id_header=False,
         )
 
     @staticmethod
@@ -134,30 +131,20 @@ class OllamaConnector(DirectConnector):
         if not any(isinstance(o, dict) and _KEYS & o.keys() for o in objects):
             return unparseable(raw, content_type, sample_id, "an Ollama chat body")
         lines, bad = _read(objects)
-        result = NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=None,
-            collection_state="completed",
-            evidence_state="stored",
-            answer_text=lines.text,
-            raw=raw,
-            raw_mime=mime,
-        )
+        result = NormalizedResult.answer(raw, mime, sample_id, None, lines.text)
         if bad or invalid:
             result.warnings.append("BAD_STREAM_FRAMES")
         if lines.error is not None:
-            result.collection_state, result.evidence_state = "failed", "failed"
             # A bare string: nothing says whether asking again would help.
-            result.error = error_dict(ErrorClass.UPSTREAM_FAILED, lines.error)
+            result.fail(error_dict(ErrorClass.UPSTREAM_FAILED, lines.error))
         elif not lines.done:
-            result.collection_state, result.evidence_state = "truncated", "partial"
             cut = "" if ends_with_newline else " (last line cut)"
-            result.error = error_dict(
-                ErrorClass.TRUNCATED, f'stream ended without a "done": true line{cut}'
-            )
+            result.cut(f'stream ended without a "done": true line{cut}')
         elif lines.done_reason not in (None, "stop"):
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = error_dict(
-                ErrorClass.UPSTREAM_FAILED, f"answer ended with done_reason {lines.done_reason!r}"
+            result.fail(
+                error_dict(
+                    ErrorClass.UPSTREAM_FAILED,
+                    f"answer ended with done_reason {lines.done_reason!r}",
+                )
             )
         return result

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from .. import chat_format
 from ..base import Capabilities, Citation, NormalizedResult, SampleRequest, SubmitOutcome
 from ..citations import make_citation
-from ..direct import REGIONS, DirectConnector, outcome_from_exchange, unparseable
+from ..direct import REGIONS, DirectConnector, unparseable
 from ..transport import header_safe
 
 DEEP_THINKING_EFFORT = "high"
@@ -136,16 +136,14 @@ class OpenAIChatConnector(DirectConnector):
         }
         if self.config.api_key:  # local OpenAI-compatible servers often take none
             headers["Authorization"] = f"Bearer {self.config.api_key}"
-        exchange = self.transport.request(
-            "POST",
+        return self._answer(
             chat_path(self.config.base_url, self.config.extra.get("chat_path")),
-            attempt_no=attempt_no,
+            request,
+            attempt_no,
             headers=headers,
             json_body=self.request_body(request),
             stream=self.streaming,
-            deadline_seconds=self._stream_deadline(),
         )
-        return outcome_from_exchange(exchange, request, self.parse)
 
     @classmethod
     def parse(

@@ -30,9 +30,9 @@ from ..base import (
     SubmitOutcome,
 )
 from ..citations import claim_span_before_marker, find_markers, make_citation
-from ..direct import DirectConnector, outcome_from_exchange, unparseable
-from ..errors import classify_error_code, error_dict, json_body, status_error_class
-from ..streams import SSE_MIME, is_sse, parse_sse
+from ..direct import DirectConnector
+from ..errors import classify_error_code, error_dict, status_error_class
+from ..streams import parse_sse
 
 DONE = "[DONE]"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -134,29 +134,20 @@ def _build(
         warnings.append("MAX_TOKENS")
     if state.bad_frames:
         warnings.append("BAD_STREAM_FRAMES")
-    result = NormalizedResult(
-        sample_id=sample_id,
-        upstream_id=state.response_id,
-        collection_state="completed",
-        evidence_state="stored",
-        answer_text=text,
-        raw=raw,
-        raw_mime=mime,
-        citations=citations,
-        warnings=warnings,
+    result = NormalizedResult.answer(
+        raw, mime, sample_id, state.response_id, text, citations=citations, warnings=warnings
     )
     if state.error is not None:
-        result.collection_state, result.evidence_state = "failed", "failed"
-        result.error = state.error
+        result.fail(state.error)
     elif streamed and state.finish_reason is None:
-        result.collection_state, result.evidence_state = "truncated", "partial"
-        result.error = error_dict(ErrorClass.TRUNCATED, "stream ended without a finish_reason")
+        result.cut("stream ended without a finish_reason")
     return result
 
 
 class PerplexityConnector(DirectConnector):
     platform: ClassVar[str] = "perplexity"
     default_base_url: ClassVar[str] = "https://api.perplexity.ai"
+    body_name: ClassVar[str] = "a chat completions body"
 
     def capabilities(self) -> Capabilities:
         modes = {"web_search", "no_search"}
@@ -181,32 +172,28 @@ class PerplexityConnector(DirectConnector):
         return body
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
+        return self._answer(
             "/chat/completions",
-            attempt_no=attempt_no,
-            headers={"Authorization": f"Bearer {self.config.api_key}", "Accept": SSE_MIME},
+            request,
+            attempt_no,
+            headers=self._bearer_headers(),
             json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
         )
-        return outcome_from_exchange(exchange, request, self.parse)
 
     @classmethod
-    def parse(
-        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    def _is_body(cls, payload: dict[str, Any]) -> bool:
+        return bool({"choices", "error"} & payload.keys())
+
+    @classmethod
+    def _parse_json(
+        cls, payload: dict[str, Any], raw: bytes, mime: str, sample_id: int | None
     ) -> NormalizedResult:
-        if is_sse(raw, content_type):
-            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        payload = json_body(raw)
-        if not isinstance(payload, dict) or not ({"choices", "error"} & payload.keys()):
-            return unparseable(raw, content_type, sample_id, "a chat completions body")
         state = _State()
         if isinstance(payload.get("error"), dict):
             state.error = _error_from(payload)
         else:
             _apply_chunk(state, payload)
-        return _build(state, raw, content_type or "application/json", sample_id, streamed=False)
+        return _build(state, raw, mime, sample_id, streamed=False)
 
     @classmethod
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:

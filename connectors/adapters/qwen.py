@@ -30,12 +30,11 @@ from ..base import (
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
-    UpstreamError,
 )
 from ..citations import claim_span_before_marker, find_markers, make_citation
-from ..direct import ALL_MODES, DirectConnector, outcome_from_exchange, unparseable
-from ..errors import classify_http_error, error_code, error_dict, json_body, status_error_class
-from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
+from ..direct import ALL_MODES, DirectConnector
+from ..errors import auth_by_code, error_dict, status_error_class
+from ..streams import SseTranscript, parse_sse
 
 PATH = "/api/v1/services/aigc/text-generation/generation"
 CITATION_FORMAT = "[<number>]"
@@ -213,6 +212,7 @@ def _read_stream(transcript: SseTranscript) -> _StreamState:
 class QwenConnector(DirectConnector):
     platform: ClassVar[str] = "qwen"
     default_base_url: ClassVar[str] = "https://dashscope.aliyuncs.com"
+    body_name: ClassVar[str] = "a DashScope generation body"
 
     def capabilities(self) -> Capabilities:
         # The search takes no location; the Beijing endpoint searches the Chinese web.
@@ -236,45 +236,22 @@ class QwenConnector(DirectConnector):
         }
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        exchange = self.transport.request(
-            "POST",
-            PATH,
-            attempt_no=attempt_no,
-            headers={
-                "Authorization": f"Bearer {self.config.api_key}",
-                "Accept": SSE_MIME,
-                "X-DashScope-SSE": "enable",
-            },
-            json_body=self.request_body(request),
-            stream=True,
-            deadline_seconds=self._stream_deadline(),
-        )
         # `x-request-id` when sent, else the body's `request_id` (the same value).
-        return outcome_from_exchange(exchange, request, self.parse, classify=self._http_error)
+        return self._answer(
+            PATH,
+            request,
+            attempt_no,
+            headers=self._bearer_headers({"X-DashScope-SSE": "enable"}),
+            json_body=self.request_body(request),
+            classify=self._http_error,
+        )
 
-    @staticmethod
-    def _http_error(
-        status: int, headers: dict[str, str], body: bytes, egress: str
-    ) -> UpstreamError:
-        error = classify_http_error(status, headers, body, egress=egress)
-        # A 429 or 403 code can say more than the status: `Arrearage` is not cured by waiting.
-        by_code = dashscope_code_class(error_code(body))
-        if by_code is ErrorClass.AUTH:
-            error.error_class = ErrorClass.AUTH
-        return error
+    # A 429 or 403 code can say more than the status: `Arrearage` is not cured by waiting.
+    _http_error = staticmethod(auth_by_code(dashscope_code_class))
 
     @classmethod
-    def parse(
-        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
-    ) -> NormalizedResult:
-        if is_sse(raw, content_type):
-            return cls._parse_stream(raw, content_type or SSE_MIME, sample_id)
-        payload = json_body(raw)
-        if not isinstance(payload, dict) or not (
-            isinstance(payload.get("output"), dict) or payload.get("code")
-        ):
-            return unparseable(raw, content_type, sample_id, "a DashScope generation body")
-        return cls._parse_json(payload, raw, content_type or "application/json", sample_id)
+    def _is_body(cls, payload: dict[str, Any]) -> bool:
+        return isinstance(payload.get("output"), dict) or bool(payload.get("code"))
 
     @classmethod
     def _result(
@@ -287,16 +264,8 @@ class QwenConnector(DirectConnector):
         request_id: str | None,
     ) -> NormalizedResult:
         citations, unresolved = _citations(text, sources)
-        result = NormalizedResult(
-            sample_id=sample_id,
-            upstream_id=request_id,
-            collection_state="completed",
-            evidence_state="stored",
-            answer_text=text,
-            raw=raw,
-            raw_mime=mime,
-            citations=citations,
-            request_id=request_id,
+        result = NormalizedResult.answer(
+            raw, mime, sample_id, request_id, text, citations=citations, request_id=request_id
         )
         if unresolved:
             result.warnings.append("UNRESOLVED_CITATION_MARKER")
@@ -309,16 +278,11 @@ class QwenConnector(DirectConnector):
         if state.bad_frames:
             result.warnings.append("BAD_STREAM_FRAMES")
         if state.error is not None:
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = state.error
+            result.fail(state.error)
         elif state.finish_reason is None:
-            result.collection_state, result.evidence_state = "truncated", "partial"
-            result.error = error_dict(
-                ErrorClass.TRUNCATED, "stream ended without a frame with finish_reason 'stop'"
-            )
+            result.cut("stream ended without a frame with finish_reason 'stop'")
         elif state.finish_reason != "stop":
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = _finish_error(state.finish_reason)
+            result.fail(_finish_error(state.finish_reason))
         return result
 
     @classmethod
@@ -335,11 +299,9 @@ class QwenConnector(DirectConnector):
         result = cls._result(raw, mime, sample_id, text, sources, request_id)
         if payload.get("code"):
             code = str(payload["code"])
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = error_dict(
-                _error_class(code, None), str(payload.get("message") or code), code=code
+            result.fail(
+                error_dict(_error_class(code, None), str(payload.get("message") or code), code=code)
             )
         elif reason != "stop":
-            result.collection_state, result.evidence_state = "failed", "failed"
-            result.error = _finish_error(str(reason))
+            result.fail(_finish_error(str(reason)))
         return result

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -82,6 +82,55 @@ LOGIN_PAGE = (
 ERROR_PAGE = b"Service temporarily unavailable. Please try again later.\n"
 
 
+def content_text(content: Any, *, part_type: str | None = None) -> str | None:
+    """A message's `content` as text: a string, or the `text` of its parts (those of
+    `part_type`, when given) joined by newlines; None when it is neither."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    return "\n".join(
+        str(part.get("text", ""))
+        for part in content
+        if isinstance(part, dict) and part_type in (None, part.get("type"))
+    )
+
+
+def user_text(messages: Any, *, last: bool = False, part_type: str | None = None) -> str:
+    """The text of the first (or `last`) user message that has any."""
+    found = messages if isinstance(messages, list) else []
+    for message in reversed(found) if last else found:
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = content_text(message.get("content"), part_type=part_type)
+            if text is not None:
+                return text
+    return ""
+
+
+def all_text(items: Any) -> str:
+    """The text of every message item, joined by newlines."""
+    texts = [
+        content_text(item.get("content") if isinstance(item, dict) else None)
+        for item in (items if isinstance(items, list) else [])
+    ]
+    return "\n".join(text for text in texts if text is not None)
+
+
+def cut_stream(
+    draw: Draw, items: list[Any], first_text: int, failure: Callable[[], Any]
+) -> tuple[list[Any], float]:
+    """`items` (events or frames) with the draw's stream fault applied, and how long the
+    connection then stays open and silent: `truncate` cuts somewhere after the first text (with
+    `stall_seconds`, the client's read timeout fires mid-body instead of seeing a clean end);
+    `midstream_error` cuts and sends `failure()` instead of the rest."""
+    if draw.fault == "truncate":
+        cut = items[: draw.rng.randint(first_text + 1, len(items) - 1)]
+        return cut, float(draw.params.get("stall_seconds", 0.0))
+    if draw.fault == "midstream_error":
+        return [*items[: draw.rng.randint(first_text + 1, len(items) - 2)], failure()], 0.0
+    return items, 0.0
+
+
 def paced(draw: Draw, frames: Iterable[str | bytes], stall: float = 0.0) -> list[bytes | float]:
     """Stream frames as `SimResponse.chunks`: each followed by the profile's `chunk_delay_ms`
     pause, then `stall` seconds of silence (a cut stream whose connection stays open)."""
@@ -119,6 +168,15 @@ class PlatformProtocol(abc.ABC):
         response.headers = headers | response.headers
         response.delay_seconds = draw.latency_seconds
         return response
+
+    def refused(self, key: str | None, headers: dict[str, str], draw: Draw) -> SimResponse | None:
+        """The response, as sent, when the call goes no further: an auth error for a missing or
+        `invalid…` key, else the draw's HTTP-level fault; None when the call proceeds."""
+        if not key or key.startswith("invalid"):
+            return self._respond(self.auth_error(draw), headers, draw)
+        if (failure := self.http_fault(draw)) is not None:
+            return self._respond(failure, headers, draw)
+        return None
 
     # --- shared fault shapes; override where the platform differs ------------------------
     def rate_limited(self, draw: Draw) -> SimResponse:

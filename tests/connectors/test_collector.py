@@ -21,7 +21,7 @@ from connectors.base import ErrorClass, UpstreamError
 from connectors.simulator import SimulatorHandle
 from connectors.simulator.png import png_size
 
-from .conftest import CITED_WORLD, sample
+from .contract import CITED_WORLD, sample
 
 Factory = Callable[..., CollectorConnector]
 

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
 from connectors.adapters.gemini import GeminiConnector
-from connectors.base import ErrorClass, UpstreamError
-from connectors.retry import REVIEW, VERIFY
 from connectors.simulator import SimulatorHandle
 
-from .conftest import CITED_WORLD, sample
-from .contract import POLICY, cite_everything, comparable
+from .contract import cite_everything, sample
 
 Factory = Callable[..., GeminiConnector]
-FIXTURES = Path(__file__).parent / "fixtures" / "gemini"
 HEADERS = {"x-goog-api-key": "k"}
 
 
@@ -38,72 +32,17 @@ def _post(simulator: SimulatorHandle, method: str, body: dict[str, Any], **param
     )
 
 
-@pytest.mark.parametrize(
-    "question",
-    ["Which cloud provider is best for startups?", "哪家云服务最适合初创公司？"],
-)
-def test_byte_offsets_become_character_offsets_including_cjk_and_emoji(
-    simulator: SimulatorHandle, gemini_connector: Factory, question: str
-) -> None:
-    cite_everything(simulator)
-    result = gemini_connector().submit(sample(question, region="global")).result
-    intended = _intended(simulator)
-
-    assert result is not None
-    assert result.collection_state == "completed"
-    assert result.error is None
-    assert result.warnings == []  # offsets were right as sent: nothing had to be relocated
-    assert result.answer_text == intended["answer_text"]
-    assert any(ord(ch) > 0xFFFF for ch in result.answer_text)
-    assert len(result.citations) == len(intended["citations"]) >= 4
-    for citation, expected in zip(result.citations, intended["citations"], strict=True):
-        assert citation.url == expected["url"]
-        assert result.answer_text[citation.start : citation.end] == expected["cited_text"]
-        assert citation.title and citation.title in citation.url  # the domain, as Gemini sends
-        assert "utm_" not in citation.normalized_url
-    assert b"\r\n\r\n" in result.raw  # CRLF framing read correctly
-
-
-def test_submit_records_response_id_as_upstream_and_request_id(
+def test_titles_are_domains_the_response_id_is_the_only_id_and_frames_are_crlf(
     simulator: SimulatorHandle, gemini_connector: Factory
 ) -> None:
-    outcome = gemini_connector().submit(sample("best crm", region="global"))
-    intended = _intended(simulator)
-    assert outcome.upstream_id == intended["upstream_id"]
-    assert outcome.request_id == intended["request_id"] == outcome.upstream_id
-    assert outcome.result is not None and outcome.result.request_id == outcome.request_id
-    assert outcome.result.status_code == 200 and outcome.egress == "direct"
+    cite_everything(simulator)
+    outcome = gemini_connector().submit(sample("哪家云服务最适合初创公司？", region="global"))
+    assert outcome.result is not None and outcome.result.citations
+    assert all(c.title and c.title in c.url for c in outcome.result.citations)
+    assert b"\r\n\r\n" in outcome.result.raw  # CRLF framing read correctly
+    assert outcome.request_id == outcome.upstream_id
     paths = simulator.stats()["platforms"]["gemini"]["paths"]
     assert paths == {"POST /v1beta/models/gemini-test:streamGenerateContent": 1}
-
-
-def test_reparse_of_the_captured_transcript_equals_the_live_result(
-    simulator: SimulatorHandle, gemini_connector: Factory
-) -> None:
-    cite_everything(simulator)
-    live = gemini_connector().submit(sample("emoji and offsets", region="global")).result
-    assert live is not None and live.raw.startswith(b"data: ")
-    again = GeminiConnector.parse(live.raw, content_type=live.raw_mime, sample_id=1)
-    assert comparable(again, "status_code") == comparable(live, "status_code")
-    sniffed = GeminiConnector.parse(live.raw, sample_id=1)
-    assert comparable(sniffed, "status_code") == comparable(live, "status_code")
-
-
-def test_non_streaming_json_body_parses_the_same(
-    simulator: SimulatorHandle, gemini_connector: Factory
-) -> None:
-    cite_everything(simulator)
-    body = gemini_connector().request_body(sample("json please", region="global"))
-    response = _post(simulator, "generateContent", body)
-    assert response.headers["content-type"].startswith("application/json")
-    result = GeminiConnector.parse(response.content, content_type=response.headers["content-type"])
-    intended = _intended(simulator)
-    assert result.collection_state == "completed" and result.warnings == []
-    assert result.upstream_id == intended["upstream_id"]
-    assert result.answer_text == intended["answer_text"]
-    assert [result.answer_text[c.start : c.end] for c in result.citations] == [
-        c["cited_text"] for c in intended["citations"]
-    ]
 
 
 def test_thought_parts_are_skipped_and_part_index_is_honoured(
@@ -154,124 +93,6 @@ def test_json_array_stream_without_alt_sse_parses_and_a_cut_array_is_truncated(
     assert truncated.answer_text and truncated.upstream_id is not None
 
 
-def test_truncated_stream_is_truncated_not_a_short_answer(
-    simulator: SimulatorHandle, gemini_connector: Factory
-) -> None:
-    simulator.script({"match": "cut me", "fault": "truncate"})
-    result = gemini_connector().submit(sample("please cut me off", region="global")).result
-    assert result is not None
-    assert result.collection_state == "truncated" and result.evidence_state == "partial"
-    assert result.error is not None and result.error["class"] == "truncated"
-    assert b"finishReason" not in result.raw
-    assert result.answer_text  # the partial text is kept for review
-    assert result.upstream_id is not None
-
-
-def test_stream_stalling_after_the_cut_keeps_the_partial_transcript(
-    simulator: SimulatorHandle, gemini_connector: Factory
-) -> None:
-    simulator.script({"match": "stall", "fault": "truncate", "params": {"stall_seconds": 3}})
-    outcome = gemini_connector(timeout_seconds=0.3).submit(sample("stall", region="global"))
-    assert outcome.result is not None and outcome.result.collection_state == "truncated"
-    assert outcome.result.error is not None
-    assert outcome.result.error["message"].startswith("stream cut")
-
-
-@pytest.mark.parametrize(
-    ("status", "error_class"),
-    [
-        ("INTERNAL", ErrorClass.TRANSIENT),
-        ("UNAVAILABLE", ErrorClass.TRANSIENT),
-        ("RESOURCE_EXHAUSTED", ErrorClass.RATE_LIMITED),
-        ("INVALID_ARGUMENT", ErrorClass.INVALID),
-    ],
-)
-def test_mid_stream_error_payload_fails_with_a_classified_error(
-    simulator: SimulatorHandle, gemini_connector: Factory, status: str, error_class: ErrorClass
-) -> None:
-    simulator.script({"match": "break", "fault": "midstream_error", "params": {"code": status}})
-    result = gemini_connector().submit(sample("break in the middle", region="global")).result
-    assert result is not None
-    assert result.collection_state == "failed"
-    assert result.error is not None
-    assert result.error["class"] == error_class.value and result.error["code"] == status
-    assert b'"error"' in result.raw
-
-
-@pytest.mark.parametrize("seconds", [3, 1.5])
-def test_429_retry_info_delay_is_the_hint(
-    simulator: SimulatorHandle, gemini_connector: Factory, seconds: float
-) -> None:
-    simulator.script(
-        {"match": "busy", "fault": "rate_limit", "params": {"retry_after_seconds": seconds}}
-    )
-    connector = gemini_connector()
-    with pytest.raises(UpstreamError) as caught:
-        connector.submit(sample("busy hour", region="global"))
-    error = caught.value
-    assert error.error_class is ErrorClass.RATE_LIMITED and error.status_code == 429
-    assert error.retry_after == seconds  # from details[RetryInfo].retryDelay; no header sent
-    assert b"RetryInfo" in (error.raw or b"")
-    decision = POLICY.decide(error, attempt_no=1, elapsed_seconds=0, rng=random.Random(0))
-    assert decision.retry and decision.delay_seconds >= seconds
-    retried = connector.submit(sample("busy hour", region="global"), attempt_no=2)
-    assert retried.result is not None and retried.result.collection_state == "completed"
-
-
-@pytest.mark.parametrize(("fault", "status"), [("server_error", 500), ("overloaded", 503)])
-def test_5xx_is_transient_and_retried(
-    simulator: SimulatorHandle, gemini_connector: Factory, fault: str, status: int
-) -> None:
-    simulator.script({"match": "flaky", "fault": fault})
-    with pytest.raises(UpstreamError) as caught:
-        gemini_connector().submit(sample("flaky upstream", region="global"))
-    assert caught.value.error_class is ErrorClass.TRANSIENT
-    assert caught.value.status_code == status
-    assert POLICY.decide(caught.value, attempt_no=1, elapsed_seconds=0).retry
-
-
-@pytest.mark.parametrize("status", [401, 403])
-def test_401_and_403_are_auth_and_not_retried(
-    simulator: SimulatorHandle, gemini_connector: Factory, status: int
-) -> None:
-    simulator.script({"match": "who", "fault": "auth_error", "params": {"status": status}})
-    with pytest.raises(UpstreamError) as caught:
-        gemini_connector().submit(sample("who am i", region="global"))
-    assert caught.value.error_class is ErrorClass.AUTH and caught.value.status_code == status
-    assert not POLICY.decide(caught.value, attempt_no=1, elapsed_seconds=0).retry
-
-
-def test_invalid_key_400_api_key_invalid_is_auth_and_never_leaks(
-    simulator: SimulatorHandle, gemini_connector: Factory
-) -> None:
-    with pytest.raises(UpstreamError) as caught:
-        gemini_connector(api_key="invalid-key-xyz").submit(sample("who", region="global"))
-    error = caught.value
-    assert error.status_code == 400 and error.error_class is ErrorClass.AUTH
-    assert not POLICY.decide(error, attempt_no=1, elapsed_seconds=0).retry
-    assert "invalid-key-xyz" not in str(error) and b"invalid-key-xyz" not in (error.raw or b"")
-
-
-def test_login_page_with_200_is_a_parse_failure_sent_to_review(
-    simulator: SimulatorHandle, gemini_connector: Factory
-) -> None:
-    simulator.script({"match": "captcha", "fault": "login_page"})
-    result = gemini_connector().submit(sample("captcha time", region="global")).result
-    assert result is not None and result.collection_state == "failed"
-    assert result.error is not None and result.error["class"] == "parse_failed"
-    assert POLICY.decide(ErrorClass.PARSE_FAILED, attempt_no=1, elapsed_seconds=0).action == REVIEW
-
-
-def test_hang_past_the_timeout_is_acceptance_unknown(
-    simulator: SimulatorHandle, gemini_connector: Factory
-) -> None:
-    simulator.script({"match": "hang", "fault": "hang", "params": {"hang_seconds": 3}})
-    with pytest.raises(UpstreamError) as caught:
-        gemini_connector(timeout_seconds=0.3).submit(sample("hang forever", region="global"))
-    assert caught.value.error_class is ErrorClass.ACCEPTANCE_UNKNOWN
-    assert POLICY.decide(caught.value, attempt_no=1, elapsed_seconds=0).action == VERIFY
-
-
 def test_request_body_per_mode_and_capabilities(gemini_connector: Factory) -> None:
     connector = gemini_connector(model="models/gemini-test")
     web = connector.request_body(sample("q", region="global"))
@@ -289,13 +110,11 @@ def test_request_body_per_mode_and_capabilities(gemini_connector: Factory) -> No
                                  screenshot_policy="none")  # fmt: skip
 
 
-def test_no_search_answer_has_no_citations(
+def test_no_search_asks_for_no_grounding(
     simulator: SimulatorHandle, gemini_connector: Factory
 ) -> None:
-    cite_everything(simulator)
     result = gemini_connector().submit(sample("offline", mode="no_search", region="global")).result
-    assert result is not None and result.collection_state == "completed"
-    assert result.citations == [] and b"groundingMetadata" not in result.raw
+    assert result is not None and b"groundingMetadata" not in result.raw
 
 
 @pytest.mark.parametrize(
@@ -378,57 +197,3 @@ def test_blocked_prompt_fails_and_safety_stop_is_a_warning() -> None:
     stopped = GeminiConnector.parse(stream.encode())
     assert stopped.collection_state == "completed"
     assert stopped.warnings == ["FINISH_REASON_SAFETY"]
-
-
-@pytest.mark.parametrize(
-    ("raw_name", "expected_name"),
-    [
-        ("success.sse", "success.expected.json"),
-        ("truncated.sse", "truncated.expected.json"),
-        ("nonstream.json", "nonstream.expected.json"),
-    ],
-)
-def test_parse_of_captured_fixtures_matches_the_reviewed_result(
-    raw_name: str, expected_name: str
-) -> None:
-    raw = (FIXTURES / raw_name).read_bytes()
-    expected = json.loads((FIXTURES / expected_name).read_text(encoding="utf-8"))
-    result = GeminiConnector.parse(raw)  # as `reparse` does: no content type, no sample
-    assert comparable(result, "raw") == expected
-
-
-def _write_fixtures() -> None:
-    """Regenerate the fixtures from the simulator (`python -m tests.connectors.test_gemini`);
-    review the expected JSON by eye before committing it."""
-    from connectors.base import ConnectorConfig
-    from connectors.simulator import start_simulator
-
-    FIXTURES.mkdir(parents=True, exist_ok=True)
-    profile = {"emoji_rate": 1.0, "citation_rate": 1.0}
-    with start_simulator(seed=7, world=CITED_WORLD, profile=profile) as handle:
-        handle.script({"match": "cut", "fault": "truncate"})
-        config = ConnectorConfig("gemini", handle.url("gemini"), "sim-key", "gemini-test")
-        connector = GeminiConnector(config)
-        for name, question in (("success", "哪家云服务最适合初创公司？"), ("truncated", "cut me")):
-            result = connector.submit(sample(question, region="global")).result
-            assert result is not None
-            (FIXTURES / f"{name}.sse").write_bytes(result.raw)
-        response = requests.post(
-            f"{handle.url('gemini')}/v1beta/models/gemini-test:generateContent",
-            json=connector.request_body(sample("Which CRM has the best support?")),
-            headers=HEADERS,
-            timeout=5,
-        )
-        (FIXTURES / "nonstream.json").write_bytes(response.content)
-    for raw_name, expected_name in (
-        ("success.sse", "success.expected.json"),
-        ("truncated.sse", "truncated.expected.json"),
-        ("nonstream.json", "nonstream.expected.json"),
-    ):
-        parsed = GeminiConnector.parse((FIXTURES / raw_name).read_bytes())
-        text = json.dumps(comparable(parsed, "raw"), ensure_ascii=False, indent=2) + "\n"
-        (FIXTURES / expected_name).write_text(text, encoding="utf-8")
-
-
-if __name__ == "__main__":
-    _write_fixtures()

@@ -16,7 +16,7 @@ from connectors.base import ConnectorConfig, ErrorClass, UpstreamError
 from connectors.simulator import SimulatorHandle
 from connectors.transport import HttpTransport, choose_egress, egress_label, header_safe
 
-from .conftest import sample
+from .contract import sample
 
 Factory = Callable[..., OpenAIResponsesConnector]
 

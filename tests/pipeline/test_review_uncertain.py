@@ -11,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from connectors.simulator import SimulatorHandle, start_simulator
+from geo_collect.settings import platform_settings
 from pipeline.invariants import check_all
 from pipeline.launch import launch_run
 from pipeline.review import NotResolvable, Resolution, resolve_uncertain
@@ -25,10 +26,10 @@ OPENAI = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "w
 
 
 @pytest.fixture
-def upstream(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimulatorHandle]:
+def upstream(settings: Any) -> Iterator[SimulatorHandle]:
     handle = start_simulator(seed=4)
     settings.GEO_UPSTREAM_BASE_URL = handle.base_url
-    monkeypatch.setenv("GEO_OPENAI_TIMEOUT", "0.5")
+    settings.GEO_PLATFORMS = platform_settings({"GEO_OPENAI_TIMEOUT": "0.5"})
     handle.script(
         {"match": "Hangs once", "fault": "hang", "times": 1, "params": {"hang_seconds": 2}}
     )

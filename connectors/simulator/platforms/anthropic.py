@@ -23,29 +23,12 @@ from typing import Any
 
 from ..content import SimAnswer, SimCitation, is_cjk
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, cut_stream, paced, user_text
 
 DELTA_CHARS = 10
 JSON_DELTA_CHARS = 16
 MIN_THINKING_BUDGET = 1024
 Event = tuple[str, dict[str, Any]]
-
-
-def _question(messages: list[Any]) -> str:
-    """The text of the last user message (a string or a list of content blocks)."""
-    for message in reversed(messages):
-        if not isinstance(message, dict) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "\n".join(
-                str(block.get("text", ""))
-                for block in content
-                if isinstance(block, dict) and block.get("type") == "text"
-            )
-    return ""
 
 
 def _with_preamble(answer: SimAnswer, preamble: str) -> SimAnswer:
@@ -155,7 +138,7 @@ class AnthropicProtocol(PlatformProtocol):
         if (problem := self._invalid(body)) is not None:
             return self._error(400, "invalid_request_error", problem, None, {})
         assert isinstance(body, dict)
-        question = _question(body["messages"])
+        question = user_text(body["messages"], last=True, part_type="text")
         draw = self.sim.draw(self.name, question, self.faults)
         headers = self._headers(draw)
         if key.startswith("invalid"):
@@ -346,20 +329,18 @@ class AnthropicProtocol(PlatformProtocol):
             i for i, (kind, payload) in enumerate(events)
             if kind == "content_block_delta" and payload["delta"]["type"] == "text_delta"
         )  # fmt: skip
-        stall = 0.0
-        if draw.fault == "truncate":
-            events = events[: draw.rng.randint(first_text + 1, len(events) - 1)]
-            stall = float(draw.params.get("stall_seconds", 0.0))
-        elif draw.fault == "midstream_error":
-            events = events[: draw.rng.randint(first_text + 1, len(events) - 2)]
-            code = str(draw.params.get("code", "overloaded_error"))
-            text = "Overloaded" if code == "overloaded_error" else "Internal server error"
-            events.append(("error", {"error": {"type": code, "message": text}}))
+        events, stall = cut_stream(draw, events, first_text, lambda: _error_event(draw))
         frames = (
             f"event: {kind}\ndata: {json.dumps({'type': kind} | payload, ensure_ascii=False)}\n\n"
             for kind, payload in events
         )
         return paced(draw, frames, stall)
+
+
+def _error_event(draw: Draw) -> Event:
+    code = str(draw.params.get("code", "overloaded_error"))
+    text = "Overloaded" if code == "overloaded_error" else "Internal server error"
+    return ("error", {"error": {"type": code, "message": text}})
 
 
 def _request_id(draw: Draw | None) -> str:

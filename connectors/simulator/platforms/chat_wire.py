@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..faults import Draw
-from ..protocol import paced
+from ..protocol import paced, user_text
 
 DELTA_CHARS = 12
 DONE_FRAME = b"data: [DONE]\n\n"
@@ -22,17 +22,7 @@ SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Contro
 
 def question_of(messages: Any) -> str:
     """The first user message's text (a string, or a list of text parts)."""
-    for message in messages if isinstance(messages, list) else []:
-        if not isinstance(message, dict) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "\n".join(
-                str(part.get("text", "")) for part in content if isinstance(part, dict)
-            )
-    return ""
+    return user_text(messages)
 
 
 def pieces(text: str, size: int = DELTA_CHARS) -> list[str]:

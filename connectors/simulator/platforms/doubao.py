@@ -24,12 +24,12 @@ from typing import Any
 from ..content import SimAnswer
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
 from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
+from . import responses_wire as wire
+from .responses_wire import SSE_HEADERS, Event
 
 RESPONSES_PATH = "/api/v3/responses"
 BOTS_PATH = "/api/v3/bots/chat/completions"
 DELTA_CHARS = 8
-Event = tuple[str, dict[str, Any]]
-SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8"}
 THINKING_TYPES = frozenset({"enabled", "disabled", "auto"})
 
 
@@ -46,19 +46,6 @@ def _error(code: str, message: str, kind: str, request_id: str, param: str = "")
             "type": kind,
         }
     }
-
-
-def _question(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    texts: list[str] = []
-    for item in value if isinstance(value, list) else []:
-        content = item.get("content") if isinstance(item, dict) else None
-        if isinstance(content, str):
-            texts.append(content)
-        elif isinstance(content, list):
-            texts += [str(c.get("text", "")) for c in content if isinstance(c, dict)]
-    return "\n".join(texts)
 
 
 def _sources(answer: SimAnswer) -> list[dict[str, Any]]:
@@ -150,14 +137,12 @@ class DoubaoProtocol(PlatformProtocol):
         if problem is not None:
             return problem
         assert isinstance(body, dict)
-        question = _question(body["messages"] if bots else body["input"])
+        question = wire.question_of(body["messages"] if bots else body["input"])
         draw = self.sim.draw(self.name, question, self.faults)
         request_id = _request_id(draw)
         headers = {"X-Request-Id": request_id}
-        if key.startswith("invalid"):
-            return self._respond(self.auth_error(draw), headers, draw)
-        if (failure := self.http_fault(draw)) is not None:
-            return self._respond(failure, headers, draw)
+        if (refused := self.refused(key, headers, draw)) is not None:
+            return refused
         if bots:
             return self._bots(body, question, draw, headers)
         return self._responses(body, question, draw, headers)
@@ -250,94 +235,33 @@ class DoubaoProtocol(PlatformProtocol):
                 }
             )
         if web_search:
-            output.append(
-                {
-                    "type": "web_search_call",
-                    "id": f"ws_{draw.rng.getrandbits(64):016x}",
-                    "status": "completed",
-                    "action": {"type": "search", "query": answer.text[:30]},
-                }
-            )
+            output.append(wire.web_search_call(draw, answer.text[:30]))
         annotations = [{"type": "url_citation"} | source for source in _sources(answer)]
-        output.append(
-            {
-                "type": "message",
-                "id": f"msg_{draw.rng.getrandbits(64):016x}",
-                "role": "assistant",
-                "status": "completed",
-                "content": [
-                    {"type": "output_text", "text": answer.text, "annotations": annotations}
-                ],
-            }
-        )
+        part = {"type": "output_text", "text": answer.text, "annotations": annotations}
+        output.append(wire.message(draw, part))
         tokens = len(answer.text) // 2 + 1
-        return {
-            "id": f"resp_0217{draw.rng.getrandbits(96):024x}",
-            "object": "response",
-            "created_at": int(time.time()),
-            "status": "completed",
-            "model": model,
-            "output": output,
-            "usage": {"input_tokens": 40, "output_tokens": tokens, "total_tokens": 40 + tokens},
-            "error": None,
-            "incomplete_details": None,
-        }
-
-    def _events(self, response: dict[str, Any], answer: SimAnswer) -> list[Event]:
-        pending = response | {"status": "in_progress", "output": [], "usage": None}
-        events: list[Event] = [
-            ("response.created", {"response": pending}),
-            ("response.in_progress", {"response": pending}),
-        ]
-        for index, item in enumerate(response["output"]):
-            events += self._item_events(index, item, answer)
-        events.append(("response.completed", {"response": response}))
-        return events
+        usage = {"input_tokens": 40, "output_tokens": tokens, "total_tokens": 40 + tokens}
+        return wire.response(f"resp_0217{draw.rng.getrandbits(96):024x}", model, output, usage)
 
     def _item_events(self, index: int, item: dict[str, Any], answer: SimAnswer) -> list[Event]:
         where = {"output_index": index, "item_id": item["id"]}
-        added = (
-            "response.output_item.added",
-            {"output_index": index, "item": item | {"status": "in_progress"}},
-        )
-        done = ("response.output_item.done", {"output_index": index, "item": item})
         if item["type"] == "reasoning":
+            summary = where | {"summary_index": 0}
             text = item["summary"][0]["text"]
             return [
-                added,
-                (
-                    "response.reasoning_summary_text.delta",
-                    where | {"summary_index": 0, "delta": text},
-                ),
-                (
-                    "response.reasoning_summary_text.done",
-                    where | {"summary_index": 0, "text": text},
-                ),
-                done,
+                wire.item_added(index, item),
+                ("response.reasoning_summary_text.delta", summary | {"delta": text}),
+                ("response.reasoning_summary_text.done", summary | {"text": text}),
+                wire.item_done(index, item),
             ]
         if item["type"] == "web_search_call":
-            return [
-                added,
-                ("response.web_search_call.in_progress", where),
-                ("response.web_search_call.searching", where),
-                ("response.web_search_call.completed", where),
-                done,
-            ]
-        part = item["content"][0]
-        at = where | {"content_index": 0}
-        events: list[Event] = [
-            (
-                "response.output_item.added",
-                {"output_index": index, "item": item | {"status": "in_progress", "content": []}},
-            ),
-            (
-                "response.content_part.added",
-                at | {"part": {"type": "output_text", "text": "", "annotations": []}},
-            ),
-        ]
+            return wire.web_search_events(index, item)
+        at = wire.part_at(index, item)
         text = answer.text
+        annotations = item["content"][0]["annotations"]
         # Ark emits an annotation once the text it supports has streamed (with no offsets).
-        pending = [(c.end, a) for c, a in zip(answer.citations, part["annotations"], strict=True)]
+        pending = [(c.end, a) for c, a in zip(answer.citations, annotations, strict=True)]
+        events: list[Event] = []
         for start in range(0, len(text), DELTA_CHARS):
             sent = start + DELTA_CHARS
             events.append(("response.output_text.delta", at | {"delta": text[start:sent]}))
@@ -350,41 +274,18 @@ class DoubaoProtocol(PlatformProtocol):
             events.append(
                 ("response.output_text.annotation.added", at | {"annotation": annotation})
             )
-        events += [
-            ("response.output_text.done", at | {"text": text}),
-            ("response.content_part.done", at | {"part": part}),
-            done,
-        ]
-        return events
+        return wire.message_events(index, item, events)
 
     def _stream(
         self, draw: Draw, response: dict[str, Any], answer: SimAnswer
     ) -> list[bytes | float]:
-        events = self._events(response, answer)
-        first_text = next(
-            i for i, (kind, _) in enumerate(events) if kind == "response.content_part.added"
-        )
-        stall = 0.0
-        if draw.fault == "truncate":
-            events = events[: draw.rng.randint(first_text + 1, len(events) - 1)]
-            stall = float(draw.params.get("stall_seconds", 0.0))
-        elif draw.fault == "midstream_error":
-            events = events[: draw.rng.randint(first_text + 1, len(events) - 2)]
-            events.append(self._failure_event(draw, response))
-        frames = []
-        for sequence, (kind, payload) in enumerate(events):
-            data = {"type": kind, "sequence_number": sequence} | payload
-            frames.append(f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n")
-        return paced(draw, frames, stall)
-
-    def _failure_event(self, draw: Draw, response: dict[str, Any]) -> Event:
-        code = str(draw.params.get("code", "InternalServiceError"))
+        events = wire.events(response, lambda index, item: self._item_events(index, item, answer))
         message = "The service encountered an unexpected internal error."
-        variant = draw.params.get("variant") or draw.rng.choice(["error", "response.failed"])
-        if variant == "error":
-            return ("error", {"code": code, "message": message, "param": None})
-        failed = response | {"status": "failed", "error": {"code": code, "message": message}}
-        return ("response.failed", {"response": failed})
+        return wire.streamed(
+            draw,
+            events,
+            lambda: wire.failure_event(draw, response, "InternalServiceError", message),
+        )
 
     # --- Bots API -------------------------------------------------------------------------------
     def _bots(

@@ -147,11 +147,8 @@ class KimiProtocol(PlatformProtocol):
         text = question if round_no == 1 else f"{question} [round {round_no}]"
         draw = self.sim.draw(self.name, text, self.faults)
         headers = self._headers(draw)
-        key = request.bearer()
-        if not key or key.startswith("invalid"):
-            return self._respond(self.auth_error(draw), headers, draw)
-        if (failure := self.http_fault(draw)) is not None:
-            return self._respond(failure, headers, draw)
+        if (refused := self.refused(request.bearer(), headers, draw)) is not None:
+            return refused
         rounds = int(draw.params.get("search_rounds", draw.profile.get("search_rounds", 1)))
         if search and echoed < rounds:
             reply = self._search_call(draw, str(body["model"]), question)

@@ -53,11 +53,8 @@ class OpenAIChatProtocol(OpenAIResponsesProtocol):
         question = chat_wire.question_of(body["messages"])
         draw = self.sim.draw(self.name, question, self.faults)
         headers = self._headers(draw)
-        key = request.bearer()
-        if not key or key.startswith("invalid"):
-            return self._respond(self.auth_error(draw), headers, draw)
-        if (failure := self.http_fault(draw)) is not None:
-            return self._respond(failure, headers, draw)
+        if (refused := self.refused(request.bearer(), headers, draw)) is not None:
+            return refused
         answer = self.sim.answer_for(question, draw)
         if not search:
             answer.citations = []

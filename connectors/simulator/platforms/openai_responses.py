@@ -8,31 +8,16 @@ offsets into the part text. Faults: 429 with `retry-after-ms` and `retry-after`,
 
 from __future__ import annotations
 
-import json
 import math
-import time
 from typing import Any
 
 from ..content import SimAnswer
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
+from ..protocol import PlatformProtocol, SimRequest, SimResponse
+from . import responses_wire as wire
+from .responses_wire import Event
 
 DELTA_CHARS = 12
-Event = tuple[str, dict[str, Any]]
-
-
-def _question(value: Any) -> str:
-    """`input` is a string or a list of message items; the question is their text."""
-    if isinstance(value, str):
-        return value
-    texts: list[str] = []
-    for item in value if isinstance(value, list) else []:
-        content = item.get("content") if isinstance(item, dict) else None
-        if isinstance(content, str):
-            texts.append(content)
-        elif isinstance(content, list):
-            texts += [str(c.get("text", "")) for c in content if isinstance(c, dict)]
-    return "\n".join(texts)
 
 
 def _error(message: str, kind: str, code: str | None) -> dict[str, Any]:
@@ -96,13 +81,11 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         if not isinstance(body, dict) or not body.get("model") or "input" not in body:
             message = "Missing required parameter: 'model' or 'input'."
             return SimResponse.json(400, _error(message, "invalid_request_error", None))
-        question = _question(body["input"])
+        question = wire.question_of(body["input"])
         draw = self.sim.draw(self.name, question, self.faults)
         headers = self._headers(draw)
-        if not key or key.startswith("invalid"):
-            return self._respond(self.auth_error(draw), headers, draw)
-        if (failure := self.http_fault(draw)) is not None:
-            return self._respond(failure, headers, draw)
+        if (refused := self.refused(key, headers, draw)) is not None:
+            return refused
         web_search = any(
             isinstance(t, dict) and str(t.get("type", "")).startswith("web_search")
             for t in body.get("tools") or []
@@ -122,11 +105,7 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         if body.get("stream"):
             chunks = self._stream(draw, response, answer)
             return self._respond(
-                SimResponse(
-                    200, {"Content-Type": "text/event-stream; charset=utf-8"}, chunks=chunks
-                ),
-                headers,
-                draw,
+                SimResponse(200, dict(wire.SSE_HEADERS), chunks=chunks), headers, draw
             )
         if draw.fault == "midstream_error":
             response |= {"status": "failed", "output": [], "error": {"code": "server_error",
@@ -138,116 +117,36 @@ class OpenAIResponsesProtocol(PlatformProtocol):
     ) -> dict[str, Any]:
         output: list[dict[str, Any]] = []
         if web_search:
-            output.append(
-                {
-                    "type": "web_search_call",
-                    "id": f"ws_{draw.rng.getrandbits(64):016x}",
-                    "status": "completed",
-                    "action": {"type": "search", "query": answer.text[:40]},
-                }
-            )
-        output.append(
-            {
-                "type": "message",
-                "id": f"msg_{draw.rng.getrandbits(64):016x}",
-                "role": "assistant",
-                "status": "completed",
-                "content": [
-                    {
-                        "type": "output_text",
-                        "text": answer.text,
-                        "annotations": _annotations(answer),
-                        "logprobs": [],
-                    }
-                ],
-            }
-        )
+            output.append(wire.web_search_call(draw, answer.text[:40]))
+        part = {"type": "output_text", "text": answer.text, "annotations": _annotations(answer),
+                "logprobs": []}  # fmt: skip
+        output.append(wire.message(draw, part))
         tokens = len(answer.text) // 4 + 1
-        return {
-            "id": f"resp_{draw.rng.getrandbits(96):024x}",
-            "object": "response",
-            "created_at": int(time.time()),
-            "status": "completed",
-            "model": model,
-            "output": output,
-            "usage": {"input_tokens": 20, "output_tokens": tokens, "total_tokens": 20 + tokens},
-            "error": None,
-            "incomplete_details": None,
-        }
-
-    def _events(self, response: dict[str, Any], answer: SimAnswer) -> list[Event]:
-        pending = response | {"status": "in_progress", "output": [], "usage": None}
-        events: list[Event] = [
-            ("response.created", {"response": pending}),
-            ("response.in_progress", {"response": pending}),
-        ]
-        for index, item in enumerate(response["output"]):
-            events += self._item_events(index, item, answer)
-        events.append(("response.completed", {"response": response}))
-        return events
+        usage = {"input_tokens": 20, "output_tokens": tokens, "total_tokens": 20 + tokens}
+        return wire.response(f"resp_{draw.rng.getrandbits(96):024x}", model, output, usage)
 
     def _item_events(self, index: int, item: dict[str, Any], answer: SimAnswer) -> list[Event]:
-        where = {"output_index": index, "item_id": item["id"]}
         if item["type"] == "web_search_call":
-            started = item | {"status": "in_progress"}
-            return [
-                ("response.output_item.added", {"output_index": index, "item": started}),
-                ("response.web_search_call.in_progress", where),
-                ("response.web_search_call.searching", where),
-                ("response.web_search_call.completed", where),
-                ("response.output_item.done", {"output_index": index, "item": item}),
-            ]
-        part = item["content"][0]
-        at = where | {"content_index": 0}
-        empty = {"type": "output_text", "text": "", "annotations": []}
-        events: list[Event] = [
-            ("response.output_item.added", {"output_index": index,
-             "item": item | {"status": "in_progress", "content": []}}),
-            ("response.content_part.added", at | {"part": empty}),
-        ]  # fmt: skip
+            return wire.web_search_events(index, item)
+        at = wire.part_at(index, item)
         text = answer.text
+        events: list[Event] = []
         for start in range(0, len(text), DELTA_CHARS):
             delta = text[start : start + DELTA_CHARS]
             events.append(("response.output_text.delta", at | {"delta": delta, "logprobs": []}))
-        for number, annotation in enumerate(part["annotations"]):
+        # The annotations, with offsets into the text, follow all of it.
+        for number, annotation in enumerate(item["content"][0]["annotations"]):
             events.append(
                 ("response.output_text.annotation.added",
                  at | {"annotation_index": number, "annotation": annotation})
             )  # fmt: skip
-        events += [
-            ("response.output_text.done", at | {"text": text, "logprobs": []}),
-            ("response.content_part.done", at | {"part": part}),
-            ("response.output_item.done", {"output_index": index, "item": item}),
-        ]
-        return events
+        return wire.message_events(index, item, events, logprobs=[])
 
     def _stream(
         self, draw: Draw, response: dict[str, Any], answer: SimAnswer
     ) -> list[bytes | float]:
-        events = self._events(response, answer)
-        first_delta = next(
-            i for i, (kind, _) in enumerate(events) if kind.startswith("response.content_part")
-        )
-        stall = 0.0
-        if draw.fault == "truncate":
-            events = events[: draw.rng.randint(first_delta + 1, len(events) - 1)]
-            # With `stall_seconds` the connection stays open and silent after the cut, so the
-            # client's read timeout fires mid-body instead of seeing a clean end.
-            stall = float(draw.params.get("stall_seconds", 0.0))
-        elif draw.fault == "midstream_error":
-            events = events[: draw.rng.randint(first_delta + 1, len(events) - 2)]
-            events.append(self._failure_event(draw, response))
-        frames = []
-        for sequence, (kind, payload) in enumerate(events):
-            data = {"type": kind, "sequence_number": sequence} | payload
-            frames.append(f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n")
-        return paced(draw, frames, stall)
-
-    def _failure_event(self, draw: Draw, response: dict[str, Any]) -> Event:
-        code = str(draw.params.get("code", "server_error"))
+        events = wire.events(response, lambda index, item: self._item_events(index, item, answer))
         message = "The model failed to generate a response."
-        variant = draw.params.get("variant") or draw.rng.choice(["error", "response.failed"])
-        if variant == "error":
-            return ("error", {"code": code, "message": message, "param": None})
-        failed = response | {"status": "failed", "error": {"code": code, "message": message}}
-        return ("response.failed", {"response": failed})
+        return wire.streamed(
+            draw, events, lambda: wire.failure_event(draw, response, "server_error", message)
+        )

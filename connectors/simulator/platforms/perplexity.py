@@ -25,7 +25,7 @@ from typing import Any
 
 from ..content import SimAnswer, SimCitation
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced, user_text
 
 MODELS = frozenset({"sonar", "sonar-pro", "sonar-reasoning-pro", "sonar-deep-research"})
 DELTA_CHARS = 15
@@ -44,19 +44,6 @@ def _error(status: int, kind: str, message: str, headers: dict[str, str] | None 
     return SimResponse.json(
         status, {"error": {"message": message, "type": kind, "code": status}}, headers
     )
-
-
-def _question(messages: list[Any]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content
-            if isinstance(content, list):
-                return "\n".join(
-                    str(p.get("text", "")) for p in content if isinstance(p, dict)
-                )  # fmt: skip
-    return ""
 
 
 def _marked(answer: SimAnswer, urls: list[str], after_punctuation: bool) -> SimAnswer:
@@ -126,7 +113,7 @@ class PerplexityProtocol(PlatformProtocol):
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return _error(400, "bad_request", "messages: field required")
-        question = _question(messages)
+        question = user_text(messages, last=True)
         draw = self.sim.draw(self.name, question, self.faults)
         if key.startswith("invalid"):
             return self._finish(self.auth_error(draw), draw)

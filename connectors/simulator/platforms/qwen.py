@@ -25,7 +25,7 @@ from typing import Any
 
 from ..content import SimAnswer, SimCitation
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, all_text, paced
 
 PATH = "/api/v1/services/aigc/text-generation/generation"
 DELTA_CHARS = 10
@@ -52,14 +52,7 @@ def _question(body: dict[str, Any]) -> str | None:
     )
     if not isinstance(messages, list) or not messages:
         return None
-    texts = []
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            texts.append(content)
-        elif isinstance(content, list):
-            texts += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
-    return "\n".join(texts)
+    return all_text(messages)
 
 
 def _with_markers(

@@ -1,8 +1,10 @@
 """python manage.py reparse --platform NAME FILE | --sample ID
 
-Prints the normalized result (DESIGN.md §7 field names) of a raw response exactly as it was
-received: a JSON body or an SSE / NDJSON transcript. With --sample, re-derives a stored
-sample's result from its archived raw response and stores it as a new revision.
+Prints the normalized result (the field names of connectors/base.py `NormalizedResult`) of a
+raw response exactly as it was received: a JSON body or an SSE / NDJSON transcript. With
+--sample, re-derives a stored sample's result from its archived raw response and stores it as a
+new revision. The command lives in evidence because --sample reads stored evidence; connectors
+knows no Django app of this project.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from connectors.base import NormalizedResult
 from connectors.registry import UnknownPlatform, adapter_class
+from evidence.services import reparse_sample
+from sampling.models import Sample
 
 
 def printable(result: NormalizedResult) -> dict[str, Any]:
@@ -59,9 +63,6 @@ class Command(BaseCommand):
         return printable(parser.parse(raw, content_type=content_type))
 
     def _reparse_sample(self, sample_id: int) -> dict[str, Any]:
-        from evidence.services import reparse_sample
-        from sampling.models import Sample
-
         try:
             capture, result = reparse_sample(sample_id=sample_id)
         except Sample.DoesNotExist:
