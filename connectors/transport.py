@@ -21,6 +21,7 @@ import requests
 import urllib3
 
 from .base import ConnectorConfig, ErrorClass, UpstreamError
+from .redaction import redact
 
 DIRECT = "direct"
 CHUNK_SIZE = 16 * 1024
@@ -69,13 +70,6 @@ def header_safe(value: str, *, max_length: int = 128) -> str:
     the same key always becomes the same header (idempotency keys stay idempotent)."""
     printable = value.isascii() and value.isprintable() and 0 < len(value) <= max_length
     return value if printable else "sha256-" + hashlib.sha256(value.encode()).hexdigest()[:48]
-
-
-def _redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
 
 
 def _failed_before_sending(exc: BaseException) -> bool:
@@ -170,7 +164,7 @@ class HttpTransport:
 
     def _describe(self, exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc}"[:300]
-        return _redact(text, (self.config.api_key,))
+        return redact(text, (self.config.api_key,))
 
     def _send_error(self, exc: requests.RequestException, egress: str) -> UpstreamError:
         if _failed_before_sending(exc):

@@ -26,7 +26,7 @@ from billing.services import ensure_default_price_version, top_up
 from connectors.simulator import start_simulator
 from geo_collect.processes import start_worker, stop_worker
 from sampling.dispatch import dispatch_once, relay_outbox
-from sampling.models import Run
+from sampling.models import Run, Tenant
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.selectors import Status, run_status
 from sampling.services import launch_run, save_campaign
@@ -90,6 +90,8 @@ class Command(BaseCommand):
         except PlanError as error:
             raise CommandError("invalid demo campaign: " + "; ".join(error.problems)) from None
         with transaction.atomic():
+            # The demo plays the administrator who creates its tenant; launching never does.
+            Tenant.objects.get_or_create(slug=spec.tenant, defaults={"name": spec.tenant})
             campaign = save_campaign(spec=spec)
             version = ensure_default_price_version()
             top_up(
