@@ -34,6 +34,7 @@ def main() -> None:
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
         from billing.services import ensure_default_price_version, top_up
+        from sampling.models import Tenant
         from sampling.planning import parse_campaign_spec
         from sampling.services import launch_run, save_campaign
 
@@ -48,6 +49,7 @@ def main() -> None:
             "repeats": REPEATS,
         }
         spec = parse_campaign_spec(data)
+        Tenant.objects.get_or_create(slug=spec.tenant, defaults={"name": spec.tenant})
         campaign = save_campaign(spec=spec)
         version = ensure_default_price_version()  # launch holds the quote: fund the tenant
         top_up(

@@ -81,8 +81,10 @@ def text(value: Any, field: str, *, max_length: int = NAME_MAX, required: bool =
     `max_length` characters. Tabs and line breaks are allowed (questions may wrap)."""
     text_value = _string(value, field)
     _refuse_hidden(text_value, field, allow_line_breaks=True)
+    if required and not text_value.strip():
+        raise InputError(field, "must not be empty")
     if required and not _visible(text_value):
-        raise InputError(field, "must contain visible characters")
+        raise InputError(field, "has only invisible characters")
     return _check_length(text_value, field, max_length)
 
 

@@ -19,17 +19,14 @@ from sampling.leases import (
     save_fenced,
 )
 from sampling.models import Sample, StaleWrite
-from sampling.planning import parse_campaign_spec
 from sampling.services import launch_run, save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 
 COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
 
 
 def _run_with(questions: int) -> Any:
-    spec = parse_campaign_spec(
-        make_campaign_data(questions=questions, targets=COLLECTOR, repeats=1)
-    )
+    spec = spec_with_tenant(make_campaign_data(questions=questions, targets=COLLECTOR, repeats=1))
     return launch_run(campaign=save_campaign(spec=spec))
 
 
