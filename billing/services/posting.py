@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from billing import ledger_chain
 from billing.models import (
     Account,
     EntryKind,
@@ -33,25 +31,6 @@ class SettlementLine:
     reserved: int
     captured: int
     released: int
-
-
-def _content_hash(
-    *,
-    kind: str,
-    legs: Sequence[tuple[Account, int]],
-    refs: dict[str, Any],
-    settlements: Sequence[SettlementLine],
-) -> str:
-    content = {
-        "kind": kind,
-        "refs": refs,
-        "legs": sorted([account.code, amount] for account, amount in legs),
-        "settlements": sorted(
-            [s.sample_id, s.reason, s.reserved, s.captured, s.released] for s in settlements
-        ),
-    }
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _replay(existing: JournalEntry, content_hash: str, key: str) -> JournalEntry:
@@ -104,7 +83,9 @@ def post_entry(
         "upstream_id": upstream_id,
         "reverses": reverses.pk if reverses else None,
     }
-    content_hash = _content_hash(kind=kind, legs=legs, refs=refs, settlements=settlements)
+    content_hash = ledger_chain.content_hash(
+        kind=kind, legs=[(a.code, amount) for a, amount in legs], refs=refs, settlements=settlements
+    )
 
     with transaction.atomic():
         existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
@@ -129,11 +110,16 @@ def post_entry(
                 raise InsufficientBalance(account=current, balance=current.balance, change=change)
         if guard is not None:
             guard()
+        chain_prev, chain_hash = ledger_chain.next_link(
+            content=content_hash, idempotency_key=idempotency_key, memo=memo
+        )
         try:
             with transaction.atomic():
                 entry = JournalEntry.objects.create(
                     idempotency_key=idempotency_key,
                     content_hash=content_hash,
+                    chain_prev=chain_prev,
+                    chain_hash=chain_hash,
                     kind=kind,
                     tenant=tenant,
                     run=run,
@@ -145,9 +131,11 @@ def post_entry(
                     memo=memo,
                 )
                 # One INSERT for all postings: balanced at the end of the statement, so it also
-                # passes with the zero-sum trigger set IMMEDIATE.
+                # passes with the zero-sum trigger set IMMEDIATE. Credits before debits: no
+                # proper prefix balances, which SQLite's append guard relies on (0003).
                 Posting.objects.bulk_create(
-                    Posting(entry=entry, account=account, amount=amount) for account, amount in legs
+                    Posting(entry=entry, account=account, amount=amount)
+                    for account, amount in sorted(legs, key=lambda leg: -leg[1])
                 )
                 SampleSettlement.objects.bulk_create(
                     SampleSettlement(
