@@ -183,6 +183,10 @@ class PollOutcome:
     message: str | None = None
 
 
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_RESPONSE_SECONDS = 900.0
+
+
 @dataclass(frozen=True)
 class ConnectorConfig:
     """Per-platform settings. `api_key` comes from the environment or the database and is
@@ -196,6 +200,10 @@ class ConnectorConfig:
     connect_timeout_seconds: float = 5.0
     egress_proxies: tuple[str | None, ...] = (None,)  # None = direct
     extra: dict[str, Any] = field(default_factory=dict)
+    # Caps on one response, decoded (after gzip): beyond either the body is cut there and the
+    # answer is interrupted with the reason (connectors/transport.py).
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_response_seconds: float = DEFAULT_MAX_RESPONSE_SECONDS
 
     def __post_init__(self) -> None:
         register_secret(self.api_key)

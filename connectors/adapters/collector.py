@@ -218,9 +218,10 @@ class CollectorConnector(Connector):
             )
         payload = json_body(exchange.body)
         if not isinstance(payload, dict):
+            cut = f" (cut: {exchange.interrupted})" if exchange.interrupted else ""
             raise UpstreamError(
                 ErrorClass.PARSE_FAILED,
-                "collector answered with a non-JSON body",
+                f"collector answered with a non-JSON body{cut}",
                 status_code=exchange.status_code,
                 raw=exchange.body,
                 egress=exchange.egress,
