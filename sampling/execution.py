@@ -33,6 +33,7 @@ from connectors.retry import RetryPolicy
 from evidence import services as evidence_services
 from geo_collect.failpoints import failpoint
 
+from . import inputs
 from .dbtime import db_now
 from .leases import StaleToken, fenced, renew_lease, save_fenced
 from .models import (
@@ -215,8 +216,10 @@ def handle_submit(ctx: StepContext) -> str:
     sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
     connector = get_connector(sample.platform)
     try:
-        outcome = connector.submit(
-            _request_for(sample, attempt.idempotency_key), attempt_no=attempt.attempt_no
+        outcome = inputs.upstream_outcome(
+            connector.submit(
+                _request_for(sample, attempt.idempotency_key), attempt_no=attempt.attempt_no
+            )
         )
     except UpstreamError as error:
         return _record_submit_error(ctx, sample, attempt, error)
@@ -584,8 +587,8 @@ def handle_evidence(ctx: StepContext) -> str:
     if not get_connector(sample.platform).capabilities().asynchronous:
         return _render_screenshot(ctx, sample)
     try:
-        result = get_connector(sample.platform).fetch_evidence(
-            sample.upstream_id, sample_id=sample.pk
+        result = inputs.upstream_result(
+            get_connector(sample.platform).fetch_evidence(sample.upstream_id, sample_id=sample.pk)
         )
     except UpstreamError as error:
         if sample.claims >= settings.GEO_MAX_STEP_CLAIMS:  # give up, with the reason

@@ -22,9 +22,13 @@ What is refused, and why:
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import re
 import unicodedata
 from typing import Any
+
+from connectors.base import ErrorClass, NormalizedResult, SubmitOutcome, UpstreamError
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -151,3 +155,83 @@ def domain(value: Any, field: str) -> str:
     if len(ascii_name) > 253 or len(labels) < 2 or not all(_LABEL.fullmatch(x) for x in labels):
         raise InputError(field, f"{raw[:80]!r} is not a hostname like example.com")
     return raw
+
+
+# --- upstream values --------------------------------------------------------------------------
+# What an upstream sends is input too. These fit a connector's result to the columns that
+# store it, so a long id or a garbage MIME type is a clear outcome, never a DataError at
+# INSERT (which would retry the step and park the sample).
+
+MIME_MAX = 100
+_MIME = re.compile(r"[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+", re.ASCII)
+FALLBACK_MIME = "application/octet-stream"
+
+
+def _upstream_id_or_digest(value: str) -> str:
+    """An answer already in hand keeps its id when the id is storable, else a digest of it
+    (the id is only a reference then; the answer is what matters)."""
+    try:
+        return identifier(value, "upstream_id")
+    except InputError:
+        return "sha256:" + hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()
+
+
+def _mime(value: str | None) -> str:
+    """The media type's `type/subtype`, or octet-stream when that is not one."""
+    essence = (value or "").split(";", 1)[0].strip()
+    if len(value or "") <= MIME_MAX and _MIME.fullmatch(essence):
+        return str(value)
+    return essence if len(essence) <= MIME_MAX and _MIME.fullmatch(essence) else FALLBACK_MIME
+
+
+def upstream_result(result: NormalizedResult) -> NormalizedResult:
+    """The result with every value fit for storage: ids, MIME types, the reported cost."""
+    if result.upstream_id:
+        result.upstream_id = _upstream_id_or_digest(result.upstream_id)
+    if result.request_id and not _storable_id(result.request_id):
+        result.request_id = None
+    result.raw_mime = _mime(result.raw_mime) if result.raw_mime else result.raw_mime
+    for attachment in result.attachments:
+        attachment.mime = _mime(attachment.mime)
+    if result.cost is not None and not _valid_cost(result.cost, result.cost_currency):
+        result.warnings.append(f"UPSTREAM_COST_INVALID: {str(result.cost)[:40]}")
+        result.cost, result.cost_currency = None, None
+    return result
+
+
+def upstream_outcome(outcome: SubmitOutcome) -> SubmitOutcome:
+    """A submit outcome fit for storage. A task id we would have to poll by but cannot store
+    is refused (UpstreamError PARSE_FAILED, with the reason); an answered request keeps its
+    answer."""
+    if outcome.result is None:
+        try:
+            identifier(outcome.upstream_id, "upstream_id")
+        except InputError as error:
+            raise UpstreamError(
+                ErrorClass.PARSE_FAILED, f"upstream task id refused: {error}"
+            ) from None
+    else:
+        upstream_result(outcome.result)
+    request_id = outcome.request_id
+    return dataclasses.replace(
+        outcome,
+        upstream_id=_upstream_id_or_digest(outcome.upstream_id),
+        request_id=request_id if request_id and _storable_id(request_id) else None,
+    )
+
+
+def _storable_id(value: str) -> bool:
+    try:
+        identifier(value, "request_id")
+    except InputError:
+        return False
+    return True
+
+
+def _valid_cost(cost: Any, cost_currency: str | None) -> bool:
+    try:
+        amount(cost, "cost", minimum=0)
+        currency(cost_currency, "cost_currency")
+    except InputError:
+        return False
+    return True
