@@ -30,6 +30,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
+	$(PY) scripts/audit_dependencies.py
 
 bench: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/plan_expansion.py
