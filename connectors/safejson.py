@@ -50,3 +50,18 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     if depth_exceeds(value, max_depth):
         raise JsonTooDeep(max_depth)
     return value
+
+
+def raw_decode(text: str, position: int, *, max_depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    """`json.JSONDecoder().raw_decode` (one value starting at `position`, and where it ended),
+    with the same nesting limit as `loads`."""
+    try:
+        value, end = _DECODER.raw_decode(text, position)
+    except RecursionError:
+        raise JsonTooDeep(max_depth) from None
+    if depth_exceeds(value, max_depth):
+        raise JsonTooDeep(max_depth)
+    return value, end
+
+
+_DECODER = json.JSONDecoder()

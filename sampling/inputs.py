@@ -76,7 +76,9 @@ def _refuse_hidden(text: str, field: str, *, allow_line_breaks: bool) -> None:
 
 
 def _visible(text: str) -> bool:
-    return any(unicodedata.category(c) not in ("Cf", "Zs", "Zl", "Zp", "Cc") for c in text)
+    """Some letter, mark, number, punctuation or symbol: not only spaces, format, private-use
+    or unassigned code points."""
+    return any(unicodedata.category(c)[0] not in "CZ" for c in text)
 
 
 def text(value: Any, field: str, *, max_length: int = NAME_MAX, required: bool = True) -> str:
