@@ -125,7 +125,9 @@ def _data_rows(text: str) -> Iterator[tuple[int, dict[str, str | None]]]:
             if any((v or "").strip() for k, v in row.items() if k is not None):
                 yield row_no, row
     except csv.Error as error:
-        raise StatementError([f"row {reader.line_num}: not readable as CSV ({error})"]) from None
+        # line_num counts the lines read before the record that failed.
+        row = reader.line_num + 1
+        raise StatementError([f"row {row}: not readable as CSV ({error})"]) from None
 
 
 def import_statement(*, provider: str, filename: str, content: bytes) -> ImportResult:
