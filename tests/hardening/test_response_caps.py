@@ -152,3 +152,43 @@ def test_the_bounded_decoder_never_returns_more_than_room(encoding: str) -> None
     assert (len(decoded), over) == (1000, True)
     decoded, over = BoundedDecoder(encoding).decode(packed[encoding](), room=100_000)
     assert (decoded, over) == (data, False)
+
+
+SAMPLE_CAP = 2 * 1024 * 1024
+
+
+@pytest.mark.django_db
+def test_a_sample_fed_an_endless_stream_ends_with_the_reason(
+    hostile_server: str, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """The worker's own code path (claim, submit, archive, retry) in this process: every
+    attempt stops at the cap, and the sample fails for good saying why."""
+    from sampling.models import Attempt, Sample
+    from sampling.services import launch_run, save_campaign
+    from tests.conftest import make_campaign_data, spec_with_tenant
+    from tests.inprocess import drive_in_process
+
+    monkeypatch.setenv("GEO_OPENAI_CHAT_BASE_URL", f"{hostile_server}/endless")
+    monkeypatch.setenv("GEO_OPENAI_CHAT_EXTRA", '{"chat_path": "/chat"}')
+    monkeypatch.setenv("GEO_OPENAI_CHAT_MAX_RESPONSE_BYTES", str(SAMPLE_CAP))
+    settings.GEO_MAX_SUBMIT_ATTEMPTS = 2
+    target = {"platform": "openai_chat", "device": "desktop", "region": "us", "mode": "web_search"}
+    data = make_campaign_data(questions=1, targets=[target], repeats=1)
+    data["screenshot_policy"] = "none"
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+
+    tracemalloc.start()
+    try:
+        drive_in_process(run.pk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    sample = Sample.objects.get(run=run)
+    assert sample.collection_state == "failed"
+    assert sample.failure_reason.startswith("truncated: stream cut: response body over the")
+    attempts = Attempt.objects.filter(sample=sample)
+    assert attempts.count() >= 1
+    assert all("-byte cap" in a.error_message for a in attempts)
+    assert peak < 12 * SAMPLE_CAP, f"peak {peak / 2**20:.1f} MiB"
+    print(f"sample run: tracemalloc peak {peak / 2**20:.1f} MiB, cap {SAMPLE_CAP // 2**20} MiB")
