@@ -126,8 +126,8 @@ def _data_rows(text: str) -> Iterator[tuple[int, dict[str, str | None]]]:
                 yield row_no, row
     except csv.Error as error:
         # line_num counts the lines read before the record that failed.
-        row = reader.line_num + 1
-        raise StatementError([f"row {row}: not readable as CSV ({error})"]) from None
+        line = reader.line_num + 1
+        raise StatementError([f"row {line}: not readable as CSV ({error})"]) from None
 
 
 def import_statement(*, provider: str, filename: str, content: bytes) -> ImportResult:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from uuid import UUID
+from typing import Any
 
 from billing.models import (
     Account,
@@ -11,77 +11,45 @@ from billing.models import (
 from sampling.models import Run, Tenant
 
 
+def account_code(kind: str, currency: str, owner: object = None) -> str:
+    """`kind:owner:currency` (`funding:USD` has no owner): unique, and readable in exports."""
+    parts = [kind] + ([] if owner is None else [str(owner)]) + [currency]
+    return ":".join(parts)
+
+
 def _account(
-    *,
-    code: str,
-    kind: str,
-    currency: str,
-    tenant: Tenant | None = None,
-    run_id: UUID | None = None,
-    platform: str = "",
-    tracks_balance: bool = False,
+    kind: str, currency: str, owner: object = None, *, tracks_balance: bool = False, **refs: Any
 ) -> Account:
+    """The account for (kind, owner, currency), created on first use. `refs` are its owner
+    columns (tenant, run_id, platform)."""
     account, _ = Account.objects.get_or_create(
-        code=code,
-        defaults={
-            "kind": kind,
-            "currency": currency,
-            "tenant": tenant,
-            "run_id": run_id,
-            "platform": platform,
-            "tracks_balance": tracks_balance,
-        },
+        code=account_code(kind, currency, owner),
+        defaults={"kind": kind, "currency": currency, "tracks_balance": tracks_balance, **refs},
     )
     return account
 
 
 def funding_account(currency: str) -> Account:
-    return _account(code=f"funding:{currency}", kind=AccountKind.FUNDING, currency=currency)
+    return _account(AccountKind.FUNDING, currency)
 
 
 def available_account(tenant: Tenant, currency: str) -> Account:
-    return _account(
-        code=f"available:{tenant.pk}:{currency}",
-        kind=AccountKind.AVAILABLE,
-        currency=currency,
-        tenant=tenant,
-        tracks_balance=True,
-    )
+    return _account(AccountKind.AVAILABLE, currency, tenant.pk, tenant=tenant, tracks_balance=True)
 
 
 def revenue_account(tenant: Tenant, currency: str) -> Account:
-    return _account(
-        code=f"revenue:{tenant.pk}:{currency}",
-        kind=AccountKind.REVENUE,
-        currency=currency,
-        tenant=tenant,
-    )
+    return _account(AccountKind.REVENUE, currency, tenant.pk, tenant=tenant)
 
 
 def hold_account(run: Run, currency: str) -> Account:
     return _account(
-        code=f"hold:{run.pk}:{currency}",
-        kind=AccountKind.HOLD,
-        currency=currency,
-        tenant=run.tenant,
-        run_id=run.pk,
-        tracks_balance=True,
+        AccountKind.HOLD, currency, run.pk, tenant=run.tenant, run_id=run.pk, tracks_balance=True
     )
 
 
 def upstream_cost_account(platform: str, currency: str) -> Account:
-    return _account(
-        code=f"upstream_cost:{platform}:{currency}",
-        kind=AccountKind.UPSTREAM_COST,
-        currency=currency,
-        platform=platform,
-    )
+    return _account(AccountKind.UPSTREAM_COST, currency, platform, platform=platform)
 
 
 def upstream_payable_account(platform: str, currency: str) -> Account:
-    return _account(
-        code=f"upstream_payable:{platform}:{currency}",
-        kind=AccountKind.UPSTREAM_PAYABLE,
-        currency=currency,
-        platform=platform,
-    )
+    return _account(AccountKind.UPSTREAM_PAYABLE, currency, platform, platform=platform)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -64,6 +65,48 @@ def post_entry(
     """
     if not idempotency_key or len(idempotency_key) > 200:
         raise BillingError("an idempotency key of 1..200 characters is required")
+    _check_legs(legs)
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "tenant": tenant,
+        "run": run,
+        "sample_id": sample_id,
+        "capture_id": capture_id,
+        "platform": platform,
+        "upstream_id": upstream_id,
+        "reverses": reverses,
+        "memo": memo,
+    }
+    content_hash = ledger_chain.content_hash(
+        kind=kind,
+        legs=[(a.code, amount) for a, amount in legs],
+        refs=_refs(fields),
+        settlements=settlements,
+    )
+    with transaction.atomic():
+        existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _replay(existing, content_hash, idempotency_key)
+        locked = _lock_tracked(legs)
+        # Another transaction may have committed this key while we waited for the locks.
+        existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _replay(existing, content_hash, idempotency_key)
+        _check_balances(legs, locked)
+        if guard is not None:
+            guard()
+        try:
+            entry = _insert(idempotency_key, content_hash, fields, legs, settlements)
+        except IntegrityError:
+            existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
+            if existing is None:
+                raise
+            return _replay(existing, content_hash, idempotency_key)
+    log.info("ledger entry %s key=%s kind=%s", entry.pk, idempotency_key, kind)
+    return entry
+
+
+def _check_legs(legs: Sequence[tuple[Account, int]]) -> None:
     if len(legs) < 2:
         raise UnbalancedEntry("a journal entry needs at least two postings")
     totals: dict[str, int] = defaultdict(int)
@@ -74,87 +117,70 @@ def post_entry(
     unbalanced = {currency: total for currency, total in totals.items() if total != 0}
     if unbalanced:
         raise UnbalancedEntry(f"postings must sum to zero per currency; they sum to {unbalanced}")
-    refs = {
+
+
+def _refs(fields: dict[str, Any]) -> dict[str, Any]:
+    """What the entry points at, as the content hash records it (billing/ledger_chain.py)."""
+    tenant, run, reverses = fields["tenant"], fields["run"], fields["reverses"]
+    return {
         "tenant": tenant.pk if tenant else None,
         "run": str(run.pk) if run else None,
-        "sample": sample_id,
-        "capture": capture_id,
-        "platform": platform,
-        "upstream_id": upstream_id,
+        "sample": fields["sample_id"],
+        "capture": fields["capture_id"],
+        "platform": fields["platform"],
+        "upstream_id": fields["upstream_id"],
         "reverses": reverses.pk if reverses else None,
     }
-    content_hash = ledger_chain.content_hash(
-        kind=kind, legs=[(a.code, amount) for a, amount in legs], refs=refs, settlements=settlements
-    )
 
+
+def _lock_tracked(legs: Sequence[tuple[Account, int]]) -> dict[int, Account]:
+    """Lock the balance-tracked accounts, in id order so concurrent entries cannot deadlock."""
+    tracked_ids = sorted({a.pk for a, _ in legs if a.tracks_balance})
+    locked = Account.objects.select_for_update().filter(pk__in=tracked_ids).order_by("pk")
+    return {a.pk: a for a in locked}
+
+
+def _check_balances(legs: Sequence[tuple[Account, int]], locked: dict[int, Account]) -> None:
+    changes: dict[int, int] = defaultdict(int)
+    for account, amount in legs:
+        if account.tracks_balance:
+            changes[account.pk] += amount
+    for account_id, change in changes.items():
+        current = locked[account_id]
+        if current.balance + change < 0:
+            raise InsufficientBalance(account=current, balance=current.balance, change=change)
+
+
+def _insert(
+    idempotency_key: str,
+    content_hash: str,
+    fields: dict[str, Any],
+    legs: Sequence[tuple[Account, int]],
+    settlements: Sequence[SettlementLine],
+) -> JournalEntry:
+    """The entry, its postings and settlements, linked into the hash chain. The chain lock
+    is the last lock taken (after the accounts); it is held until COMMIT."""
+    chain_prev, chain_hash = ledger_chain.next_link(
+        content=content_hash, idempotency_key=idempotency_key, memo=fields["memo"]
+    )
     with transaction.atomic():
-        existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
-        if existing is not None:
-            return _replay(existing, content_hash, idempotency_key)
-        tracked_ids = sorted({a.pk for a, _ in legs if a.tracks_balance})
-        locked = {
-            a.pk: a
-            for a in Account.objects.select_for_update().filter(pk__in=tracked_ids).order_by("pk")
-        }
-        # Another transaction may have committed this key while we waited for the locks.
-        existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
-        if existing is not None:
-            return _replay(existing, content_hash, idempotency_key)
-        changes: dict[int, int] = defaultdict(int)
-        for account, amount in legs:
-            if account.tracks_balance:
-                changes[account.pk] += amount
-        for account_id, change in changes.items():
-            current = locked[account_id]
-            if current.balance + change < 0:
-                raise InsufficientBalance(account=current, balance=current.balance, change=change)
-        if guard is not None:
-            guard()
-        chain_prev, chain_hash = ledger_chain.next_link(
-            content=content_hash, idempotency_key=idempotency_key, memo=memo
+        entry = JournalEntry.objects.create(
+            idempotency_key=idempotency_key,
+            content_hash=content_hash,
+            chain_prev=chain_prev,
+            chain_hash=chain_hash,
+            **fields,
         )
-        try:
-            with transaction.atomic():
-                entry = JournalEntry.objects.create(
-                    idempotency_key=idempotency_key,
-                    content_hash=content_hash,
-                    chain_prev=chain_prev,
-                    chain_hash=chain_hash,
-                    kind=kind,
-                    tenant=tenant,
-                    run=run,
-                    sample_id=sample_id,
-                    capture_id=capture_id,
-                    platform=platform,
-                    upstream_id=upstream_id,
-                    reverses=reverses,
-                    memo=memo,
-                )
-                # One INSERT for all postings: balanced at the end of the statement, so it also
-                # passes with the zero-sum trigger set IMMEDIATE. Credits before debits: no
-                # proper prefix balances, which SQLite's append guard relies on (0003).
-                Posting.objects.bulk_create(
-                    Posting(entry=entry, account=account, amount=amount)
-                    for account, amount in sorted(legs, key=lambda leg: -leg[1])
-                )
-                SampleSettlement.objects.bulk_create(
-                    SampleSettlement(
-                        entry=entry,
-                        run=run,
-                        sample_id=s.sample_id,
-                        reason=s.reason,
-                        reserved=s.reserved,
-                        captured=s.captured,
-                        released=s.released,
-                    )
-                    for s in settlements
-                )
-        except IntegrityError:
-            existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
-            if existing is None:
-                raise
-            return _replay(existing, content_hash, idempotency_key)
-    log.info("ledger entry %s key=%s kind=%s", entry.pk, idempotency_key, kind)
+        # One INSERT for all postings: balanced at the end of the statement, so it also
+        # passes with the zero-sum trigger set IMMEDIATE. Credits before debits: no proper
+        # prefix balances, which SQLite's append guard relies on (billing migration 0003).
+        Posting.objects.bulk_create(
+            Posting(entry=entry, account=account, amount=amount)
+            for account, amount in sorted(legs, key=lambda leg: -leg[1])
+        )
+        SampleSettlement.objects.bulk_create(
+            SampleSettlement(entry=entry, run=fields["run"], **asdict(line)) for line in settlements
+        )
     return entry
 
 

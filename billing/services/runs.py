@@ -15,6 +15,7 @@ from django.db import transaction
 
 from billing.models import (
     Account,
+    AccountKind,
     EntryKind,
     JournalEntry,
     PriceComponent,
@@ -23,7 +24,7 @@ from billing.models import (
 )
 from sampling.models import CollectionState, Run, Sample, SubmissionState
 
-from .accounts import available_account, hold_account, revenue_account
+from .accounts import account_code, available_account, hold_account, revenue_account
 from .errors import BillingError, InsufficientBalance, InsufficientFunds
 from .posting import SettlementLine, post_entry
 from .prices import build_quote, target_key
@@ -46,7 +47,8 @@ def _lock_run(run_id: UUID | str) -> tuple[Run, Account | None]:
     currency = quote.get("currency")
     if not currency or not quote.get("estimated_max"):
         return run, None
-    hold = Account.objects.select_for_update().filter(code=f"hold:{run.pk}:{currency}").first()
+    code = account_code(AccountKind.HOLD, currency, run.pk)
+    hold = Account.objects.select_for_update().filter(code=code).first()
     return run, hold
 
 
