@@ -330,3 +330,10 @@ def test_upstream_error_messages_never_carry_a_configured_secret() -> None:
     proxy = "http://user:proxy-pass-123@127.0.0.1:3128"
     ConnectorConfig(platform="openai", base_url="http://x", egress_proxies=(proxy,))
     assert "proxy-pass-123" not in UpstreamError(ErrorClass.TRANSIENT, f"via {proxy}").message
+
+
+def test_a_deeply_nested_answer_is_classified_not_a_recursion_error() -> None:
+    from analysis.validity import classify_answer
+
+    answer = '{"error": ' + "[" * DEEP + "]" * DEEP + "}"
+    assert classify_answer(answer, raw_mime="application/json") is not None
