@@ -31,6 +31,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/audit_dependencies.py
 
 bench: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/plan_expansion.py

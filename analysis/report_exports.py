@@ -3,7 +3,6 @@ inline SVG charts (no JavaScript, no external resources; every label escaped).""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Iterator
@@ -12,6 +11,8 @@ from typing import Any
 from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+
+from sampling.spreadsheets import InertCsvWriter, append_row
 
 from .reports import BUCKETS, Metrics, RunReport
 from .stats import Rate
@@ -57,7 +58,7 @@ def _metric_rows(scope: str, m: Metrics, brand: str) -> Iterator[list[Any]]:
 
 def report_csv(report: RunReport) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = InertCsvWriter(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for row in _metric_rows("run", report.overall, report.brand):
         writer.writerow(row)
@@ -136,7 +137,7 @@ def report_xlsx(report: RunReport) -> bytes:
         ("denominator", "planned samples"),
         *((f"check: {c.name}", c.detail) for c in report.checks),
     ):
-        summary.append(list(row))
+        append_row(summary, list(row))
     header = _table_header(report)
     for title, rows in (
         ("Run", [report.overall]),
@@ -144,16 +145,19 @@ def report_xlsx(report: RunReport) -> bytes:
         ("Questions", report.by_question),
     ):
         sheet = book.create_sheet(title)
-        sheet.append(header)
+        append_row(sheet, header)
         for m in rows:
-            sheet.append(_table_row(m, report))
+            append_row(sheet, _table_row(m, report))
         for cell in sheet[1]:
             cell.font = Font(bold=True)
     trend = book.create_sheet("Over time")
-    trend.append(["run", "created", "planned", *BUCKETS, "mention rate", "CI low", "CI high", "n"])
+    append_row(
+        trend, ["run", "created", "planned", *BUCKETS, "mention rate", "CI low", "CI high", "n"]
+    )
     for p in report.over_time:
         c = p.counts
-        trend.append(
+        append_row(
+            trend,
             [
                 p.run_id,
                 p.created_at.isoformat(),
@@ -163,12 +167,12 @@ def report_xlsx(report: RunReport) -> bytes:
                 p.mention_rate.low,
                 p.mention_rate.high,
                 p.mention_rate.n,
-            ]
+            ],
         )
     domains = book.create_sheet("Top cited domains")
-    domains.append(["domain", "citations"])
+    append_row(domains, ["domain", "citations"])
     for domain, n in report.overall.top_domains:
-        domains.append([domain, n])
+        append_row(domains, [domain, n])
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()

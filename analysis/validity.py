@@ -50,11 +50,12 @@ HTML
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+
+from connectors import safejson
 
 __all__ = [
     "DOMINANCE_RATIO",
@@ -339,8 +340,8 @@ def _json_error(text: str) -> bool:
     if not (stripped.startswith("{") and stripped.endswith("}")):
         return False
     try:
-        data = json.loads(stripped)
-    except ValueError:
+        data = safejson.loads(stripped)
+    except ValueError:  # also JSON nested past the limit: an answer, not an error object
         return False
     if not isinstance(data, dict):
         return False

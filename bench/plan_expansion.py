@@ -35,6 +35,7 @@ def main() -> None:
     try:
         from billing.services import ensure_default_price_version, top_up
         from pipeline.launch import launch_run
+        from sampling.models import Tenant
         from sampling.planning import parse_campaign_spec
         from sampling.services import save_campaign
 
@@ -49,6 +50,7 @@ def main() -> None:
             "repeats": REPEATS,
         }
         spec = parse_campaign_spec(data)
+        Tenant.objects.get_or_create(slug=spec.tenant, defaults={"name": spec.tenant})
         campaign = save_campaign(spec=spec)
         version = ensure_default_price_version()  # launch holds the quote: fund the tenant
         top_up(

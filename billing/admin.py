@@ -44,8 +44,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class ReadOnlyInline(admin.TabularInline):
+    """Every shown field is read-only: subclasses name `fields` once."""
+
     extra = 0
     can_delete = False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [str(name) for name in self.fields or ()]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -95,13 +100,11 @@ class AccountAdmin(ReadOnlyAdmin):
 class PostingInline(ReadOnlyInline):
     model = Posting
     fields = ["account", "amount"]
-    readonly_fields = ["account", "amount"]
 
 
 class SettlementInline(ReadOnlyInline):
     model = SampleSettlement
     fields = ["sample", "reason", "reserved", "captured", "released"]
-    readonly_fields = ["sample", "reason", "reserved", "captured", "released"]
 
 
 @admin.register(JournalEntry)
@@ -192,7 +195,6 @@ class SampleSettlementAdmin(ReadOnlyAdmin):
 class StatementLineInline(ReadOnlyInline):
     model = UpstreamStatementLine
     fields = ["row_no", "upstream_id", "amount", "currency", "occurred_at"]
-    readonly_fields = ["row_no", "upstream_id", "amount", "currency", "occurred_at"]
 
 
 @admin.register(UpstreamStatement)

@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce
 
+from .ledger_chain import verify_chain
 from .models import (
     Account,
     AccountKind,
@@ -35,6 +36,9 @@ PG_TRIGGERS = frozenset(
         "billing_priceversion_append_only",
         "billing_upstreamstatement_append_only",
         "billing_upstreamstatementline_append_only",
+        "billing_journalentry_stamp_xact",
+        "billing_posting_same_xact",
+        "billing_samplesettlement_same_xact",
     }
 )
 SQLITE_TRIGGERS = frozenset(
@@ -48,6 +52,10 @@ SQLITE_TRIGGERS = frozenset(
         "billing_journalentry_no_delete",
         "billing_samplesettlement_no_update",
         "billing_samplesettlement_no_delete",
+        "billing_posting_newest_entry",
+        "billing_samplesettlement_newest_entry",
+        "billing_posting_entry_complete",
+        "billing_account_balance_derived",
     }
 )
 LIMIT = 50  # offending rows reported per check
@@ -202,7 +210,10 @@ def verify_ledger() -> LedgerReport:
         if refunded > captured:
             v.append(f"run {run.pk}: refunded {refunded} > captured {captured}")
 
-    # 7. Reversals mirror what they reverse.
+    # 7. Every entry still says what it said when written, linked to the one before it.
+    v += verify_chain()
+
+    # 8. Reversals mirror what they reverse.
     for entry in JournalEntry.objects.filter(kind=EntryKind.REVERSAL).select_related("reverses"):
         if entry.reverses is None:
             v.append(f"reversal #{entry.pk} reverses nothing")

@@ -5,12 +5,13 @@ Amounts are exported as integers in minor units, exactly as booked (no float con
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db.models import QuerySet
+
+from sampling.spreadsheets import append_row, csv_text
 
 from .models import Posting
 from .reconciliation import COLUMNS, ReconReport
@@ -36,15 +37,6 @@ def _ledger_rows(postings: QuerySet[Posting]) -> Iterable[list[Any]]:
         ]  # fmt: skip
 
 
-def _csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(header)
-    for row in rows:
-        writer.writerow(["" if v is None else v for v in row])
-    return out.getvalue()
-
-
 def _xlsx(sheets: list[tuple[str, Sequence[str], Iterable[Sequence[Any]]]]) -> bytes:
     from openpyxl import Workbook
 
@@ -52,9 +44,9 @@ def _xlsx(sheets: list[tuple[str, Sequence[str], Iterable[Sequence[Any]]]]) -> b
     workbook.remove(workbook.active)
     for title, header, rows in sheets:
         sheet = workbook.create_sheet(title=title[:31])
-        sheet.append(list(header))
+        append_row(sheet, header)
         for row in rows:
-            sheet.append(["" if v is None else v for v in row])
+            append_row(sheet, row)
         sheet.freeze_panes = "A2"
     out = io.BytesIO()
     workbook.save(out)
@@ -62,7 +54,7 @@ def _xlsx(sheets: list[tuple[str, Sequence[str], Iterable[Sequence[Any]]]]) -> b
 
 
 def reconciliation_csv(report: ReconReport) -> str:
-    return _csv(COLUMNS, _recon_rows(report))
+    return csv_text(COLUMNS, _recon_rows(report))
 
 
 def reconciliation_xlsx(report: ReconReport) -> bytes:
@@ -83,7 +75,7 @@ def reconciliation_xlsx(report: ReconReport) -> bytes:
 
 
 def ledger_csv(postings: QuerySet[Posting] | None = None) -> str:
-    return _csv(
+    return csv_text(
         LEDGER_COLUMNS, _ledger_rows(postings if postings is not None else Posting.objects.all())
     )
 

@@ -190,6 +190,13 @@ class JournalEntry(AppendOnlyModel):
     )
     memo = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
+    # The hash chain (billing/ledger_chain.py). NULL, not "", marks entries written before the
+    # chain existed, and adding a nullable column leaves SQLite's triggers in place.
+    chain_prev = models.CharField(max_length=64, null=True, blank=True, editable=False)  # noqa: DJ001
+    chain_hash = models.CharField(max_length=64, null=True, blank=True, editable=False)  # noqa: DJ001
+    # PostgreSQL: the creating transaction's id, set by a trigger; postings may be inserted
+    # only by that transaction (billing/migrations/0003_ledger_chain.py).
+    created_xact = models.BigIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["id"]

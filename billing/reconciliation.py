@@ -17,6 +17,7 @@ import csv
 import hashlib
 import io
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,6 +27,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, Sum
 from django.utils.dateparse import parse_datetime
 
+from sampling import inputs
 from sampling.models import Attempt, Run, Sample
 
 from .models import (
@@ -46,6 +48,7 @@ MISSING_OURS = "missing_ours"
 STATUSES = (MATCHED, AMOUNT_MISMATCH, MISSING_UPSTREAM, MISSING_OURS)
 
 REQUIRED_COLUMNS = ("upstream_id", "amount", "currency", "occurred_at")
+MAX_STATEMENT_BYTES = 16 * 1024 * 1024
 
 
 # --- statement import -----------------------------------------------------------------------
@@ -67,40 +70,64 @@ class ImportResult:
     already_known: int
 
 
+def _checked(rule: Any, value: Any, field: str, problems: list[str], **options: Any) -> Any:
+    try:
+        return rule(value, field, **options)
+    except inputs.InputError as error:
+        problems.append(str(error))
+        return None
+
+
 def _parse_row(row_no: int, row: dict[str, str | None]) -> tuple[dict[str, Any], list[str]]:
     problems: list[str] = []
-    upstream_id = (row.get("upstream_id") or "").strip()
-    if not upstream_id:
-        problems.append(f"row {row_no}: upstream_id is empty")
-    elif len(upstream_id) > 200:
-        problems.append(f"row {row_no}: upstream_id is longer than 200 characters")
-    raw_amount = (row.get("amount") or "").strip()
-    amount = 0
-    try:
-        amount = int(raw_amount)
-    except ValueError:
-        problems.append(f"row {row_no}: amount {raw_amount!r} is not a whole number of minor units")
-    currency = (row.get("currency") or "").strip().upper()
-    if len(currency) != 3 or not currency.isalpha():
-        problems.append(f"row {row_no}: currency {currency!r} is not a three-letter ISO code")
-    raw_time = (row.get("occurred_at") or "").strip()
+    cells = {name: (row.get(name) or "").strip() for name in REQUIRED_COLUMNS}
+    where = f"row {row_no}"
+    upstream_id = _checked(
+        inputs.identifier, cells["upstream_id"], f"{where}: upstream_id", problems
+    )
+    amount = _checked(inputs.amount, cells["amount"], f"{where}: amount", problems, minimum=0)
+    currency = _checked(inputs.currency, cells["currency"].upper(), f"{where}: currency", problems)
+    raw_time = _checked(inputs.text, cells["occurred_at"], f"{where}: occurred_at", problems)
     occurred_at: datetime | None = None
     try:
-        occurred_at = parse_datetime(raw_time)
+        occurred_at = parse_datetime(raw_time or "")
     except ValueError:
         occurred_at = None
-    if occurred_at is None:
-        problems.append(f"row {row_no}: occurred_at {raw_time!r} is not an ISO 8601 date-time")
+    if raw_time is None:
+        pass  # already named
+    elif occurred_at is None:
+        problems.append(f"{where}: occurred_at {raw_time[:40]!r} is not an ISO 8601 date-time")
     elif occurred_at.tzinfo is None:
-        problems.append(f"row {row_no}: occurred_at {raw_time!r} has no time zone")
+        problems.append(f"{where}: occurred_at {raw_time[:40]!r} has no time zone")
     if None in row:  # more cells than header columns
-        problems.append(f"row {row_no}: {len(row[None] or [])} cell(s) beyond the header")  # type: ignore[index]
+        problems.append(f"{where}: {len(row[None] or [])} cell(s) beyond the header")  # type: ignore[index]
     return {
-        "upstream_id": upstream_id,
-        "amount": amount,
-        "currency": currency,
+        "upstream_id": upstream_id or "",
+        "amount": amount or 0,
+        "currency": currency or "",
         "occurred_at": occurred_at,
     }, problems
+
+
+def _data_rows(text: str) -> Iterator[tuple[int, dict[str, str | None]]]:
+    """Rows after the header, numbered as in the file; blank lines skipped. A malformed file
+    (a field over the csv module's limit, a broken quote) is a StatementError."""
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
+        if missing:
+            raise StatementError(
+                [f"header: missing column(s) {', '.join(missing)} (found {header[:10]})"]
+            )
+        reader.fieldnames = header
+        for row_no, row in enumerate(reader, start=2):  # row 1 is the header
+            if any((v or "").strip() for k, v in row.items() if k is not None):
+                yield row_no, row
+    except csv.Error as error:
+        # line_num counts the lines read before the record that failed.
+        line = reader.line_num + 1
+        raise StatementError([f"row {line}: not readable as CSV ({error})"]) from None
 
 
 def import_statement(*, provider: str, filename: str, content: bytes) -> ImportResult:
@@ -109,6 +136,14 @@ def import_statement(*, provider: str, filename: str, content: bytes) -> ImportR
     whole file, naming every bad row. Importing the same file again changes nothing; a task
     already known from another statement with the same amount is skipped, with a different
     amount it is an error."""
+    if len(content) > MAX_STATEMENT_BYTES:
+        raise StatementError(
+            [f"file is {len(content)} bytes, over the {MAX_STATEMENT_BYTES}-byte limit"]
+        )
+    try:
+        provider = inputs.slug(provider, "provider", max_length=32)
+    except inputs.InputError as error:
+        raise StatementError([str(error)]) from None
     digest = hashlib.sha256(content).hexdigest()
     known = UpstreamStatement.objects.filter(sha256=digest).first()
     if known is not None:
@@ -117,18 +152,10 @@ def import_statement(*, provider: str, filename: str, content: bytes) -> ImportR
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise StatementError([f"file is not UTF-8: {error}"]) from None
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in (reader.fieldnames or [])]
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        raise StatementError([f"header: missing column(s) {', '.join(missing)} (found {header})"])
-    reader.fieldnames = header
     problems: list[str] = []
     rows: list[tuple[int, dict[str, Any]]] = []
     seen: dict[str, int] = {}
-    for row_no, row in enumerate(reader, start=2):  # row 1 is the header
-        if not any((v or "").strip() for k, v in row.items() if k is not None):
-            continue  # blank line
+    for row_no, row in _data_rows(text):
         parsed, row_problems = _parse_row(row_no, row)
         problems.extend(row_problems)
         uid = parsed["upstream_id"]

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from .redaction import redact, register_proxy, register_secret
+
 
 class ErrorClass(enum.StrEnum):
     """What went wrong, in the terms the retry policy acts on (DESIGN.md §6)."""
@@ -51,6 +53,7 @@ class UpstreamError(Exception):
         egress: str | None = None,
         should_retry: bool | None = None,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.error_class = error_class
         self.message = message
@@ -204,6 +207,10 @@ class PollOutcome:
     message: str | None = None
 
 
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_RESPONSE_SECONDS = 900.0
+
+
 @dataclass(frozen=True)
 class ConnectorConfig:
     """Per-platform settings. `api_key` comes from the environment or the database and is
@@ -217,6 +224,15 @@ class ConnectorConfig:
     connect_timeout_seconds: float = 5.0
     egress_proxies: tuple[str | None, ...] = (None,)  # None = direct
     extra: dict[str, Any] = field(default_factory=dict)
+    # Caps on one response, decoded (after gzip): beyond either the body is cut there and the
+    # answer is interrupted with the reason (connectors/transport.py).
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_response_seconds: float = DEFAULT_MAX_RESPONSE_SECONDS
+
+    def __post_init__(self) -> None:
+        register_secret(self.api_key)
+        for proxy in self.egress_proxies:
+            register_proxy(proxy)
 
 
 class Connector(abc.ABC):

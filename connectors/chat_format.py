@@ -16,11 +16,11 @@ Rules (platform_protocols.md §2, §6, §7, §11):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import safejson
 from .base import ErrorClass, NormalizedResult
 from .errors import classify_error_code, error_dict
 from .streams import SSE_MIME as SSE_MIME
@@ -193,7 +193,7 @@ def read_body(raw: bytes, content_type: str = "") -> ChatCompletion | None:
         return read_stream(parse_sse(raw))
     try:
         # DeepSeek pads slow non-streaming answers with blank lines; JSON allows whitespace.
-        payload = json.loads(raw.decode("utf-8"))
+        payload = safejson.loads(raw)
     except (UnicodeDecodeError, ValueError):
         return None
     return read_json(payload) if isinstance(payload, dict) else None

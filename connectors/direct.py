@@ -206,6 +206,9 @@ def outcome_from_exchange(
     result.status_code = exchange.status_code
     if request_id_header:
         result.request_id = request_id_from(exchange.headers) or result.request_id
-    if exchange.interrupted and result.collection_state == "truncated":
+    if exchange.interrupted and result.collection_state != "completed":
+        # A body cut by the caps or the network: whatever the prefix parsed as, the answer
+        # was interrupted, and the reason says where.
+        result.collection_state = "truncated"
         result.error = error_dict(ErrorClass.TRUNCATED, f"stream cut: {exchange.interrupted}")
     return accepted(result, request, exchange.egress)

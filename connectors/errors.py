@@ -7,14 +7,15 @@ headers, Gemini's `RetryInfo.retryDelay` in the body, and the request id header 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
+from . import safejson
 from .base import ErrorClass, UpstreamError
+from .redaction import redact
 
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-ds-trace-id", "msh-request-id")
 MAX_MESSAGE_CHARS = 300
@@ -48,8 +49,8 @@ def status_error_class(status_code: int) -> ErrorClass:
 def json_body(body: bytes) -> Any:
     """The body as JSON, or None when it is not JSON (HTML error pages, empty bodies)."""
     try:
-        return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        return safejson.loads(body)
+    except ValueError:  # also UnicodeDecodeError and JsonTooDeep
         return None
 
 
@@ -209,7 +210,7 @@ def classify_error_code(code: str | None) -> ErrorClass:
 
 def error_dict(error_class: ErrorClass, message: str, **details: Any) -> dict[str, Any]:
     """The `NormalizedResult.error` shape."""
-    return {"class": error_class.value, "message": message[:MAX_MESSAGE_CHARS], **details}
+    return {"class": error_class.value, "message": redact(message)[:MAX_MESSAGE_CHARS], **details}
 
 
 class HttpErrorClassifier(Protocol):

@@ -16,7 +16,12 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from .base import Connector, ConnectorConfig
+from .base import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RESPONSE_SECONDS,
+    Connector,
+    ConnectorConfig,
+)
 
 # platform key -> "module:Class". Adapters share no request code; each lives in its own module.
 ADAPTERS: dict[str, str] = {
@@ -72,6 +77,8 @@ def connector_config(platform: str) -> ConnectorConfig:
         timeout_seconds=float(given.get("TIMEOUT", "60")),
         egress_proxies=proxies or (None,),
         extra=_extra(platform, given),
+        max_response_bytes=int(given.get("MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES)),
+        max_response_seconds=float(given.get("MAX_RESPONSE_SECONDS", DEFAULT_MAX_RESPONSE_SECONDS)),
     )
 
 

@@ -12,11 +12,12 @@ never dispatched and is reported separately, because a cut stream often ends exa
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from . import safejson
 
 SSE_MIME = "text/event-stream"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -30,12 +31,12 @@ class SseEvent:
 
     def json(self) -> Any:
         """The data as JSON; raises ValueError when it is not JSON."""
-        return json.loads(self.data)
+        return safejson.loads(self.data)
 
     def json_object(self) -> dict[str, Any] | None:
         """The data as a JSON object; None when it is not one (a bad frame)."""
         try:
-            payload = json.loads(self.data)
+            payload = safejson.loads(self.data)
         except ValueError:
             return None
         return payload if isinstance(payload, dict) else None
@@ -147,7 +148,7 @@ def parse_ndjson(raw: bytes) -> NdjsonTranscript:
         if not line.strip():
             continue
         try:
-            transcript.objects.append(json.loads(line))
+            transcript.objects.append(safejson.loads(line))
         except ValueError:
             transcript.invalid_lines.append(line)
     return transcript

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +23,7 @@ import requests
 import urllib3
 
 from .base import ConnectorConfig, ErrorClass, UpstreamError
+from .redaction import redact
 
 DIRECT = "direct"
 CHUNK_SIZE = 16 * 1024
@@ -71,13 +74,6 @@ def header_safe(value: str, *, max_length: int = 128) -> str:
     return value if printable else "sha256-" + hashlib.sha256(value.encode()).hexdigest()[:48]
 
 
-def _redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
 def _failed_before_sending(exc: BaseException) -> bool:
     """True when the connection was never established, so the upstream cannot have seen the
     request: refused, unresolvable, connect timeout, or the proxy itself unreachable."""
@@ -96,6 +92,25 @@ def _failed_before_sending(exc: BaseException) -> bool:
         nested += [arg for arg in current.args if isinstance(arg, BaseException)]
         stack.extend(item for item in nested if isinstance(item, BaseException))
     return False
+
+
+class BoundedDecoder:
+    """Content-Encoding undone chunk by chunk, never producing more than asked for: a 300 KB
+    gzip body that inflates to 300 MB costs at most the cap in memory, not the 300 MB."""
+
+    def __init__(self, content_encoding: str) -> None:
+        encoding = content_encoding.strip().lower()
+        wbits = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS}.get(encoding)
+        if encoding == "deflate":
+            wbits = zlib.MAX_WBITS
+        self._inflate = zlib.decompressobj(wbits) if wbits else None
+
+    def decode(self, chunk: bytes, *, room: int) -> tuple[bytes, bool]:
+        """At most `room` decoded bytes of `chunk`, and whether there was more than that."""
+        if self._inflate is None:
+            return chunk[:room], len(chunk) > room
+        decoded = self._inflate.decompress(chunk, room + 1)
+        return decoded[:room], len(decoded) > room
 
 
 class HttpTransport:
@@ -127,7 +142,10 @@ class HttpTransport:
         proxy = choose_egress(self.config.egress_proxies, attempt_no)
         egress = egress_label(proxy)
         data = None if json_body is None else json.dumps(json_body, ensure_ascii=False).encode()
-        send_headers = {"Content-Type": "application/json"} if data is not None else {}
+        # Only encodings BoundedDecoder can undo within the cap.
+        send_headers = {"Accept-Encoding": "gzip, deflate"}
+        if data is not None:
+            send_headers["Content-Type"] = "application/json"
         send_headers.update(headers or {})
         started = time.monotonic()
         try:
@@ -158,19 +176,28 @@ class HttpTransport:
     def _read_body(
         self, response: requests.Response, started: float, deadline_seconds: float | None
     ) -> tuple[bytes, str | None]:
-        chunks: list[bytes] = []
+        """The decoded body, cut at the size cap or the deadline, with the reason of a cut."""
+        limit = self.config.max_response_bytes
+        deadline = min(deadline_seconds or math.inf, self.config.max_response_seconds)
+        decoder = BoundedDecoder(response.headers.get("content-encoding", ""))
+        body = bytearray()
         try:
-            for chunk in response.iter_content(chunk_size=CHUNK_SIZE):
-                chunks.append(chunk)
-                if deadline_seconds is not None and time.monotonic() - started > deadline_seconds:
-                    return b"".join(chunks), f"stream exceeded {deadline_seconds:.0f}s deadline"
+            for chunk in response.raw.stream(CHUNK_SIZE, decode_content=False):
+                decoded, over = decoder.decode(chunk, room=limit - len(body))
+                body += decoded
+                if over:
+                    return bytes(body), f"response body over the {limit}-byte cap"
+                if time.monotonic() - started > deadline:
+                    return bytes(body), f"stream exceeded {deadline:.0f}s deadline"
+        except zlib.error as exc:
+            return bytes(body), f"content-encoding could not be decoded: {exc}"
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
-            return b"".join(chunks), self._describe(exc)
-        return b"".join(chunks), None
+            return bytes(body), self._describe(exc)
+        return bytes(body), None
 
     def _describe(self, exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc}"[:300]
-        return _redact(text, (self.config.api_key,))
+        return redact(text, (self.config.api_key,))
 
     def _send_error(self, exc: requests.RequestException, egress: str) -> UpstreamError:
         if _failed_before_sending(exc):

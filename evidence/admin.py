@@ -6,6 +6,7 @@ permissions, so no download links are issued here.
 
 from __future__ import annotations
 
+import html
 import re
 from functools import lru_cache
 from typing import Any
@@ -19,6 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from analysis.mentions import Entity, find_mentions
@@ -118,15 +120,11 @@ class CitationAdmin(HistoryAdmin):
 
 # --- analyst review queue -----------------------------------------------------------------
 
-_MARK_OPEN = {"brand": "\ue000", "competitor": "\ue002"}
-_MARK_CLOSE = "\ue001"
 _MARK_HTML = {
-    "\ue000": '<mark class="geo-brand">',
-    "\ue002": '<mark class="geo-competitor">',
-    "\ue001": "</mark>",
+    "brand": '<mark class="geo-brand">',
+    "competitor": '<mark class="geo-competitor">',
 }
-_SENTINELS = re.compile("[\ue000\ue001\ue002]")
-_TAG = re.compile(r"<[^>]*>")
+_TAG_OR_TEXT = re.compile(r"(<[^>]*>)")
 
 
 @lru_cache(maxsize=1)
@@ -153,28 +151,37 @@ def _highlight_cleaner() -> nh3.Cleaner:
 def highlighted_answer_html(text: str, entities: list[Entity], brand: str) -> SafeString:
     """The sanitised display copy with brand and competitor mentions marked.
 
-    Mention spans (found in the original text) are bracketed with private-use sentinels, the
-    text is rendered and sanitised as usual, sentinels that ended up inside a tag are dropped,
-    the rest become <mark>, and the result is sanitised once more (with only <mark class> of
-    our two classes added), so the highlighting cannot open a hole in the allow-list."""
-    clean = _SENTINELS.sub("", text or "")
-    found = find_mentions(clean, entities)
+    The answer is rendered and sanitised as usual first; mentions are then marked in the text
+    between tags only, never inside a tag, so a brand inside a link's URL
+    (`[Acme docs](https://acme.com/pricing)`) leaves the href intact. The result is sanitised
+    once more (with only <mark class> of our two classes added), so the highlighting cannot
+    open a hole in the allow-list."""
+    rendered = render_display_html(text or "")
+    parts = _TAG_OR_TEXT.split(rendered)
+    marked = [
+        part if part.startswith("<") else _mark_mentions(part, entities, brand) for part in parts
+    ]
+    return mark_safe(_highlight_cleaner().clean("".join(marked)))  # noqa: S308  # nh3 output
+
+
+def _mark_mentions(escaped_text: str, entities: list[Entity], brand: str) -> str:
+    """One text node of the rendered HTML with its mentions wrapped in <mark>."""
+    plain = html.unescape(escaped_text)
     spans = sorted(
         (start, end, "brand" if mention.name == brand else "competitor")
-        for mention in found.entities
+        for mention in find_mentions(plain, entities).entities
         for start, end in mention.spans
     )
+    if not spans:
+        return escaped_text
     pieces, last = [], 0
     for start, end, kind in spans:
         if start < last:
-            continue
-        pieces += [clean[last:start], _MARK_OPEN[kind], clean[start:end], _MARK_CLOSE]
+            continue  # overlapping mentions: the first one wins
+        pieces += [escape(plain[last:start]), _MARK_HTML[kind], escape(plain[start:end]), "</mark>"]
         last = end
-    pieces.append(clean[last:])
-    rendered = render_display_html("".join(pieces))
-    rendered = _TAG.sub(lambda m: _SENTINELS.sub("", m.group(0)), rendered)
-    rendered = _SENTINELS.sub(lambda m: _MARK_HTML[m.group(0)], rendered)
-    return mark_safe(_highlight_cleaner().clean(rendered))  # noqa: S308  # nh3 output
+    pieces.append(escape(plain[last:]))
+    return "".join(pieces)
 
 
 def _reader_tenants(user: Any) -> QuerySet[TenantMembership] | None:

@@ -155,7 +155,7 @@ def record_capture(
             url=c.url,
             normalized_url=c.normalized_url,
             # Registrable domain (eTLD+1) from the offline public-suffix list.
-            domain=registrable_domain(c.normalized_url or c.url) or "",
+            domain=_storable_domain(registrable_domain(c.normalized_url or c.url)),
             title=c.title or "",
             start=c.start,
             end=c.end,
@@ -163,6 +163,11 @@ def record_capture(
         for i, c in enumerate(result.citations)
     )
     return capture
+
+
+def _storable_domain(domain: str | None) -> str:
+    """A cited domain longer than any hostname (253) is not one; it is left blank."""
+    return domain if domain and len(domain) <= 253 else ""
 
 
 def next_revision(*, sample_id: int) -> int:

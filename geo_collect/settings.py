@@ -207,7 +207,7 @@ GEO_PLATFORM_MODELS: dict[str, str] = {
 # between these paths), EXTRA (a JSON object of adapter options, e.g. Doubao's bot_id) and
 # CALLBACK_URL. Kept as given; connectors/registry.py turns them into a ConnectorConfig.
 PLATFORM_SETTING_NAMES = ("API_KEY", "BASE_URL", "MODEL", "TIMEOUT", "EGRESS", "EXTRA",
-                          "CALLBACK_URL")  # fmt: skip
+                          "CALLBACK_URL", "MAX_RESPONSE_BYTES", "MAX_RESPONSE_SECONDS")  # fmt: skip
 
 
 def platform_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:

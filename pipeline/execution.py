@@ -36,6 +36,7 @@ from evidence.models import Capture
 from evidence.screenshots import ScreenshotUnavailable, render_answer_page
 from geo_collect.failpoints import failpoint
 from pipeline.runs import finish_run_if_done
+from sampling import inputs
 from sampling.dbtime import db_now
 from sampling.leases import renew_lease
 from sampling.models import (
@@ -217,8 +218,10 @@ def handle_submit(ctx: StepContext) -> str:
     sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
     connector = get_connector(sample.platform)
     try:
-        outcome = connector.submit(
-            _request_for(sample, attempt.idempotency_key), attempt_no=attempt.attempt_no
+        outcome = inputs.upstream_outcome(
+            connector.submit(
+                _request_for(sample, attempt.idempotency_key), attempt_no=attempt.attempt_no
+            )
         )
     except UpstreamError as error:
         return _record_submit_error(ctx, sample, attempt, error)
@@ -583,8 +586,8 @@ def handle_evidence(ctx: StepContext) -> str:
     if not get_connector(sample.platform).capabilities().asynchronous:
         return _render_screenshot(ctx, sample)
     try:
-        result = get_connector(sample.platform).fetch_evidence(
-            sample.upstream_id, sample_id=sample.pk
+        result = inputs.upstream_result(
+            get_connector(sample.platform).fetch_evidence(sample.upstream_id, sample_id=sample.pk)
         )
     except UpstreamError as error:
         if sample.claims >= settings.GEO_MAX_STEP_CLAIMS:  # give up, with the reason

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
+from . import inputs
 from .models import CallbackDelivery, QueueState, Sample, Step
 
 
@@ -18,7 +19,10 @@ class CallbackOutcome:
 
 def accept_callback(*, provider: str, delivery_id: str, task_id: str) -> CallbackOutcome:
     """Record the delivery once and make the task's sample poll now. A repeated delivery
-    changes nothing; an unknown task is recorded and ignored."""
+    changes nothing; an unknown task is recorded and ignored. Ids that break the input rules
+    raise InputError before anything is written."""
+    delivery_id = inputs.identifier(delivery_id, "delivery_id")
+    task_id = inputs.identifier(task_id, "task_id")
     try:
         with transaction.atomic():
             CallbackDelivery.objects.create(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,8 @@ from django.conf import settings
 
 from connectors.registry import UnknownPlatform, get_connector
 
+from . import inputs
+from .inputs import InputError
 from .models import ScreenshotPolicy
 
 _WHITESPACE = re.compile(r"\s+")
@@ -95,28 +97,40 @@ class _Problems:
         self.items.append(f"{where}: {message}")
 
 
-def _string(value: Any, where: str, problems: _Problems, *, required: bool = True) -> str:
-    if value is None and not required:
+def _checked(
+    rule: Callable[..., str], value: Any, where: str, problems: _Problems, **options: Any
+) -> str:
+    """`rule(value, where)` from sampling/inputs.py, its refusal recorded as a problem."""
+    try:
+        return rule(value, where, **options)
+    except InputError as error:
+        problems.items.append(str(error))
         return ""
+
+
+def _string(value: Any, where: str, problems: _Problems, *, max_length: int = _NAME_MAX) -> str:
+    """A name, alias or question: normalised, then held to the input rules."""
     if not isinstance(value, str):
         problems.add(where, f"expected a string, got {type(value).__name__}")
         return ""
-    text = normalize_text(value)
-    if required and not text:
-        problems.add(where, "must not be empty")
-    elif len(text) > _NAME_MAX:
-        problems.add(where, f"{len(text)} characters, over the {_NAME_MAX} limit")
-    return text
+    return _checked(inputs.text, normalize_text(value), where, problems, max_length=max_length)
 
 
-def _string_list(value: Any, where: str, problems: _Problems) -> tuple[str, ...]:
+def _domain(value: Any, where: str, problems: _Problems) -> str:
+    return _checked(inputs.domain, value, where, problems)
+
+
+def _string_list(
+    value: Any, where: str, problems: _Problems, item: Callable[[Any, str, _Problems], str]
+) -> tuple[str, ...]:
+    """A list of strings, each checked by `item`; repeats after checking dropped."""
     if value is None:
         return ()
     if not isinstance(value, list):
         problems.add(where, f"expected a list, got {type(value).__name__}")
         return ()
-    items = [_string(item, f"{where}[{i}]", problems) for i, item in enumerate(value)]
-    return tuple(dict.fromkeys(item for item in items if item))
+    items = [item(entry, f"{where}[{i}]", problems) for i, entry in enumerate(value)]
+    return tuple(dict.fromkeys(entry for entry in items if entry))
 
 
 def _entity(value: Any, where: str, problems: _Problems) -> EntitySpec:
@@ -125,10 +139,8 @@ def _entity(value: Any, where: str, problems: _Problems) -> EntitySpec:
         return EntitySpec("", (), ())
     return EntitySpec(
         name=_string(value.get("name"), f"{where}.name", problems),
-        aliases=_string_list(value.get("aliases"), f"{where}.aliases", problems),
-        domains=tuple(
-            d.lower() for d in _string_list(value.get("domains"), f"{where}.domains", problems)
-        ),
+        aliases=_string_list(value.get("aliases"), f"{where}.aliases", problems, _string),
+        domains=_string_list(value.get("domains"), f"{where}.domains", problems, _domain),
     )
 
 
@@ -142,15 +154,10 @@ def _questions(value: Any, problems: _Problems) -> tuple[list[str], list[Duplica
     duplicates: list[Duplicate] = []
     for row, raw in enumerate(value):
         where = f"questions[{row}]"
-        if not isinstance(raw, str):
-            problems.add(where, f"expected a string, got {type(raw).__name__}")
-            continue
-        text = normalize_text(raw)
+        text = _string(raw, where, problems, max_length=limit)
         if not text:
-            problems.add(where, "empty after normalisation")
-        elif len(text) > limit:
-            problems.add(where, f"{len(text)} characters, over the {limit} limit")
-        elif text in first_row:
+            continue
+        if text in first_row:
             duplicates.append(Duplicate(row=row, duplicate_of=first_row[text], text=text))
         else:
             first_row[text] = row
@@ -230,7 +237,7 @@ def parse_campaign_spec(data: Any, *, submission_limit: int | None = None) -> Ca
         raise PlanError(["campaign: expected a JSON object"])
     if submission_limit is not None and submission_limit < 1:
         problems.add("submission_limit", f"must be at least 1, got {submission_limit}")
-    tenant = _string(data.get("tenant"), "tenant", problems)
+    tenant = _checked(inputs.slug, data.get("tenant"), "tenant", problems)
     name = _string(data.get("name"), "name", problems)
     brand = _entity(data.get("brand"), "brand", problems)
     competitors_raw = data.get("competitors") or []

@@ -63,7 +63,7 @@ def save_campaign(*, spec: CampaignSpec) -> Campaign:
     """Create or update a campaign from a validated spec. A changed question text becomes a new
     revision of the question in that position; runs already launched are unaffected."""
     with transaction.atomic():
-        tenant, _ = Tenant.objects.get_or_create(slug=spec.tenant, defaults={"name": spec.tenant})
+        tenant = _existing_tenant(spec.tenant)
         brand, _ = Brand.objects.update_or_create(
             tenant=tenant,
             name=spec.brand.name,
@@ -83,6 +83,14 @@ def save_campaign(*, spec: CampaignSpec) -> Campaign:
         _replace_targets(campaign, spec)
         _sync_questions(campaign, spec.questions)
     return campaign
+
+
+def _existing_tenant(slug: str) -> Tenant:
+    """Tenants are created on purpose (a command or a superuser), never by a campaign file."""
+    tenant = Tenant.objects.filter(slug=slug).first()
+    if tenant is None:
+        raise PlanError([f"tenant: {slug!r} does not exist; an administrator creates tenants"])
+    return tenant
 
 
 def _replace_competitors(campaign: Campaign, spec: CampaignSpec) -> None:

@@ -13,6 +13,7 @@ from connectors.adapters.collector import parse_callback, verify_callback_signat
 from connectors.base import UpstreamError
 
 from .callbacks import accept_callback
+from .inputs import InputError
 
 
 @csrf_exempt  # authenticated by the provider's HMAC signature instead of a session
@@ -28,5 +29,10 @@ def collector_callback(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": error.message}, status=400)
     # Without a delivery id, the body itself identifies a repeat of the same delivery.
     delivery_id = event.delivery_id or hashlib.sha256(request.body).hexdigest()
-    outcome = accept_callback(provider="collector", delivery_id=delivery_id, task_id=event.task_id)
+    try:
+        outcome = accept_callback(
+            provider="collector", delivery_id=delivery_id, task_id=event.task_id
+        )
+    except InputError as error:
+        return JsonResponse({"error": str(error)}, status=400)
     return JsonResponse({"duplicate": outcome.duplicate, "woken": outcome.samples_woken})

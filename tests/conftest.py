@@ -48,6 +48,24 @@ def make_campaign_data(
     return data
 
 
+def ensure_tenant(slug: str) -> Any:
+    """Create the tenant a campaign file names, as an administrator would before launching:
+    launching never creates tenants (sampling.services.save_campaign refuses unknown ones)."""
+    from sampling.models import Tenant
+
+    tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})
+    return tenant
+
+
+def spec_with_tenant(data: dict[str, Any], **options: Any) -> Any:
+    """`parse_campaign_spec(data)` after creating the tenant the data names."""
+    from sampling.planning import parse_campaign_spec
+
+    spec = parse_campaign_spec(data, **options)
+    ensure_tenant(spec.tenant)
+    return spec
+
+
 TEST_FUNDS = 10**9  # minor units: no sampling test should fail for lack of credit
 
 

@@ -104,6 +104,9 @@ class CallbackEvent:
     status: str
 
 
+CALLBACK_STRING_FIELDS = ("delivery_id", "event", "task_id", "status")
+
+
 def sign_callback(body: bytes, secret: str, *, timestamp: int) -> str:
     """The signature header value the provider sends (used by the simulator and tests)."""
     digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
@@ -130,19 +133,30 @@ def verify_callback_signature(
     if abs((time.time() if now is None else now) - timestamp) > tolerance_seconds:
         return False
     expected = sign_callback(body, secret, timestamp=timestamp).rpartition("v1=")[2]
-    return any(hmac.compare_digest(expected, given) for given in fields.get("v1", []))
+    # compare_digest refuses non-ASCII str with a TypeError; such a signature is simply wrong.
+    return any(
+        given.isascii() and hmac.compare_digest(expected, given) for given in fields.get("v1", [])
+    )
 
 
 def parse_callback(body: bytes) -> CallbackEvent:
     payload = json_body(body)
     if not isinstance(payload, dict) or not payload.get("task_id"):
         raise UpstreamError(ErrorClass.PARSE_FAILED, "callback body is not a task event")
+    fields = {name: payload.get(name) or "" for name in CALLBACK_STRING_FIELDS}
+    for name, value in fields.items():
+        if not isinstance(value, str):
+            raise UpstreamError(
+                ErrorClass.PARSE_FAILED,
+                f"callback {name} must be a string, not {type(value).__name__}",
+            )
+    client_key = payload.get("client_key")
     return CallbackEvent(
-        delivery_id=str(payload.get("delivery_id") or ""),
-        event=str(payload.get("event") or ""),
-        task_id=str(payload["task_id"]),
-        client_key=payload.get("client_key"),
-        status=str(payload.get("status") or ""),
+        delivery_id=fields["delivery_id"],
+        event=fields["event"],
+        task_id=fields["task_id"],
+        client_key=client_key if isinstance(client_key, str) else None,
+        status=fields["status"],
     )
 
 
@@ -205,9 +219,10 @@ class CollectorConnector(Connector):
             )
         payload = json_body(exchange.body)
         if not isinstance(payload, dict):
+            cut = f" (cut: {exchange.interrupted})" if exchange.interrupted else ""
             raise UpstreamError(
                 ErrorClass.PARSE_FAILED,
-                "collector answered with a non-JSON body",
+                f"collector answered with a non-JSON body{cut}",
                 status_code=exchange.status_code,
                 raw=exchange.body,
                 egress=exchange.egress,

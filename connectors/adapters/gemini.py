@@ -24,10 +24,10 @@ body, or from the JSON-array stream (`streamGenerateContent` without `alt=sse`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .. import safejson
 from ..base import (
     Capabilities,
     Citation,
@@ -227,7 +227,6 @@ def _json_array_items(raw: bytes) -> tuple[list[Any], bool]:
     """The objects of a JSON-array stream, and whether the array was closed. A cut array
     still yields every object that arrived whole."""
     text = raw.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
-    decoder = json.JSONDecoder()
     items: list[Any] = []
     position = 1  # after "["
     while True:
@@ -238,7 +237,7 @@ def _json_array_items(raw: bytes) -> tuple[list[Any], bool]:
         if text[position] == "]":
             return items, True
         try:
-            item, position = decoder.raw_decode(text, position)
+            item, position = safejson.raw_decode(text, position)
         except ValueError:
             return items, False
         items.append(item)

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .. import chat_format
+from .. import chat_format, safejson
 from ..base import (
     Capabilities,
     Citation,
@@ -194,7 +194,7 @@ def envelope_bytes(rounds: list[dict[str, Any]], max_rounds: int) -> bytes:
 
 def _read_envelope(raw: bytes) -> dict[str, Any] | None:
     try:
-        payload = json.loads(raw.decode("utf-8"))
+        payload = safejson.loads(raw)
     except (UnicodeDecodeError, ValueError):
         return None
     if isinstance(payload, dict) and payload.get("object") == ENVELOPE_OBJECT:

@@ -12,15 +12,14 @@ from django.urls import reverse
 
 from pipeline.launch import launch_run
 from sampling.models import Campaign, Run, Sample
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import BASE_CAMPAIGN
+from tests.conftest import BASE_CAMPAIGN, spec_with_tenant
 
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
 
 
 def make_campaign(data: dict[str, Any] | None = None) -> Campaign:
-    return save_campaign(spec=parse_campaign_spec(data or copy.deepcopy(BASE_CAMPAIGN)))
+    return save_campaign(spec=spec_with_tenant(data or copy.deepcopy(BASE_CAMPAIGN)))
 
 
 @pytest.fixture

@@ -89,7 +89,7 @@ def test_invalid_campaign_preview_shows_every_problem_and_no_launch_button(
         assert f"<li>{escape(problem)}</li>" in page
     assert "cannot take screenshots" in page
     assert "unknown platform" in page
-    assert "questions[2]: empty after normalisation" in page
+    assert "questions[2]: must not be empty" in page
     assert "repeats: 0 is outside 1..100" in page
     assert 'name="token"' not in page
 

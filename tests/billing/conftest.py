@@ -11,9 +11,8 @@ from django.db import connection
 from billing.services import ensure_default_price_version
 from pipeline.launch import launch_run
 from sampling.models import Run, Sample, Tenant
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 
 COLLECTOR = {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}
 COLLECTOR_DEEP = {**COLLECTOR, "mode": "deep_thinking"}
@@ -61,7 +60,7 @@ def launch(
         name=name,
     )
     data["screenshot_policy"] = screenshot_policy
-    campaign = save_campaign(spec=parse_campaign_spec(data))
+    campaign = save_campaign(spec=spec_with_tenant(data))
     return launch_run(campaign=campaign)  # holds the quote in the same transaction
 
 

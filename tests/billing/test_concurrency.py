@@ -11,10 +11,9 @@ from django.db import connection, connections
 from billing import services
 from billing.models import EntryKind, JournalEntry
 from billing.selectors import available_balance, run_billing
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
 from tests.billing.conftest import COLLECTOR, complete, launch, samples, tenant
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="needs concurrent writers"
@@ -69,7 +68,7 @@ def test_parallel_launches_never_overdraw(prices: None) -> None:
     services.top_up(tenant=acme, amount=200, currency="USD", idempotency_key="p")
     for i in range(4):  # campaigns first; the launches race
         data = make_campaign_data(questions=1, targets=[COLLECTOR], repeats=1, name=f"c{i}")
-        save_campaign(spec=parse_campaign_spec(data))
+        save_campaign(spec=spec_with_tenant(data))
     names = iter(f"c{i}" for i in range(4))
     lock = threading.Lock()
 

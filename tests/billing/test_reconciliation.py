@@ -102,9 +102,9 @@ def test_malformed_statement_rows_are_each_named_and_nothing_is_imported() -> No
     with pytest.raises(StatementError) as caught:
         import_statement(provider="collector", filename="bad.csv", content=content)
     assert caught.value.problems == [
-        "row 3: amount '1.5' is not a whole number of minor units",
-        "row 4: upstream_id is empty",
-        "row 5: currency 'US' is not a three-letter ISO code",
+        "row 3: amount: '1.5' is not a whole number in ASCII digits",
+        "row 4: upstream_id: must not be empty",
+        "row 5: currency: 'US' is not a three-letter currency code like USD",
         "row 6: occurred_at 'yesterday' is not an ISO 8601 date-time",
         "row 7: occurred_at '2026-11-11T02:00:00' has no time zone",
         "row 8: upstream_id 't1' repeats row 2",
@@ -145,7 +145,7 @@ def test_import_statement_command_reports_rows_and_exits_non_zero(tmp_path) -> N
     err = io.StringIO()
     with pytest.raises(CommandError, match="nothing imported"):
         call_command("import_statement", str(bad), provider="collector", stderr=err)
-    assert "row 2: amount 'abc'" in err.getvalue()
+    assert "row 2: amount: 'abc'" in err.getvalue()
 
 
 def test_csv_and_xlsx_exports() -> None:

@@ -30,9 +30,8 @@ from pipeline.dispatch import dispatch_once
 from pipeline.invariants import check_all
 from pipeline.launch import launch_run
 from sampling.models import Run, Sample
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 
 LEASE_SECONDS = 3
 VISIBILITY_TIMEOUT = 2
@@ -281,7 +280,7 @@ def launch(
     data["screenshot_policy"] = screenshot_policy
     if prefix:
         data["questions"] = [f"{prefix} {q}" for q in data["questions"]]
-    return launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
 
 
 def assert_invariants(run: Run | None = None) -> str:

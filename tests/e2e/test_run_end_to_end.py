@@ -9,9 +9,8 @@ import pytest
 from evidence.models import Capture, EvidenceObject
 from pipeline.launch import launch_run
 from sampling.models import Attempt, Run, Sample
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 from tests.e2e.conftest import drive_until_finished
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -25,7 +24,7 @@ TARGETS = [
 def _launch(questions: list[str]) -> Run:
     data = make_campaign_data(questions=0, targets=TARGETS, repeats=2)
     data["questions"] = questions
-    return launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
 
 
 def _samples(run: Run, question_prefix: str, platform: str) -> Any:

@@ -14,9 +14,8 @@ from evidence import services
 from evidence.models import Capture, TenantMembership
 from pipeline.launch import launch_run
 from sampling.models import Run, Sample, Tenant
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 from tests.inprocess import drive_in_process
 
 COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
@@ -28,7 +27,7 @@ def collected_run(
 ) -> Run:
     spec = make_campaign_data(questions=questions, targets=targets, repeats=repeats)
     spec.update(data)
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(spec)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(spec)))
     drive_in_process(run.pk)
     return run
 

@@ -13,9 +13,8 @@ from evidence.models import EvidenceObject
 from evidence.screenshots import chromium_binary
 from pipeline.launch import launch_run
 from sampling.models import Sample
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 from tests.inprocess import drive_in_process
 
 OPENAI = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
@@ -32,7 +31,7 @@ def upstream(settings: Any) -> Iterator[SimulatorHandle]:
 def _run(policy: str) -> Sample:
     data = make_campaign_data(questions=1, targets=OPENAI, repeats=1)
     data["screenshot_policy"] = policy
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
     outcomes = drive_in_process(run.pk)
     assert outcomes[0] == "answered"
     return Sample.objects.get(run=run)

@@ -90,16 +90,15 @@ def test_hostile_answers_and_citations_are_inert_in_console_and_report(
     simulator: SimulatorHandle, local_storage: Any, django_user_model: Any
 ) -> None:
     from pipeline.launch import launch_run
-    from sampling.planning import parse_campaign_spec
     from sampling.services import save_campaign
-    from tests.conftest import make_campaign_data
+    from tests.conftest import make_campaign_data, spec_with_tenant
     from tests.inprocess import drive_in_process
 
     data = make_campaign_data(questions=1, targets=OPENAI, repeats=2)
     data["questions"] = [HOSTILE_QUESTION]
     data["competitors"][0]["name"] = "Globex<svg onload=alert(22)>"
     data["competitors"][0]["aliases"] = ["Globex"]
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
     drive_in_process(run.pk)  # collection through the simulator (the question is echoed)
 
     first, second = Sample.objects.filter(run=run).order_by("id")

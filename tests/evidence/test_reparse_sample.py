@@ -12,9 +12,8 @@ from connectors.simulator import SimulatorHandle, start_simulator
 from evidence.models import Capture
 from pipeline.launch import launch_run
 from sampling.models import Sample
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 from tests.inprocess import drive_in_process
 
 
@@ -32,7 +31,7 @@ def test_reparse_sample_adds_a_revision_equal_to_the_live_derivation(
 ) -> None:
     targets = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
     data = make_campaign_data(questions=1, targets=targets, repeats=1)
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
     drive_in_process(run.pk)
     sample = Sample.objects.get(run=run)
     original = Capture.objects.get(sample=sample)

@@ -13,9 +13,8 @@ from django.conf import settings as django_settings
 from pipeline.dispatch import Dispatcher, queue_for
 from pipeline.launch import launch_run
 from sampling.models import Sample, Step, Tenant
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 
 COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
 
@@ -30,7 +29,7 @@ def _empty_broker() -> Iterator[None]:
 
 def _launch(tenant: str, questions: int) -> Any:
     data = make_campaign_data(questions=questions, targets=COLLECTOR, repeats=1, tenant=tenant)
-    return launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
 
 
 def _leased_by_tenant() -> Counter[str]:

@@ -16,10 +16,9 @@ from pipeline.invariants import check_all
 from pipeline.launch import launch_run
 from pipeline.review import NotResolvable, Resolution, resolve_uncertain
 from sampling.models import Attempt, Run, Sample
-from sampling.planning import parse_campaign_spec
 from sampling.selectors import run_status
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 from tests.inprocess import drive_in_process
 
 OPENAI = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
@@ -41,7 +40,7 @@ def _parked_run() -> tuple[Run, Sample]:
     data = make_campaign_data(questions=0, targets=OPENAI, repeats=1)
     data["questions"] = ["Hangs once: which CRM is best?"]
     data["screenshot_policy"] = "none"
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
     drive_in_process(run.pk)
     sample = Sample.objects.get(run=run)
     assert (sample.submission_state, sample.queue_state) == ("uncertain", "parked")
@@ -85,7 +84,7 @@ def test_abandon_keeps_a_failed_placeholder_and_the_run_finishes(upstream: Simul
 @pytest.mark.django_db
 def test_only_a_parked_uncertain_sample_can_be_resolved() -> None:
     data = make_campaign_data(questions=1, targets=OPENAI, repeats=1)
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
     sample = Sample.objects.get(run=run)
     with pytest.raises(NotResolvable, match="is planned/ready, not parked as uncertain"):
         resolve_uncertain(sample_id=sample.pk, resolution=Resolution.ABANDON)

@@ -10,9 +10,8 @@ import pytest
 from connectors.simulator import SimulatorHandle, start_simulator
 from pipeline.launch import launch_run
 from sampling.models import Run
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 from tests.inprocess import drive_in_process
 
 # The simulated world speaks of the campaign's own brand and competitors.
@@ -52,7 +51,7 @@ def collected_run(
     )
     # Reports read answers, not pictures: skip photographing every direct-API answer.
     data["screenshot_policy"] = "none"
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
     if drive:
         drive_in_process(run.pk)
     return run

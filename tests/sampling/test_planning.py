@@ -9,7 +9,7 @@ from pipeline.launch import launch_run
 from sampling.models import Batch, Campaign, QuestionRevision, Run, Sample
 from sampling.planning import PlanError, normalize_text, parse_campaign_spec
 from sampling.services import preview_plan, revise_question, save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 
 FOUR_COLLECTOR_TARGETS = [
     {"platform": "collector", "device": device, "region": region, "mode": "web_search"}
@@ -19,7 +19,7 @@ FOUR_COLLECTOR_TARGETS = [
 
 
 def _launch(data: dict[str, Any], submission_limit: int | None = None) -> Run:
-    spec = parse_campaign_spec(data, submission_limit=submission_limit)
+    spec = spec_with_tenant(data, submission_limit=submission_limit)
     return launch_run(campaign=save_campaign(spec=spec), submission_limit=submission_limit)
 
 
@@ -95,7 +95,7 @@ def test_duplicates_after_normalisation_are_reported_and_planned_once() -> None:
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda d: d["questions"].append("   "), "questions[2]: empty after normalisation"),
+        (lambda d: d["questions"].append("   "), "questions[2]: must not be empty"),
         (
             lambda d: d["questions"].append("x" * 2001),
             "questions[2]: 2001 characters, over the 2000 limit",

@@ -19,6 +19,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analysis.mentions import Entity, EntityMentions, find_mentions
+from connectors import safejson
 
 
 def _read_text(path_str: str, what: str) -> str:
@@ -94,12 +95,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         campaign_text = _read_text(options["campaign"], "campaign")
         try:
-            campaign = json.loads(campaign_text)
+            campaign = safejson.loads(campaign_text)
         except json.JSONDecodeError as exc:
             raise CommandError(
                 f"campaign file {options['campaign']} is not valid JSON: "
                 f"{exc.msg} at line {exc.lineno} column {exc.colno}"
             ) from exc
+        except safejson.JsonTooDeep as exc:
+            raise CommandError(f"campaign file {options['campaign']}: {exc}") from None
         brand, competitors = load_campaign_entities(campaign)
         answer = _read_text(options["answer"], "answer")
 

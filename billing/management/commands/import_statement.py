@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from billing.reconciliation import StatementError, import_statement
+from billing.reconciliation import MAX_STATEMENT_BYTES, StatementError, import_statement
 
 
 class Command(BaseCommand):
@@ -26,6 +26,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         path: Path = options["path"]
         try:
+            if path.stat().st_size > MAX_STATEMENT_BYTES:
+                raise CommandError(
+                    f"{path.name}: over the {MAX_STATEMENT_BYTES}-byte limit; nothing imported"
+                )
             content = path.read_bytes()
         except OSError as error:
             raise CommandError(f"cannot read {path}: {error}") from None

@@ -27,7 +27,7 @@ from connectors.simulator import start_simulator
 from geo_collect.processes import start_worker, stop_worker
 from pipeline.dispatch import dispatch_once, relay_outbox
 from pipeline.launch import launch_run
-from sampling.models import Run
+from sampling.models import Run, Tenant
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.selectors import Status, run_status
 from sampling.services import save_campaign
@@ -91,6 +91,8 @@ class Command(BaseCommand):
         except PlanError as error:
             raise CommandError("invalid demo campaign: " + "; ".join(error.problems)) from None
         with transaction.atomic():
+            # The demo plays the administrator who creates its tenant; launching never does.
+            Tenant.objects.get_or_create(slug=spec.tenant, defaults={"name": spec.tenant})
             campaign = save_campaign(spec=spec)
             version = ensure_default_price_version()
             top_up(

@@ -9,6 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from billing.services import BillingError
+from connectors import safejson
+from connectors.safejson import JsonTooDeep
 from pipeline.launch import launch_run
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.services import preview_plan, save_campaign
@@ -31,9 +34,12 @@ class Command(BaseCommand):
             raise CommandError("invalid campaign:\n  " + "\n  ".join(error.problems)) from None
         summary: dict[str, Any] = {"run_id": None, **preview_plan(spec=spec).as_json()}
         if not options["dry_run"]:
-            with transaction.atomic():
-                campaign = save_campaign(spec=spec)
-                run = launch_run(campaign=campaign, submission_limit=limit)
+            try:
+                with transaction.atomic():
+                    campaign = save_campaign(spec=spec)
+                    run = launch_run(campaign=campaign, submission_limit=limit)
+            except (PlanError, BillingError) as error:
+                raise CommandError(str(error)) from None
             summary["run_id"] = str(run.pk)
         summary["dry_run"] = options["dry_run"]
         self.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2))
@@ -41,7 +47,7 @@ class Command(BaseCommand):
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return safejson.loads(path.read_bytes())
     except FileNotFoundError:
         raise CommandError(f"{path}: no such file") from None
     except UnicodeDecodeError as exc:
@@ -50,3 +56,5 @@ def _read_json(path: Path) -> Any:
         raise CommandError(
             f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except JsonTooDeep as exc:
+        raise CommandError(f"{path}: {exc}") from None

@@ -1,0 +1,205 @@
+"""Posting journal entries: balanced, idempotent by key, and the reversal of one."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from billing import ledger_chain
+from billing.models import (
+    Account,
+    EntryKind,
+    JournalEntry,
+    Posting,
+    SampleSettlement,
+)
+from sampling.models import Run, Tenant
+
+from .errors import BillingError, IdempotencyConflict, InsufficientBalance, UnbalancedEntry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SettlementLine:
+    sample_id: int
+    reason: str
+    reserved: int
+    captured: int
+    released: int
+
+
+def _replay(existing: JournalEntry, content_hash: str, key: str) -> JournalEntry:
+    if existing.content_hash != content_hash:
+        raise IdempotencyConflict(key=key, existing=existing)
+    return existing
+
+
+def post_entry(
+    *,
+    idempotency_key: str,
+    kind: str,
+    legs: Sequence[tuple[Account, int]],
+    tenant: Tenant | None = None,
+    run: Run | None = None,
+    sample_id: int | None = None,
+    capture_id: int | None = None,
+    platform: str = "",
+    upstream_id: str = "",
+    reverses: JournalEntry | None = None,
+    settlements: Sequence[SettlementLine] = (),
+    memo: str = "",
+    guard: Callable[[], None] | None = None,
+) -> JournalEntry:
+    """Post one balanced journal entry, exactly once per `idempotency_key`.
+
+    `legs` are (account, signed amount); they must sum to zero per currency. Accounts that
+    track their balance are locked (in id order, so concurrent entries cannot deadlock) and
+    may not go negative. `guard` runs after the locks and the replay check, before the
+    insert: the place for checks that depend on the ledger's current state.
+    """
+    if not idempotency_key or len(idempotency_key) > 200:
+        raise BillingError("an idempotency key of 1..200 characters is required")
+    _check_legs(legs)
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "tenant": tenant,
+        "run": run,
+        "sample_id": sample_id,
+        "capture_id": capture_id,
+        "platform": platform,
+        "upstream_id": upstream_id,
+        "reverses": reverses,
+        "memo": memo,
+    }
+    content_hash = ledger_chain.content_hash(
+        kind=kind,
+        legs=[(a.code, amount) for a, amount in legs],
+        refs=_refs(fields),
+        settlements=settlements,
+    )
+    with transaction.atomic():
+        existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _replay(existing, content_hash, idempotency_key)
+        locked = _lock_tracked(legs)
+        # Another transaction may have committed this key while we waited for the locks.
+        existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _replay(existing, content_hash, idempotency_key)
+        _check_balances(legs, locked)
+        if guard is not None:
+            guard()
+        try:
+            entry = _insert(idempotency_key, content_hash, fields, legs, settlements)
+        except IntegrityError:
+            existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
+            if existing is None:
+                raise
+            return _replay(existing, content_hash, idempotency_key)
+    log.info("ledger entry %s key=%s kind=%s", entry.pk, idempotency_key, kind)
+    return entry
+
+
+def _check_legs(legs: Sequence[tuple[Account, int]]) -> None:
+    if len(legs) < 2:
+        raise UnbalancedEntry("a journal entry needs at least two postings")
+    totals: dict[str, int] = defaultdict(int)
+    for account, amount in legs:
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount == 0:
+            raise BillingError(f"posting amounts are non-zero integers, got {amount!r}")
+        totals[account.currency] += amount
+    unbalanced = {currency: total for currency, total in totals.items() if total != 0}
+    if unbalanced:
+        raise UnbalancedEntry(f"postings must sum to zero per currency; they sum to {unbalanced}")
+
+
+def _refs(fields: dict[str, Any]) -> dict[str, Any]:
+    """What the entry points at, as the content hash records it (billing/ledger_chain.py)."""
+    tenant, run, reverses = fields["tenant"], fields["run"], fields["reverses"]
+    return {
+        "tenant": tenant.pk if tenant else None,
+        "run": str(run.pk) if run else None,
+        "sample": fields["sample_id"],
+        "capture": fields["capture_id"],
+        "platform": fields["platform"],
+        "upstream_id": fields["upstream_id"],
+        "reverses": reverses.pk if reverses else None,
+    }
+
+
+def _lock_tracked(legs: Sequence[tuple[Account, int]]) -> dict[int, Account]:
+    """Lock the balance-tracked accounts, in id order so concurrent entries cannot deadlock."""
+    tracked_ids = sorted({a.pk for a, _ in legs if a.tracks_balance})
+    locked = Account.objects.select_for_update().filter(pk__in=tracked_ids).order_by("pk")
+    return {a.pk: a for a in locked}
+
+
+def _check_balances(legs: Sequence[tuple[Account, int]], locked: dict[int, Account]) -> None:
+    changes: dict[int, int] = defaultdict(int)
+    for account, amount in legs:
+        if account.tracks_balance:
+            changes[account.pk] += amount
+    for account_id, change in changes.items():
+        current = locked[account_id]
+        if current.balance + change < 0:
+            raise InsufficientBalance(account=current, balance=current.balance, change=change)
+
+
+def _insert(
+    idempotency_key: str,
+    content_hash: str,
+    fields: dict[str, Any],
+    legs: Sequence[tuple[Account, int]],
+    settlements: Sequence[SettlementLine],
+) -> JournalEntry:
+    """The entry, its postings and settlements, linked into the hash chain. The chain lock
+    is the last lock taken (after the accounts); it is held until COMMIT."""
+    chain_prev, chain_hash = ledger_chain.next_link(
+        content=content_hash, idempotency_key=idempotency_key, memo=fields["memo"]
+    )
+    with transaction.atomic():
+        entry = JournalEntry.objects.create(
+            idempotency_key=idempotency_key,
+            content_hash=content_hash,
+            chain_prev=chain_prev,
+            chain_hash=chain_hash,
+            **fields,
+        )
+        # One INSERT for all postings: balanced at the end of the statement, so it also
+        # passes with the zero-sum trigger set IMMEDIATE. Credits before debits: no proper
+        # prefix balances, which SQLite's append guard relies on (billing migration 0003).
+        Posting.objects.bulk_create(
+            Posting(entry=entry, account=account, amount=amount)
+            for account, amount in sorted(legs, key=lambda leg: -leg[1])
+        )
+        SampleSettlement.objects.bulk_create(
+            SampleSettlement(entry=entry, run=fields["run"], **asdict(line)) for line in settlements
+        )
+    return entry
+
+
+def reverse_entry(*, entry: JournalEntry, idempotency_key: str, memo: str = "") -> JournalEntry:
+    """Correct an entry by posting its exact opposite; the original stays as it was.
+    Entries that settled samples cannot be reversed (a sample's disposition is final);
+    correct those with an adjustment or a refund."""
+    if entry.settlements.exists():
+        raise BillingError(f"entry #{entry.pk} settled samples; use a refund or an adjustment")
+    legs = [(p.account, -p.amount) for p in entry.postings.select_related("account")]
+    return post_entry(
+        idempotency_key=idempotency_key,
+        kind=EntryKind.REVERSAL,
+        legs=legs,
+        tenant=entry.tenant,
+        run=entry.run,
+        sample_id=entry.sample_id,
+        platform=entry.platform,
+        upstream_id=entry.upstream_id,
+        reverses=entry,
+        memo=memo or f"reversal of entry #{entry.pk}",
+    )

@@ -1,0 +1,244 @@
+"""A run's money: the hold on launch, a capture per completed sample, the release of the
+rest when the run ends or is cancelled. The run's hold account row is the per-run billing
+lock: every operation here takes it FOR UPDATE before it decides anything."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+
+from billing.models import (
+    Account,
+    AccountKind,
+    EntryKind,
+    JournalEntry,
+    PriceComponent,
+    SampleSettlement,
+    SettlementReason,
+)
+from sampling.models import CollectionState, Run, Sample, SubmissionState
+
+from .accounts import account_code, available_account, hold_account, revenue_account
+from .errors import BillingError, InsufficientBalance, InsufficientFunds
+from .posting import SettlementLine, post_entry
+from .prices import build_quote, target_key
+
+log = logging.getLogger(__name__)
+
+
+def _quote_line(quote: dict[str, Any], sample: Sample) -> dict[str, Any]:
+    key = target_key(sample.platform, sample.device, sample.region, sample.mode)
+    for line in quote["lines"]:
+        if line["target"] == key:
+            return dict(line)
+    raise BillingError(f"run {sample.run_id} quote has no line for target {key}")
+
+
+def _lock_run(run_id: UUID | str) -> tuple[Run, Account | None]:
+    """Lock the run's hold account (the per-run billing mutex). None when nothing was held."""
+    run = Run.objects.select_related("tenant").get(pk=run_id)
+    quote = run.quote_snapshot or {}
+    currency = quote.get("currency")
+    if not currency or not quote.get("estimated_max"):
+        return run, None
+    code = account_code(AccountKind.HOLD, currency, run.pk)
+    hold = Account.objects.select_for_update().filter(code=code).first()
+    return run, hold
+
+
+def quote_and_reserve(*, run: Run) -> dict[str, Any]:
+    """Quote the run from the active price version, store the quote on the run and hold its
+    estimated maximum from the tenant's available balance. Call inside the launch's
+    transaction: InsufficientFunds / NoActivePrice roll the launch back."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().select_related("tenant").get(pk=run.pk)
+        quote = locked.quote_snapshot
+        if not quote:
+            quote = build_quote(run=locked)
+            Run.objects.filter(pk=run.pk).update(quote_snapshot=quote)
+        run.quote_snapshot = quote
+        amount = int(quote["estimated_max"])
+        if amount == 0:
+            return quote
+        currency = quote["currency"]
+        tenant = locked.tenant
+        available = available_account(tenant, currency)
+        try:
+            post_entry(
+                idempotency_key=f"reserve:run:{run.pk}",
+                kind=EntryKind.RESERVE,
+                legs=[(available, -amount), (hold_account(locked, currency), amount)],
+                tenant=tenant,
+                run=locked,
+                memo=f"hold estimated_max of quote {quote['price_version']}",
+            )
+        except InsufficientBalance as short:
+            raise InsufficientFunds(
+                tenant=tenant.slug, available=short.balance, required=amount, currency=currency
+            ) from None
+    return quote
+
+
+def _screenshot_delivered(sample: Sample) -> bool:
+    return sample.evidence_state != "failed" and "SCREENSHOT" not in sample.evidence_reason
+
+
+def _capture_line(quote: dict[str, Any], sample: Sample) -> SettlementLine:
+    line = _quote_line(quote, sample)
+    unit = int(line["unit_price"])
+    prices = quote["unit_prices"][sample.platform]
+    charge = int(prices["base"])
+    if line["deep_thinking"]:
+        charge += int(prices.get(PriceComponent.DEEP_THINKING, 0))
+    if line["screenshot"] and _screenshot_delivered(sample):
+        charge += int(prices.get(PriceComponent.SCREENSHOT, 0))
+    return SettlementLine(
+        sample_id=sample.pk,
+        reason=SettlementReason.COMPLETED,
+        reserved=unit,
+        captured=charge,
+        released=unit - charge,
+    )
+
+
+def _post_capture(run: Run, hold: Account, sample: Sample) -> JournalEntry:
+    quote = run.quote_snapshot or {}
+    currency = quote["currency"]
+    line = _capture_line(quote, sample)
+    legs: list[tuple[Account, int]] = [(hold, -line.reserved)]
+    if line.captured:
+        legs.append((revenue_account(run.tenant, currency), line.captured))
+    if line.released:
+        legs.append((available_account(run.tenant, currency), line.released))
+    return post_entry(
+        idempotency_key=f"capture:sample:{sample.pk}",
+        kind=EntryKind.CAPTURE,
+        legs=legs,
+        tenant=run.tenant,
+        run=run,
+        sample_id=sample.pk,
+        platform=sample.platform,
+        upstream_id=sample.upstream_id,
+        settlements=[line],
+    )
+
+
+def capture_sample(*, sample_id: int) -> JournalEntry | None:
+    """Charge one completed sample by its run's quote. Repeats book nothing new. A sample whose
+    share was already released (e.g. cancelled) is not charged; that is logged."""
+    with transaction.atomic():
+        run_id = Sample.objects.values_list("run_id", flat=True).get(pk=sample_id)
+        run, hold = _lock_run(run_id)
+        if hold is None:
+            log.warning("capture: run %s holds nothing; sample %s not charged", run_id, sample_id)
+            return None
+        settled = SampleSettlement.objects.filter(sample_id=sample_id).select_related("entry")
+        existing = settled.first()
+        if existing is not None:
+            if existing.reason != SettlementReason.COMPLETED:
+                log.warning(
+                    "capture: sample %s was already settled as %s; not charged",
+                    sample_id,
+                    existing.reason,
+                )
+                return None
+            return existing.entry
+        sample = Sample.objects.get(pk=sample_id)
+        if sample.collection_state != CollectionState.COMPLETED:
+            raise BillingError(
+                f"sample {sample_id} is {sample.collection_state}, not completed; nothing to charge"
+            )
+        return _post_capture(run, hold, sample)
+
+
+@dataclass
+class SettleOutcome:
+    captured: list[int] = field(default_factory=list)  # sample ids charged now
+    released: dict[str, int] = field(default_factory=dict)  # reason -> amount released now
+    awaiting: list[int] = field(default_factory=list)  # sample ids still held
+
+
+def _release(
+    run: Run, hold: Account, samples: Iterable[tuple[Sample, str]], *, purpose: str
+) -> JournalEntry | None:
+    quote = run.quote_snapshot or {}
+    lines = []
+    for sample, reason in samples:
+        unit = int(_quote_line(quote, sample)["unit_price"])
+        lines.append(SettlementLine(sample.pk, reason, unit, 0, unit))
+    total = sum(line.released for line in lines)
+    if total == 0:
+        return None
+    digest = hashlib.sha256(
+        ",".join(str(line.sample_id) for line in sorted(lines, key=lambda x: x.sample_id)).encode()
+    ).hexdigest()[:24]
+    return post_entry(
+        idempotency_key=f"release:run:{run.pk}:{purpose}:{digest}",
+        kind=EntryKind.RELEASE,
+        legs=[(hold, -total), (available_account(run.tenant, hold.currency), total)],
+        tenant=run.tenant,
+        run=run,
+        settlements=lines,
+        memo=f"{purpose}: {len(lines)} sample(s)",
+    )
+
+
+def _unsettled(run: Run) -> Any:
+    settled = SampleSettlement.objects.filter(run=run).values("sample_id")
+    return Sample.objects.filter(run=run).exclude(pk__in=settled)
+
+
+def settle_run(*, run_id: UUID | str) -> SettleOutcome:
+    """After the run finished: charge completed valid samples not yet charged (a missed
+    capture), release failed and invalid samples, keep the rest held as awaiting
+    reconciliation. Safe to call any number of times, and again once those are resolved."""
+    outcome = SettleOutcome()
+    with transaction.atomic():
+        run, hold = _lock_run(run_id)
+        if hold is None:
+            return outcome
+        releases: list[tuple[Sample, str]] = []
+        for sample in _unsettled(run).order_by("pk"):
+            if sample.collection_state == CollectionState.COMPLETED and sample.validity == "valid":
+                _post_capture(run, hold, sample)
+                outcome.captured.append(sample.pk)
+            elif sample.collection_state == CollectionState.FAILED:
+                releases.append((sample, SettlementReason.FAILED))
+            elif (
+                sample.collection_state == CollectionState.COMPLETED
+                and sample.validity == "invalid"
+            ):
+                releases.append((sample, SettlementReason.INVALID))
+            else:
+                outcome.awaiting.append(sample.pk)
+        entry = _release(run, hold, releases, purpose="settle")
+        if entry is not None:
+            for line in entry.settlements.all():
+                outcome.released[line.reason] = outcome.released.get(line.reason, 0) + line.released
+    return outcome
+
+
+def cancel_run(*, run_id: UUID | str) -> JournalEntry | None:
+    """A local cancel: release only samples the upstream never accepted (still planned).
+    Accepted, submitting and uncertain samples stay held — the upstream may still run them and
+    charge us; they are settled when they end."""
+    with transaction.atomic():
+        run, hold = _lock_run(run_id)
+        if hold is None:
+            return None
+        planned = list(
+            _unsettled(run)
+            .select_for_update(of=("self",))
+            .filter(submission_state=SubmissionState.PLANNED)
+            .exclude(collection_state=CollectionState.COMPLETED)
+            .order_by("pk")
+        )
+        return _release(
+            run, hold, [(s, SettlementReason.CANCELLED) for s in planned], purpose="cancel"
+        )
