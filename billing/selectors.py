@@ -3,10 +3,13 @@ accounts is used where speed matters and verified by `check_ledger`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from uuid import UUID
 
+from django.db import connection, transaction
 from django.db.models import Sum
 
 from sampling.models import Run, Sample, SubmissionState, Tenant
@@ -129,6 +132,25 @@ class RunBilling:
 
 
 def run_billing(*, run_id: UUID | str) -> RunBilling:
+    """A run's money, read from one snapshot: the figures add up even while a worker is
+    charging or settling the run."""
+    with snapshot():
+        return _run_billing(run_id=run_id)
+
+
+@contextmanager
+def snapshot() -> Iterator[None]:
+    """Reads in one consistent snapshot (REPEATABLE READ on PostgreSQL) when not already
+    inside a transaction, which fixes its own isolation."""
+    if connection.in_atomic_block or connection.vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
+
+
+def _run_billing(*, run_id: UUID | str) -> RunBilling:
     run = Run.objects.get(pk=run_id)
     quote = run.quote_snapshot or {}
     settlements = SampleSettlement.objects.filter(run=run)

@@ -12,10 +12,12 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from billing.selectors import run_billing
 from connectors.simulator import start_simulator
 from connectors.simulator.core import SimulatorHandle
 from geo_collect.processes import start_worker, stop_worker
 from pipeline.dispatch import dispatch_once
+from sampling.models import OutboxMessage
 from sampling.selectors import Status, run_status
 
 
@@ -75,3 +77,22 @@ def drive_until_finished(run_id: Any, *, timeout: float = 180.0) -> Status:
         if not report.claimed:
             time.sleep(0.2)
     return run_status(run_id=run_id)
+
+
+def drive_until_settled(run_id: Any, *, timeout: float = 180.0) -> Status:
+    """Until the run is finished and its run-finished event has settled its money: the
+    dispatcher relays the event and a worker settles it after the run's end, so a run can be
+    finished while its last settlement is still on the way."""
+    status = drive_until_finished(run_id, timeout=timeout)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _settled(run_id):
+        dispatch_once(owner="test-dispatcher")
+        time.sleep(0.2)
+    return status
+
+
+def _settled(run_id: Any) -> bool:
+    relayed = OutboxMessage.objects.filter(
+        dedupe_key=f"run-finished:{run_id}", sent_at__isnull=False
+    ).exists()
+    return relayed and run_billing(run_id=run_id).awaiting_samples == 0

@@ -26,7 +26,7 @@ from pipeline.runs import cancel_run
 from sampling.models import CallbackDelivery, Run, Sample
 from sampling.services import save_campaign
 from tests.conftest import make_campaign_data, spec_with_tenant
-from tests.e2e.conftest import drive_until_finished
+from tests.e2e.conftest import drive_until_settled
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -56,7 +56,7 @@ def test_costs_duplicate_callbacks_and_a_cancel_leave_a_balanced_reconciled_ledg
     assert cancel_run(run_id=cancelled.pk) == 3
     celery_worker()
 
-    status = drive_until_finished(run.pk)
+    status = drive_until_settled(run.pk)
 
     assert status.finished and status.succeeded == 4, status.as_json()
     # Polling alone would need 50 polls: each task finished through its callback, which came

@@ -40,9 +40,8 @@ from sampling.models import (
     Step,
     SubmissionState,
 )
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -132,7 +131,7 @@ def _sample(platform: str = "openai") -> Sample:
         repeats=1,
     )
     data["screenshot_policy"] = "none"
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
     return Sample.objects.get(run=run)
 
 
