@@ -158,6 +158,22 @@ class PlatformProtocol(abc.ABC):
     @abc.abstractmethod
     def handle(self, request: SimRequest) -> SimResponse: ...
 
+    def record(
+        self,
+        question: str,
+        draw: Draw,
+        answer: SimAnswer,
+        upstream_id: str | None,
+        request_id: str | None,
+        **extra: Any,
+    ) -> None:
+        """Log the answer this platform meant to give, under its ids (tests compare what a
+        connector parsed with it)."""
+        self.sim.record_answer(
+            self.name, question, draw, answer, upstream_id=upstream_id, request_id=request_id,
+            **extra,
+        )  # fmt: skip
+
     def reset(self) -> None:  # noqa: B027 (an optional hook: stateless protocols skip it)
         """Forget per-platform state (tasks, batches); called by POST /_sim/reset."""
 

@@ -163,14 +163,7 @@ class AnthropicProtocol(PlatformProtocol):
             shown = _with_preamble(answer, reply["content"][1 if thinking else 0]["text"])
         else:
             shown.citations = []
-        self.sim.record_answer(
-            self.name,
-            question,
-            draw,
-            shown,
-            upstream_id=reply["id"],
-            request_id=headers["request-id"],
-        )
+        self.record(question, draw, shown, reply["id"], headers["request-id"])
         if body.get("stream"):
             chunks = self._stream(draw, reply)
             response = SimResponse(200, {"Content-Type": "text/event-stream"}, chunks=chunks)

@@ -98,15 +98,7 @@ class DeepSeekProtocol(PlatformProtocol):
             reasoning=reasoning,
             usage=chat_wire.usage_for(question, answer.text, reasoning),
         )
-        self.sim.record_answer(
-            self.name,
-            question,
-            draw,
-            answer,
-            upstream_id=reply.id,
-            request_id=headers["x-ds-trace-id"],
-            reasoning=reasoning,
-        )
+        self.record(question, draw, answer, reply.id, headers["x-ds-trace-id"], reasoning=reasoning)
         keepalives = int(draw.params.get("keepalives", draw.profile.get("keepalives", 2)))
         if not body.get("stream"):
             if draw.fault in ("midstream_error", "truncate"):

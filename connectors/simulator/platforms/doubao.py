@@ -205,14 +205,7 @@ class DoubaoProtocol(PlatformProtocol):
         if not web_search:
             answer.citations = []
         response = self._response(draw, str(body["model"]), answer, web_search, thinking)
-        self.sim.record_answer(
-            self.name,
-            question,
-            draw,
-            answer,
-            upstream_id=response["id"],
-            request_id=headers["X-Request-Id"],
-        )
+        self.record(question, draw, answer, response["id"], headers["X-Request-Id"])
         if body.get("stream"):
             chunks = self._stream(draw, response, answer)
             return self._respond(SimResponse(200, dict(SSE_HEADERS), chunks=chunks), headers, draw)
@@ -293,15 +286,7 @@ class DoubaoProtocol(PlatformProtocol):
     ) -> SimResponse:
         answer = self.sim.answer_for(question, draw)  # the bot's web plugin always searches
         chunk_id = f"0217{draw.rng.getrandbits(96):024x}"
-        self.sim.record_answer(
-            self.name,
-            question,
-            draw,
-            answer,
-            upstream_id=chunk_id,
-            request_id=headers["X-Request-Id"],
-            bot=body["model"],
-        )
+        self.record(question, draw, answer, chunk_id, headers["X-Request-Id"], bot=body["model"])
         references = _sources(answer)
         base = {"id": chunk_id, "created": int(time.time()), "model": str(body["model"])}
         tokens = len(answer.text) // 2 + 1

@@ -214,9 +214,7 @@ class GeminiProtocol(PlatformProtocol):
             draw.rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
             for _ in range(22)
         )
-        self.sim.record_answer(
-            self.name, question, draw, answer, upstream_id=response_id, request_id=response_id
-        )
+        self.record(question, draw, answer, response_id, response_id)
         common = {"modelVersion": model, "responseId": response_id}
         if not streamed:
             parts: list[dict[str, Any]] = [{"text": THOUGHT, "thought": True}] if thoughts else []

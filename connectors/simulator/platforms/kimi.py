@@ -209,14 +209,13 @@ class KimiProtocol(PlatformProtocol):
             content=text,
             usage=chat_wire.usage_for(question, text),
         )
-        self.sim.record_answer(
-            self.name,
+        self.record(
             question,
             draw,
             answer,
+            reply.id,
+            headers["Msh-Request-Id"],
             answer_text=text,
-            upstream_id=reply.id,
-            request_id=headers["Msh-Request-Id"],
             rounds=round_no,
         )
         return reply

@@ -65,14 +65,7 @@ class OpenAIChatProtocol(OpenAIResponsesProtocol):
             annotations=_annotations(answer),
             usage=chat_wire.usage_for(question, answer.text),
         )
-        self.sim.record_answer(
-            self.name,
-            question,
-            draw,
-            answer,
-            upstream_id=reply.id,
-            request_id=headers["x-request-id"],
-        )
+        self.record(question, draw, answer, reply.id, headers["x-request-id"])
         if not body.get("stream"):
             if draw.fault in ("midstream_error", "truncate"):
                 return self._respond(self.server_error(draw), headers, draw)

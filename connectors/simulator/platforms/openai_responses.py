@@ -94,14 +94,7 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         if not web_search:
             answer.citations = []
         response = self._response(draw, str(body["model"]), answer, web_search)
-        self.sim.record_answer(
-            self.name,
-            question,
-            draw,
-            answer,
-            upstream_id=response["id"],
-            request_id=headers["x-request-id"],
-        )
+        self.record(question, draw, answer, response["id"], headers["x-request-id"])
         if body.get("stream"):
             chunks = self._stream(draw, response, answer)
             return self._respond(

@@ -167,9 +167,7 @@ class QwenProtocol(PlatformProtocol):
             search_info = {"search_results": results, "extra_tool_info": []}
         else:
             answer.citations = []
-        self.sim.record_answer(
-            self.name, question, draw, answer, upstream_id=request_id, request_id=request_id
-        )
+        self.record(question, draw, answer, request_id, request_id)
         thinking = bool(parameters.get("enable_thinking"))
         streaming = request.headers.get("x-dashscope-sse", "").lower() == "enable" or (
             "text/event-stream" in request.headers.get("accept", "")
