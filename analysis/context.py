@@ -145,7 +145,7 @@ class RuleAnalyser:
             key=lambda m: m.start,
         )
         doc = _Text.of(text)
-        ambiguous = [_ambiguous_forms(entity) for entity in entities]
+        ambiguous = [ambiguous_forms(entity) for entity in entities]
         brand_sense = {
             m: _sense(doc, m, entities[m.entity], ambiguous[m.entity], matches, ambiguous)
             for m in matches
@@ -168,10 +168,18 @@ def _norm(alias: str) -> str:
     return normalize_text(alias).text.strip()
 
 
-def _ambiguous_forms(entity: Entity) -> frozenset[str]:
+def ambiguous_forms(entity: Entity) -> frozenset[str]:
+    """The entity's aliases (normalised) that need context to count."""
     marked = {_norm(word) for word in entity.ambiguous_words}
     common = {_norm(f) for f in entity.surface_forms() if _norm(f) in lx.COMMON_WORDS}
     return frozenset(marked | common)
+
+
+def ambiguous_aliases(entity: Entity) -> list[str]:
+    """The same, as the campaign writes them."""
+    forms = ambiguous_forms(entity)
+    written = dict.fromkeys((*entity.surface_forms(), *entity.ambiguous_words))
+    return [alias for alias in written if _norm(alias) in forms]
 
 
 def _sense(
