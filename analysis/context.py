@@ -51,7 +51,9 @@ RULE_VERSION = "1.0"
 
 _SENTENCE_END = re.compile(r"\n|[。！？!?；;]|\.(?=\s|$)")
 _CLAUSE_END = re.compile(r"[，,]")
-_URL = re.compile(r"https?://[^\s<>()\[\]，。、]+|\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|cn|ai|dev)\b")
+_URL = re.compile(
+    r"https?://[^\s<>()\[\]，。、]+|\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|cn|ai|dev)\b"
+)
 _CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]+`", re.DOTALL)
 _NUMBERED = re.compile(r"^\s*\d+[.)、．]\s*")
 _BULLET = re.compile(r"^\s*[-*•·]\s+")
@@ -153,9 +155,7 @@ class RuleAnalyser:
         results = []
         for index, entity in enumerate(entities):
             verdicts = [
-                (m, _classify(doc, m, brand_sense, matches))
-                for m in matches
-                if m.entity == index
+                (m, _classify(doc, m, brand_sense, matches)) for m in matches if m.entity == index
             ]
             results.append(_entity_result(entity.name, verdicts))
         return AnswerAnalysis(entities=with_ranks(results), ambiguous=tuple(found.ambiguous))
@@ -238,7 +238,7 @@ def _cues(text: str, start: int, end: int, alias_spans: list[tuple[int, int]]) -
 
 
 def _lowercased(written: str, entity: Entity) -> bool:
-    """"apple" for the campaign's "Apple": an everyday word is written in lower case."""
+    """ "apple" for the campaign's "Apple": an everyday word is written in lower case."""
     forms = [f for f in entity.surface_forms() if _norm(f) == _norm(written)]
     return written.isascii() and written == written.lower() and any(f != f.lower() for f in forms)
 
@@ -336,7 +336,9 @@ def _recommended(doc: _Text, match: _Match, sentence: _Span, in_sentence: list[_
     for cue in lx.hits(lx.RECOMMEND, text):
         if any(a <= cue.start() < b for a, b in negated):
             continue
-        if match in _targets(doc, sentence.start + cue.start(), sentence.start + cue.end(), in_sentence):
+        if match in _targets(
+            doc, sentence.start + cue.start(), sentence.start + cue.end(), in_sentence
+        ):
             return True
     return False
 
@@ -359,7 +361,7 @@ def _targets(doc: _Text, cue_start: int, cue_end: int, in_sentence: list[_Match]
 
 
 def _joined(doc: _Text, first: _Match, other: _Match) -> bool:
-    """"Globex or Initech", "Globex and Initech", "环球、艾克米": both are the object."""
+    """ "Globex or Initech", "Globex and Initech", "环球、艾克米": both are the object."""
     between = doc.text[first.end : other.start]
     return bool(re.fullmatch(r"\s*(?:or|and|、|和|或)\s*", between, re.IGNORECASE))
 

@@ -48,7 +48,9 @@ def load_golden(directory: Path) -> list[GoldenItem]:
         unknown = set(labels) - {e.name for e in entities}
         bad = [v[0] for v in labels.values() if v[0] not in CONTEXTS]
         if unknown or bad:
-            raise ValueError(f"answers.jsonl line {line_no}: unknown entity or class {unknown or bad}")
+            raise ValueError(
+                f"answers.jsonl line {line_no}: unknown entity or class {unknown or bad}"
+            )
         items.append(GoldenItem(raw["id"], raw["text"], entities, labels))
     return items
 

@@ -95,7 +95,8 @@ ABSENCE = (
     ),
     _chars(
         r"没有找到", r"未找到", r"找不到", r"无法找到", r"没有查到", r"查不到", r"未能找到",
-        r"没有(?:关于|有关)?[^，。；]{0,12}(?:信息|资料|数据)", r"暂无[^，。；]{0,8}(?:信息|资料|数据)",
+        r"没有(?:关于|有关)?[^，。；]{0,12}(?:信息|资料|数据)",
+        r"暂无[^，。；]{0,8}(?:信息|资料|数据)",
         r"不(?:太)?了解", r"不(?:太)?熟悉", r"不知道", r"不清楚", r"不存在", r"没听说过",
         r"没有听说", r"无法(?:给出)?评价",
     ),
@@ -146,8 +147,17 @@ POSITIVE = (
 
 COMPARE = (
     _words(
-        r"vs\.?", r"versus", r"compared", r"than", r"unlike", r"beats?", r"over", r"both",
-        r"as much as", r"whereas", r"while",
+        r"vs\.?",
+        r"versus",
+        r"compared",
+        r"than",
+        r"unlike",
+        r"beats?",
+        r"over",
+        r"both",
+        r"as much as",
+        r"whereas",
+        r"while",
     ),
     _chars(r"相比", r"比", r"对比", r"不如", r"优于", r"哪个", r"前者", r"后者", r"更"),
 )
@@ -167,8 +177,16 @@ NEGATED_RECOMMEND = (
 # A list whose items are recommendations: its lead-in line says so.
 LIST_LEAD = (
     _words(
-        r"recommend(?:ed|ations)?", r"best", r"top", r"picks?", r"ranking", r"ranked",
-        r"worth", r"options", r"choices", r"suggest(?:ed|ions)?",
+        r"recommend(?:ed|ations)?",
+        r"best",
+        r"top",
+        r"picks?",
+        r"ranking",
+        r"ranked",
+        r"worth",
+        r"options",
+        r"choices",
+        r"suggest(?:ed|ions)?",
     ),
     _chars(r"推荐", r"排名", r"排行", r"首选", r"最佳", r"值得", r"选择"),
 )

@@ -67,6 +67,9 @@ class AnalysisResult(models.Model):
             models.UniqueConstraint(fields=["revision", "sample"], name="analysis_result_unique")
         ]
 
+    def __str__(self) -> str:
+        return f"sample {self.sample_id} in revision {self.revision_id}"
+
 
 class Mention(models.Model):
     sample = models.ForeignKey("sampling.Sample", on_delete=models.CASCADE, related_name="mentions")

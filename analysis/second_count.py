@@ -62,8 +62,10 @@ def mention_differences(
     for entity in sorted(set(before) | set(after)):
         a, b = before.get(entity), after.get(entity)
         if a is None or b is None:
-            out.append(f"sample {sample_id}: {entity}: stored {'no' if a is None else 'a'} row, "
-                       f"re-derived {'no' if b is None else 'a'} row")
+            out.append(
+                f"sample {sample_id}: {entity}: stored {'no' if a is None else 'a'} row, "
+                f"re-derived {'no' if b is None else 'a'} row"
+            )
             continue
         for name in COMPARED_FIELDS:
             if getattr(a, name) != getattr(b, name):
@@ -110,7 +112,10 @@ def second_count(run: Run, revision: AnalysisRevision) -> SecondCount:
         ids = [s.pk for s in chunk]
         latest: dict[int, Capture] = {}
         for capture in Capture.objects.filter(sample_id__in=ids, collection_state="completed"):
-            if capture.sample_id not in latest or capture.revision > latest[capture.sample_id].revision:
+            if (
+                capture.sample_id not in latest
+                or capture.revision > latest[capture.sample_id].revision
+            ):
                 latest[capture.sample_id] = capture
         stored: dict[int, list[Mention]] = {}
         for mention in Mention.objects.filter(revision=revision, sample_id__in=ids):
@@ -128,9 +133,12 @@ def second_count(run: Run, revision: AnalysisRevision) -> SecondCount:
                 analyser=analyser,
                 snapshot=run.config_snapshot,
             )
-            differences += mention_differences(sample.pk, stored.get(sample.pk, []), derived.mentions)
+            differences += mention_differences(
+                sample.pk, stored.get(sample.pk, []), derived.mentions
+            )
             if any(m.capture_id != capture.pk for m in stored.get(sample.pk, [])):
                 differences.append(
-                    f"sample {sample.pk}: stored mentions are not on its latest capture {capture.pk}"
+                    f"sample {sample.pk}: stored mentions are not on its latest capture "
+                    f"{capture.pk}"
                 )
     return SecondCount(records=records, of=succeeded, differences=differences)

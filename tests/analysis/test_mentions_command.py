@@ -152,7 +152,10 @@ def test_mentions_command_shows_context_and_ambiguity_lists(tmp_path: Path) -> N
     }
     campaign = write(tmp_path, "campaign.json", json.dumps(doc, ensure_ascii=False))
     absent = json.loads(
-        run(campaign, write(tmp_path, "a.txt", "I couldn't find any reliable information about Acme."))
+        run(
+            campaign,
+            write(tmp_path, "a.txt", "I couldn't find any reliable information about Acme."),
+        )
     )
     assert absent["brand"]["context"] == "absence"
     assert absent["brand"]["mentioned"] is False and absent["brand"]["rank"] is None
@@ -168,9 +171,7 @@ def test_mentions_command_shows_context_and_ambiguity_lists(tmp_path: Path) -> N
     assert xiaomi["ambiguous_words"] == ["小米"]
     assert breakfast["brand"]["ambiguous_words"] == []
 
-    phone = json.loads(
-        run(campaign, write(tmp_path, "c.txt", "推荐小米手机，性价比很高。"))
-    )
+    phone = json.loads(run(campaign, write(tmp_path, "c.txt", "推荐小米手机，性价比很高。")))
     assert phone["competitors"][1]["context"] == "recommended"
     assert phone["competitors"][1]["sentiment"] == "positive"
     assert phone["competitors"][1]["sentence"] == "推荐小米手机，性价比很高。"

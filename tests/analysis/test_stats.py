@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.stats import confidence_label, Z_95, Rate, rate, wilson_interval
+from analysis.stats import Z_95, Rate, confidence_label, rate, wilson_interval
 
 
 @pytest.mark.parametrize(
