@@ -12,7 +12,7 @@ a deterministic sample of that many, ordered by md5 of the sample id.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.db.models import CharField, QuerySet
@@ -24,24 +24,11 @@ from sampling.selectors import SUCCEEDED
 
 from .analysers import get_analyser
 from .models import AnalysisRevision, Mention
+from .selectors import mention_differences
 from .services import derive
 
 FULL_RECOUNT_LIMIT = 10_000
 CHUNK = 500
-COMPARED_FIELDS = (
-    "mentioned",
-    "count",
-    "matched",
-    "first_position",
-    "rank",
-    "context",
-    "sentiment",
-    "recommended",
-    "sentence",
-    "occurrences",
-    "unsure",
-    "is_brand",
-)
 
 
 @dataclass(frozen=True)
@@ -50,30 +37,6 @@ class SecondCount:
     of: int  # succeeded records
     differences: list[str]
     skipped: str = ""  # why nothing was re-derived
-
-
-def mention_differences(
-    sample_id: int, stored: Sequence[Mention], derived: Sequence[Mention]
-) -> list[str]:
-    """Field-by-field differences between two analyses of one sample, named."""
-    before = {m.entity: m for m in stored}
-    after = {m.entity: m for m in derived}
-    out = []
-    for entity in sorted(set(before) | set(after)):
-        a, b = before.get(entity), after.get(entity)
-        if a is None or b is None:
-            out.append(
-                f"sample {sample_id}: {entity}: stored {'no' if a is None else 'a'} row, "
-                f"re-derived {'no' if b is None else 'a'} row"
-            )
-            continue
-        for name in COMPARED_FIELDS:
-            if getattr(a, name) != getattr(b, name):
-                out.append(
-                    f"sample {sample_id}: {entity}: {name} stored {getattr(a, name)!r}, "
-                    f"re-derived {getattr(b, name)!r}"
-                )
-    return out
 
 
 def _records(run: Run) -> QuerySet[Sample]:
