@@ -183,7 +183,7 @@ def _scores(
         version=analyser.info.version,
         answers=len(items),
         pairs=n,
-        classes=[score(c, lambda x, c=c: x == c) for c in CONTEXTS],
+        classes=[score(c, frozenset({c}).__contains__) for c in CONTEXTS],
         counted=score("counted", lambda x: x in COUNTED),
         context_accuracy=sum(g == p for g, p in zip(g_ctx, p_ctx, strict=True)) / n,
         context_kappa=cohen_kappa(g_ctx, p_ctx),

@@ -57,6 +57,15 @@ def _chunks(samples: QuerySet[Sample]) -> Iterator[list[Sample]]:
         yield chunk
 
 
+def _latest_captures(sample_ids: list[int]) -> dict[int, Capture]:
+    latest: dict[int, Capture] = {}
+    for found in Capture.objects.filter(sample_id__in=sample_ids, collection_state="completed"):
+        known = latest.get(found.sample_id)
+        if known is None or found.revision > known.revision:
+            latest[found.sample_id] = found
+    return latest
+
+
 def second_count(run: Run, revision: AnalysisRevision) -> SecondCount:
     succeeded = Sample.objects.filter(SUCCEEDED, run_id=run.pk).count()
     analyser = get_analyser(revision.analyser)
@@ -73,13 +82,7 @@ def second_count(run: Run, revision: AnalysisRevision) -> SecondCount:
     records = 0
     for chunk in _chunks(_records(run)):
         ids = [s.pk for s in chunk]
-        latest: dict[int, Capture] = {}
-        for capture in Capture.objects.filter(sample_id__in=ids, collection_state="completed"):
-            if (
-                capture.sample_id not in latest
-                or capture.revision > latest[capture.sample_id].revision
-            ):
-                latest[capture.sample_id] = capture
+        latest = _latest_captures(ids)
         stored: dict[int, list[Mention]] = {}
         for mention in Mention.objects.filter(revision=revision, sample_id__in=ids):
             stored.setdefault(mention.sample_id, []).append(mention)
