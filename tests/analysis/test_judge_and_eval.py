@@ -74,7 +74,8 @@ def test_an_unusable_judge_reply_is_refused(reply: str, message: str) -> None:
 
 
 def test_a_fenced_judge_reply_is_read() -> None:
-    reply = '```json\n{"entities": [{"name": "Acme", "context": "absence", "sentiment": "neutral"}]}\n```'
+    label = '{"name": "Acme", "context": "absence", "sentiment": "neutral"}'
+    reply = '```json\n{"entities": [' + label + "]}\n```"
     assert parse_reply(reply)["Acme"]["context"] == "absence"
 
 
