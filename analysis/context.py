@@ -164,14 +164,14 @@ class RuleAnalyser:
 # --- 1. sense -------------------------------------------------------------------------------
 
 
-def _norm(alias: str) -> str:
+def norm_alias(alias: str) -> str:
     return normalize_text(alias).text.strip()
 
 
 def ambiguous_forms(entity: Entity) -> frozenset[str]:
     """The entity's aliases (normalised) that need context to count."""
-    marked = {_norm(word) for word in entity.ambiguous_words}
-    common = {_norm(f) for f in entity.surface_forms() if _norm(f) in lx.COMMON_WORDS}
+    marked = {norm_alias(word) for word in entity.ambiguous_words}
+    common = {norm_alias(f) for f in entity.surface_forms() if norm_alias(f) in lx.COMMON_WORDS}
     return frozenset(marked | common)
 
 
@@ -179,7 +179,7 @@ def ambiguous_aliases(entity: Entity) -> list[str]:
     """The same, as the campaign writes them."""
     forms = ambiguous_forms(entity)
     written = dict.fromkeys((*entity.surface_forms(), *entity.ambiguous_words))
-    return [alias for alias in written if _norm(alias) in forms]
+    return [alias for alias in written if norm_alias(alias) in forms]
 
 
 def _sense(
@@ -192,7 +192,7 @@ def _sense(
 ) -> tuple[bool, str]:
     """(brand sense?, why unsure or "")."""
     written = doc.text[match.start : match.end]
-    is_ambiguous = _norm(written) in ambiguous
+    is_ambiguous = norm_alias(written) in ambiguous
     url = doc.within(doc.urls, match.start)
     if url is not None:
         on_own_domain = _host_matches(doc.slice(url), entity.domains)
@@ -211,7 +211,7 @@ def _sense(
         for m in matches
         if m.entity != match.entity
         and sentence.start <= m.start < sentence.end
-        and _norm(doc.text[m.start : m.end]) not in all_ambiguous[m.entity]
+        and norm_alias(doc.text[m.start : m.end]) not in all_ambiguous[m.entity]
     )
     if brand == other == 0:
         brand, other = _cues(doc.text, 0, len(doc.text), alias_spans)
@@ -239,7 +239,7 @@ def _cues(text: str, start: int, end: int, alias_spans: list[tuple[int, int]]) -
 
 def _lowercased(written: str, entity: Entity) -> bool:
     """ "apple" for the campaign's "Apple": an everyday word is written in lower case."""
-    forms = [f for f in entity.surface_forms() if _norm(f) == _norm(written)]
+    forms = [f for f in entity.surface_forms() if norm_alias(f) == norm_alias(written)]
     return written.isascii() and written == written.lower() and any(f != f.lower() for f in forms)
 
 

@@ -7,7 +7,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .models import AnalysisResult, AnalysisRevision, Mention
+from sampling.models import Campaign
+
+from .context import norm_alias
+from .lexicon import COMMON_WORDS
+from .models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention
 
 COMPARED_FIELDS = (
     "capture_id",
@@ -80,3 +84,27 @@ def revision_progress(*, revision_id: int) -> Progress:
     revision = AnalysisRevision.objects.get(pk=revision_id)
     done = AnalysisResult.objects.filter(revision_id=revision_id).count()
     return Progress(done=done, expected=revision.expected, finished=revision.state == "done")
+
+
+def ambiguity_warnings(*, campaign: Campaign) -> list[str]:
+    """The plan preview's warnings: aliases that are common words and that the campaign has
+    not marked as ambiguous (they would count in their everyday sense only by luck)."""
+    marked = {
+        (entity, norm_alias(word))
+        for entity, word in AmbiguousWord.objects.filter(campaign=campaign).values_list(
+            "entity", "word"
+        )
+    }
+    entities = [
+        (campaign.brand.name, campaign.brand.aliases),
+        *((c.name, c.aliases) for c in campaign.competitors.all()),
+    ]
+    warnings = []
+    for name, aliases in entities:
+        for alias in dict.fromkeys([name, *aliases]):
+            if norm_alias(alias) in COMMON_WORDS and (name, norm_alias(alias)) not in marked:
+                warnings.append(
+                    f"Alias '{alias}' of {name} is a common word: mark it as an ambiguous word "
+                    "(Analysis › Ambiguous words) so that only its brand sense counts."
+                )
+    return warnings

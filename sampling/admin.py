@@ -35,6 +35,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from analysis.models import Mention
+from analysis.selectors import ambiguity_warnings
 from connectors.registry import known_platforms
 from evidence.models import Capture
 
@@ -488,6 +489,8 @@ class CampaignAdmin(admin.ModelAdmin):
             "campaign": campaign,
             "title": f"Plan preview: {campaign.name}",
         }
+        for warning in ambiguity_warnings(campaign=campaign):
+            messages.warning(request, warning)
         try:
             spec = campaign_as_spec(campaign=campaign)
         except PlanError as exc:
