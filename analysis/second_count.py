@@ -67,6 +67,7 @@ def _latest_captures(sample_ids: list[int]) -> dict[int, Capture]:
 
 
 def second_count(run: Run, revision: AnalysisRevision) -> SecondCount:
+    revision.run = run
     succeeded = Sample.objects.filter(SUCCEEDED, run_id=run.pk).count()
     analyser = get_analyser(revision.analyser)
     info = analyser.info
@@ -92,13 +93,7 @@ def second_count(run: Run, revision: AnalysisRevision) -> SecondCount:
             if capture is None:
                 differences.append(f"sample {sample.pk}: succeeded without a completed capture")
                 continue
-            derived = derive(
-                sample=sample,
-                capture=capture,
-                revision=revision,
-                analyser=analyser,
-                snapshot=run.config_snapshot,
-            )
+            derived = derive(sample=sample, capture=capture, revision=revision, analyser=analyser)
             differences += mention_differences(
                 sample.pk, stored.get(sample.pk, []), derived.mentions
             )

@@ -133,15 +133,12 @@ class Derived:
 
 
 def derive(
-    *,
-    sample: Sample,
-    capture: Capture,
-    revision: AnalysisRevision,
-    analyser: Analyser,
-    snapshot: dict[str, Any],
+    *, sample: Sample, capture: Capture, revision: AnalysisRevision, analyser: Analyser
 ) -> Derived:
-    """The rows an analysis of this capture gives, unsaved. No writes; an LLM judge calls
-    its platform here, so never call this inside a transaction."""
+    """The rows an analysis of this capture gives, unsaved, with the run's frozen campaign
+    and the revision's frozen settings. No writes; an LLM judge calls its platform here, so
+    never call this inside a transaction."""
+    snapshot = revision.run.config_snapshot
     validity = classify_answer(capture.answer_text, collection_state=capture.collection_state)
     info = analyser.info
     common = {"analyser": info.name, "analyser_version": info.version}
@@ -191,13 +188,9 @@ def analyse_sample(*, sample_id: int) -> Verdict:
     if capture is None:
         return Verdict(valid=False, reason="no_capture", ambiguous=False)
     revision = pipeline_revision(run=sample.run)
-    derived = derive(
-        sample=sample,
-        capture=capture,
-        revision=revision,
-        analyser=get_analyser(revision.analyser),
-        snapshot=sample.run.config_snapshot,
-    )
+    revision.run = sample.run
+    analyser = get_analyser(revision.analyser)
+    derived = derive(sample=sample, capture=capture, revision=revision, analyser=analyser)
     return Verdict(
         valid=derived.result.valid,
         reason=derived.result.validity_reason or None,
@@ -268,13 +261,7 @@ def reanalyse_samples(*, revision_id: int, sample_ids: Iterable[int]) -> int:
         capture = analysed_capture(sample_id=sample.pk)
         if capture is None:
             continue
-        derived = derive(
-            sample=sample,
-            capture=capture,
-            revision=revision,
-            analyser=analyser,
-            snapshot=revision.run.config_snapshot,
-        )
+        derived = derive(sample=sample, capture=capture, revision=revision, analyser=analyser)
         with transaction.atomic():
             _store(derived.result, derived.mentions)
         done += 1

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "geo_collect.settings")
 
-import django
+import django  # noqa: E402
 
 django.setup()
 

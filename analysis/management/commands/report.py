@@ -2,7 +2,8 @@
 
 Builds the checked run report (`analysis.reports.build_run_report`) from analysis revision N
 (default: the newest finished one): conservation, the double count and the second count
-must pass first, otherwise the command fails naming every difference and writes nothing. Without --output the report goes to stdout (XLSX needs --output).
+must pass first, otherwise the command fails naming every difference and writes nothing.
+Without --output the report goes to stdout (XLSX needs --output).
 """
 
 from __future__ import annotations
