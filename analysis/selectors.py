@@ -108,3 +108,16 @@ def ambiguity_warnings(*, campaign: Campaign) -> list[str]:
                     "(Analysis › Ambiguous words) so that only its brand sense counts."
                 )
     return warnings
+
+
+def analysis_review_note(*, sample_id: int) -> str:
+    """Why the pipeline's analysis sent this sample to review, with the sentence, or ""."""
+    result = (
+        AnalysisResult.objects.filter(sample_id=sample_id, revision__number=1)
+        .exclude(review_reason="")
+        .first()
+    )
+    if result is None:
+        return ""
+    sentence = f" — «{result.review_sentence}»" if result.review_sentence else ""
+    return f"{result.review_reason}{sentence}"

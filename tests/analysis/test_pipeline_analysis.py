@@ -11,7 +11,7 @@ from django.db.models.functions import Now
 
 from analysis.admin import highlighted_sentence
 from analysis.models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention
-from analysis.selectors import ambiguity_warnings
+from analysis.selectors import ambiguity_warnings, analysis_review_note
 from analysis.services import analyse_sample
 from evidence.models import Capture
 from sampling.models import Campaign, Sample
@@ -61,6 +61,9 @@ def test_an_unsure_answer_goes_to_review_with_reason_and_highlighted_sentence() 
     assert result.review_sentence == "我选苹果。"
     assert (result.analyser, result.revision.number) == ("rules", 1)
     assert str(highlighted_sentence(result)) == "我选<mark>苹果</mark>。"
+    assert analysis_review_note(sample_id=sample.pk) == (
+        "Apple: '苹果' is an ambiguous word (no context cues) — «我选苹果。»"
+    )
 
 
 def test_the_issue_sentence_is_stored_as_absence_and_accepted() -> None:
