@@ -12,8 +12,9 @@ from django.db.models.functions import Now
 
 
 class RevisionState(models.TextChoices):
-    RUNNING = "running", "Running"
-    DONE = "done", "Done"
+    PIPELINE = "pipeline", "Pipeline (grows with the run)"
+    RUNNING = "running", "Re-analysis running"
+    DONE = "done", "Re-analysis done"
 
 
 class AnalysisRevision(models.Model):

@@ -11,7 +11,7 @@ from sampling.models import Campaign
 
 from .context import norm_alias
 from .lexicon import COMMON_WORDS
-from .models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention
+from .models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention, RevisionState
 
 COMPARED_FIELDS = (
     "capture_id",
@@ -83,7 +83,7 @@ class Progress:
 def revision_progress(*, revision_id: int) -> Progress:
     revision = AnalysisRevision.objects.get(pk=revision_id)
     done = AnalysisResult.objects.filter(revision_id=revision_id).count()
-    return Progress(done=done, expected=revision.expected, finished=revision.state == "done")
+    return Progress(done=done, expected=revision.expected, finished=revision.state == RevisionState.DONE)
 
 
 def ambiguity_warnings(*, campaign: Campaign) -> list[str]:

@@ -102,6 +102,7 @@ def pipeline_revision(*, run: Run) -> AnalysisRevision:
             "analyser": info.name,
             "analyser_version": info.version,
             "ambiguous_words": _ambiguous_words(run),
+            "state": RevisionState.PIPELINE,
         },
     )
     return revision

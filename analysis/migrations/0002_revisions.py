@@ -43,7 +43,7 @@ class Migration(migrations.Migration):
                 ('analyser', models.CharField(max_length=64)),
                 ('analyser_version', models.CharField(max_length=64)),
                 ('ambiguous_words', models.JSONField(blank=True, default=dict)),
-                ('state', models.CharField(choices=[('running', 'Running'), ('done', 'Done')], default='running', max_length=16)),
+                ('state', models.CharField(choices=[('pipeline', 'Pipeline (grows with the run)'), ('running', 'Re-analysis running'), ('done', 'Re-analysis done')], default='running', max_length=16)),
                 ('expected', models.PositiveIntegerField(default=0)),
                 ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),

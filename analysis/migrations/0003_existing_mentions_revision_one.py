@@ -14,7 +14,7 @@ def assign_revision_one(apps: Any, schema_editor: Any) -> None:
         revision, _ = AnalysisRevision.objects.get_or_create(
             run_id=run_id,
             number=1,
-            defaults={"analyser": "literal", "analyser_version": "0", "state": "running"},
+            defaults={"analyser": "literal", "analyser_version": "0", "state": "pipeline"},
         )
         Mention.objects.filter(revision=None, sample__run_id=run_id).update(
             revision=revision, context="listed", analyser="literal", analyser_version="0"
