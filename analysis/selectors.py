@@ -83,7 +83,9 @@ class Progress:
 def revision_progress(*, revision_id: int) -> Progress:
     revision = AnalysisRevision.objects.get(pk=revision_id)
     done = AnalysisResult.objects.filter(revision_id=revision_id).count()
-    return Progress(done=done, expected=revision.expected, finished=revision.state == RevisionState.DONE)
+    return Progress(
+        done=done, expected=revision.expected, finished=revision.state == RevisionState.DONE
+    )
 
 
 def ambiguity_warnings(*, campaign: Campaign) -> list[str]:
