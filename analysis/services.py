@@ -225,7 +225,7 @@ def start_reanalysis(
         )
         revision = AnalysisRevision.objects.create(
             run=run,
-            number=(last or 0) + 1,
+            number=max(last or 1, 1) + 1,  # 1 is the pipeline's, even before it starts
             analyser=info.name,
             analyser_version=info.version,
             source=current_revision(run_id=run.pk),
