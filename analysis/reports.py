@@ -17,6 +17,14 @@ difference)
     * Double count: the bucket counts, brand-mentioned samples and citation counts are
       computed (a) by scanning the records in Python with a classifier written here, and
       (b) by SQL aggregates; overall, per platform and per question they must be equal.
+    * Second count (analysis.second_count): mentions re-derived from the stored answer text
+      with the revision's analyser must equal the stored rows, field by field, for every
+      succeeded sample (a deterministic 10,000 of them in larger runs). The double count
+      reads the same rows twice; only this one would see an analyser bug or a bad row.
+
+A report reads one analysis revision (`revision=N`, default the newest finished one, see
+`analysis.services.current_revision`). A mention counts only in a counted context (not
+absence or other_sense: analysis.results).
 
 Metrics (computed from the scanned records, once the checks have passed)
     * mention rate: succeeded samples whose analysed capture mentions the entity / planned;
@@ -26,8 +34,10 @@ Metrics (computed from the scanned records, once the checks have passed)
       brand was mentioned;
     * citation share: citations whose host is one of the brand's domains (or a subdomain) /
       all citations of succeeded samples' analysed captures;
-    * top cited registrable domains (offline public-suffix list).
-    Every rate carries n and a Wilson 95% interval (`analysis.stats.rate`).
+    * top cited registrable domains (offline public-suffix list);
+    * in SQL (analysis.report_sql): sentiment distribution and recommendation rate per
+      entity, and competitor head-to-head per question.
+    Every rate carries n, a Wilson 95% interval and a confidence label (`analysis.stats`).
 
 The analysed capture of a sample is its latest completed capture, as in
 `analysis.services.analyse_sample`.
