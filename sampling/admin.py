@@ -955,7 +955,19 @@ class CaptureInline(admin.StackedInline):
 
 class MentionInline(HistoryInline):
     model = Mention
-    fields = ("entity", "is_brand", "mentioned", "count", "first_position", "rank", "capture")
+    fields = (
+        "revision",
+        "entity",
+        "is_brand",
+        "context",
+        "mentioned",
+        "sentiment",
+        "recommended",
+        "count",
+        "first_position",
+        "rank",
+        "capture",
+    )
     show_change_link = False
 
 
