@@ -75,6 +75,9 @@ class Entity:
     name: str
     aliases: tuple[str, ...] = ()
     domains: tuple[str, ...] = ()
+    # Aliases the campaign marked as everyday words ("苹果", "Oracle"): a match needs context
+    # to count (analysis.context).
+    ambiguous_words: tuple[str, ...] = ()
 
     def surface_forms(self) -> tuple[str, ...]:
         """The name followed by the aliases, in the given order, duplicates included."""

@@ -56,10 +56,24 @@ def _metric_rows(scope: str, m: Metrics, brand: str) -> Iterator[list[Any]]:
         yield [scope, group, "top_cited_domain", domain, n, "", "", "", ""]
 
 
+def _analysis_rows(report: RunReport) -> Iterator[list[Any]]:
+    """Sentiment per entity and head-to-head per question, from the report's revision."""
+    for stat in report.sentiment:
+        for sentiment, r in stat.shares.items():
+            yield _rate_row("sentiment", "all", f"sentiment_{sentiment}", stat.entity, r)
+        yield _rate_row("sentiment", "all", "recommended", stat.entity, stat.recommended)
+    for h in report.head_to_head:
+        group = str(h.question_revision_id)
+        yield _rate_row("head_to_head", group, "brand_ranked_first", h.competitor, h.brand_ahead)
+        for name in ("answers", "both", "brand_only", "competitor_only"):
+            yield ["head_to_head", group, name, h.competitor, getattr(h, name), "", "", "", ""]
+
+
 def report_csv(report: RunReport) -> str:
     out = io.StringIO()
     writer = InertCsvWriter(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+    writer.writerows(_analysis_rows(report))
     for row in _metric_rows("run", report.overall, report.brand):
         writer.writerow(row)
     for m in report.by_platform:
@@ -188,7 +202,10 @@ def pct(value: float | None) -> str:
 def rate_text(r: Rate) -> str:
     if r.value is None:
         return f"— (n={r.n})"
-    return f"{pct(r.value)} ({r.successes}/{r.n}; 95% CI {pct(r.low)}–{pct(r.high)})"
+    return (
+        f"{pct(r.value)} ({r.successes}/{r.n}; 95% CI {pct(r.low)}–{pct(r.high)}; "
+        f"{r.confidence} confidence)"
+    )
 
 
 def _svg(width: int, height: int, body: SafeString, label: str) -> SafeString:
@@ -418,6 +435,7 @@ def report_html(report: RunReport) -> str:
         e: ENTITY_COLOURS[i % len(ENTITY_COLOURS)] for i, e in enumerate(report.entities)
     }
     groups = [*report.by_platform]
+    labels = {int(m.key): m.label for m in report.by_question if m.key.isdigit()}
     return render_to_string(
         "reports/run_report.html",
         {
@@ -447,6 +465,23 @@ def report_html(report: RunReport) -> str:
             "entity_colours": entity_colours,
             "rows": [_html_row(m, report) for m in [report.overall, *groups]],
             "question_rows": [_html_row(m, report) for m in report.by_question],
+            "sentiment_rows": [
+                {
+                    "entity": s.entity,
+                    "n": s.mentioned,
+                    "shares": [rate_text(r) for r in s.shares.values()],
+                    "recommended": rate_text(s.recommended),
+                }
+                for s in report.sentiment
+            ],
+            "h2h_rows": [
+                {
+                    "h": h,
+                    "label": labels.get(h.question_revision_id, str(h.question_revision_id)),
+                    "ahead": rate_text(h.brand_ahead),
+                }
+                for h in report.head_to_head
+            ],
         },
     )
 

@@ -17,6 +17,14 @@ difference)
     * Double count: the bucket counts, brand-mentioned samples and citation counts are
       computed (a) by scanning the records in Python with a classifier written here, and
       (b) by SQL aggregates; overall, per platform and per question they must be equal.
+    * Second count (analysis.second_count): mentions re-derived from the stored answer text
+      with the revision's analyser must equal the stored rows, field by field, for every
+      succeeded sample (a deterministic 10,000 of them in larger runs). The double count
+      reads the same rows twice; only this one would see an analyser bug or a bad row.
+
+A report reads one analysis revision (`revision=N`, default the newest finished one, see
+`analysis.services.current_revision`). A mention counts only in a counted context (not
+absence or other_sense: analysis.results).
 
 Metrics (computed from the scanned records, once the checks have passed)
     * mention rate: succeeded samples whose analysed capture mentions the entity / planned;
@@ -26,8 +34,10 @@ Metrics (computed from the scanned records, once the checks have passed)
       brand was mentioned;
     * citation share: citations whose host is one of the brand's domains (or a subdomain) /
       all citations of succeeded samples' analysed captures;
-    * top cited registrable domains (offline public-suffix list).
-    Every rate carries n and a Wilson 95% interval (`analysis.stats.rate`).
+    * top cited registrable domains (offline public-suffix list);
+    * in SQL (analysis.report_sql): sentiment distribution and recommendation rate per
+      entity, and competitor head-to-head per question.
+    Every rate carries n, a Wilson 95% interval and a confidence label (`analysis.stats`).
 
 The analysed capture of a sample is its latest completed capture, as in
 `analysis.services.analyse_sample`.
@@ -49,7 +59,10 @@ from sampling.models import Run, Sample
 from sampling.selectors import FAILED, INVALID, REVIEW, SUCCEEDED, TERMINAL, run_status
 
 from .domains import cited_domain_share, top_cited_domains
-from .models import Mention
+from .models import AnalysisRevision, Mention
+from .report_sql import HeadToHead, SentimentStat, head_to_head, sentiment_distribution
+from .second_count import SecondCount, second_count
+from .services import current_revision
 from .stats import Rate, rate
 
 __all__ = [
@@ -126,7 +139,7 @@ class _Scan:
     citations: dict[int, list[str]]  # capture id -> normalized URLs
 
 
-def _scan(run: Run) -> _Scan:
+def _scan(run: Run, revision_id: int | None) -> _Scan:
     rows = list(
         Sample.objects.filter(run_id=run.pk)
         .order_by("id")
@@ -156,7 +169,7 @@ def _scan(run: Run) -> _Scan:
     capture_ids = list(analysed.values())
     mentions: dict[int, dict[str, tuple[bool, int | None]]] = defaultdict(dict)
     for capture_id, entity, mentioned, rank in Mention.objects.filter(
-        capture_id__in=capture_ids
+        capture_id__in=capture_ids, revision_id=revision_id
     ).values_list("capture_id", "entity", "mentioned", "rank"):
         mentions[capture_id][entity] = (mentioned, rank)
     citations: dict[int, list[str]] = defaultdict(list)
@@ -295,7 +308,7 @@ def _metrics(
 # --- the second route: SQL aggregates ---------------------------------------------------
 
 
-def _sql_grouped(run: Run, group: str) -> dict[str, dict[str, int]]:
+def _sql_grouped(run: Run, group: str, revision_id: int | None) -> dict[str, dict[str, int]]:
     """Bucket, brand-mention and citation counts per group value, by SQL aggregate."""
     brand = run.config_snapshot["brand"]["name"]
     analysed = Subquery(
@@ -309,7 +322,10 @@ def _sql_grouped(run: Run, group: str) -> dict[str, dict[str, int]]:
     samples = samples.annotate(
         brand_mentioned=Exists(
             Mention.objects.filter(
-                capture_id=OuterRef("analysed_capture"), entity=brand, mentioned=True
+                capture_id=OuterRef("analysed_capture"),
+                entity=brand,
+                mentioned=True,
+                revision_id=revision_id,
             )
         )
     )
@@ -420,7 +436,7 @@ class Check:
         return {"name": self.name, "detail": self.detail}
 
 
-def _verify(run: Run, scan: _Scan) -> list[Check]:
+def _verify(run: Run, scan: _Scan, revision: AnalysisRevision | None) -> list[Check]:
     brand = run.config_snapshot["brand"]["name"]
     planned = run.planned_samples
     differences: list[str] = []
@@ -445,15 +461,23 @@ def _verify(run: Run, scan: _Scan) -> list[Check]:
                 f"run: {name} by record scan = {scanned_counts.get(name, 0)}, "
                 f"by status aggregation = {getattr(status, name)}"
             )
-    differences += _compare("run", scan_all, _sql_grouped(run, ""))
+    revision_id = revision.pk if revision else None
+    differences += _compare("run", scan_all, _sql_grouped(run, "", revision_id))
     differences += _compare(
-        "platform", _scan_grouped(scan, lambda r: r.platform, brand), _sql_grouped(run, "platform")
+        "platform",
+        _scan_grouped(scan, lambda r: r.platform, brand),
+        _sql_grouped(run, "platform", revision_id),
     )
     differences += _compare(
         "question revision",
         _scan_grouped(scan, lambda r: str(r.question_revision_id), brand),
-        _sql_grouped(run, "question_revision_id"),
+        _sql_grouped(run, "question_revision_id", revision_id),
     )
+    recount = second_count(run, revision) if revision else None
+    if recount is not None:
+        differences += [f"second count: {d}" for d in recount.differences[:20]]
+        if len(recount.differences) > 20:
+            differences.append(f"second count: {len(recount.differences) - 20} more differences")
     if differences:
         raise ReportIntegrityError(run.pk, differences)
     counts = Counts(**{k: scanned_counts[k] for k in ("planned", *BUCKETS)})
@@ -468,7 +492,20 @@ def _verify(run: Run, scan: _Scan) -> list[Check]:
             "bucket, brand-mention and citation counts agree between the record scan and the "
             "SQL aggregates, for the run, each platform and each question",
         ),
+        _second_count_check(recount),
     ]
+
+
+def _second_count_check(recount: SecondCount | None) -> Check:
+    if recount is None:
+        return Check("second count", "no analysis revision yet: nothing to re-derive")
+    if recount.skipped:
+        return Check("second count", f"not re-derived: {recount.skipped}")
+    return Check(
+        "second count",
+        f"mentions re-derived from the stored answer text for {recount.records} of "
+        f"{recount.of} succeeded records agree with the stored results",
+    )
 
 
 # --- the report -------------------------------------------------------------------------
@@ -513,6 +550,9 @@ class RunReport:
     by_question: list[Metrics]
     over_time: list[TrendPoint] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    revision: dict[str, Any] = field(default_factory=dict)
+    sentiment: list[SentimentStat] = field(default_factory=list)
+    head_to_head: list[HeadToHead] = field(default_factory=list)
 
     @property
     def entities(self) -> list[str]:
@@ -536,6 +576,9 @@ class RunReport:
             "by_question": [m.as_dict() for m in self.by_question],
             "over_time": [p.as_dict() for p in self.over_time],
             "checks": [c.as_dict() for c in self.checks],
+            "analysis_revision": self.revision,
+            "sentiment": [s.as_dict() for s in self.sentiment],
+            "head_to_head": [h.as_dict() for h in self.head_to_head],
         }
 
 
@@ -552,13 +595,15 @@ def _question_labels(scan: _Scan) -> dict[int, tuple[tuple[int, int], str]]:
     return labels
 
 
-def _checked_metrics(run: Run) -> tuple[Metrics, list[Metrics], list[Metrics], list[Check]]:
+def _checked_metrics(
+    run: Run, revision: AnalysisRevision | None
+) -> tuple[Metrics, list[Metrics], list[Metrics], list[Check]]:
     snapshot = run.config_snapshot
     brand = snapshot["brand"]["name"]
     entities = [brand, *(c["name"] for c in snapshot.get("competitors", []))]
     domains = list(snapshot["brand"].get("domains", []))
-    scan = _scan(run)
-    checks = _verify(run, scan)
+    scan = _scan(run, revision.pk if revision else None)
+    checks = _verify(run, scan, revision)
 
     def metrics(key: str, label: str, records: list[SampleRecord]) -> Metrics:
         return _metrics(
@@ -593,7 +638,11 @@ def _trend(run: Run, current: Metrics) -> list[TrendPoint]:
     brand = run.config_snapshot["brand"]["name"]
     points = []
     for past in reversed(runs):
-        metrics = current if past.pk == run.pk else _checked_metrics(past)[0]
+        metrics = (
+            current
+            if past.pk == run.pk
+            else _checked_metrics(past, current_revision(run_id=past.pk))[0]
+        )
         points.append(
             TrendPoint(
                 run_id=str(past.pk),
@@ -608,22 +657,49 @@ def _trend(run: Run, current: Metrics) -> list[TrendPoint]:
     return points
 
 
-def build_run_report(*, run_id: UUID | str, with_trend: bool = True) -> RunReport:
-    """The checked report of one run (plus the campaign's runs up to it, over time).
+def _revision(run: Run, number: int | None) -> AnalysisRevision | None:
+    if number is None:
+        return current_revision(run_id=run.pk)
+    try:
+        return AnalysisRevision.objects.get(run_id=run.pk, number=number)
+    except AnalysisRevision.DoesNotExist:
+        raise ReportIntegrityError(run.pk, [f"run has no analysis revision {number}"]) from None
 
-    Raises `ReportIntegrityError` if conservation or the double count fails for this run or
-    for any run in the trend; `Run.DoesNotExist` for an unknown run.
+
+def _revision_summary(revision: AnalysisRevision | None) -> dict[str, Any]:
+    if revision is None:
+        return {}
+    return {
+        "number": revision.number,
+        "analyser": revision.analyser,
+        "analyser_version": revision.analyser_version,
+        "state": revision.state,
+    }
+
+
+def build_run_report(
+    *, run_id: UUID | str, with_trend: bool = True, revision: int | None = None
+) -> RunReport:
+    """The checked report of one run (plus the campaign's runs up to it, over time), from
+    analysis revision `revision` (default: the newest finished one, see
+    `analysis.services.current_revision`).
+
+    Raises `ReportIntegrityError` if conservation, the double count or the second count
+    fails for this run or for any run in the trend; `Run.DoesNotExist` for an unknown run.
     """
     run = Run.objects.select_related("campaign", "tenant").get(pk=run_id)
-    overall, by_platform, by_question, checks = _checked_metrics(run)
+    chosen = _revision(run, revision)
+    overall, by_platform, by_question, checks = _checked_metrics(run, chosen)
     snapshot = run.config_snapshot
+    brand = snapshot["brand"]["name"]
+    competitors = [c["name"] for c in snapshot.get("competitors", [])]
     status = run_status(run_id=run.pk)
     return RunReport(
         run_id=str(run.pk),
         tenant=run.tenant.slug,
         campaign=run.campaign.name,
-        brand=snapshot["brand"]["name"],
-        competitors=[c["name"] for c in snapshot.get("competitors", [])],
+        brand=brand,
+        competitors=competitors,
         brand_domains=list(snapshot["brand"].get("domains", [])),
         created_at=run.created_at,
         finished_at=run.finished_at,
@@ -634,4 +710,7 @@ def build_run_report(*, run_id: UUID | str, with_trend: bool = True) -> RunRepor
         by_question=by_question,
         over_time=_trend(run, overall) if with_trend else [],
         checks=checks,
+        revision=_revision_summary(chosen),
+        sentiment=sentiment_distribution(run, chosen.pk, [brand, *competitors]) if chosen else [],
+        head_to_head=head_to_head(run, chosen.pk) if chosen else [],
     )

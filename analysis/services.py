@@ -1,16 +1,29 @@
-"""Brand analysis of a sample's latest capture: validity, mentions, first-mention rank."""
+"""Brand analysis write operations: the pipeline's analysis of a sample (revision 1), and
+re-analysis of a whole run from stored answers as a new revision."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+from django.db.models import Max
+from django.db.models.functions import Now
 
 from evidence.models import Capture
-from sampling.models import Sample
+from sampling.models import Run, Sample
+from sampling.services import enqueue_outbox
 
-from .mentions import Entity, detect_mentions
-from .models import Mention
+from .analysers import get_analyser
+from .mentions import Entity
+from .models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention, RevisionState
+from .results import Analyser, AnswerAnalysis
 from .validity import classify_answer
+
+REANALYSE_TASK = "analysis.reanalyse_batch"
+REANALYSE_BATCH = 200
 
 
 @dataclass(frozen=True)
@@ -19,14 +32,14 @@ class Verdict:
     reason: str | None
     ambiguous: bool
     mentions: tuple[Mention, ...] = ()
+    result: AnalysisResult | None = None
 
     def apply(self, sample: Sample) -> None:
-        """Store the mentions and move the sample's analysis layer. Call inside the caller's
-        fenced transaction, which saves the sample; a repeated analysis of the same capture
-        replaces its rows instead of adding to them."""
-        captures = {m.capture_id for m in self.mentions}
-        Mention.objects.filter(capture_id__in=captures).delete()
-        Mention.objects.bulk_create(self.mentions)
+        """Store the result and move the sample's analysis layer. Call inside the caller's
+        fenced transaction, which saves the sample; a repeated analysis of the same sample
+        in the same revision replaces its rows instead of adding to them."""
+        if self.result is not None:
+            _store(self.result, self.mentions)
         sample.validity = "valid" if self.valid else "invalid"
         sample.validity_reason = self.reason or ""
         if not self.valid:
@@ -37,44 +50,230 @@ class Verdict:
             sample.accept_analysis()
 
 
-def entities_from_snapshot(snapshot: dict[str, Any]) -> list[Entity]:
+def _store(result: AnalysisResult, mentions: Sequence[Mention]) -> None:
+    AnalysisResult.objects.filter(revision=result.revision, sample_id=result.sample_id).delete()
+    Mention.objects.filter(revision=result.revision, sample_id=result.sample_id).delete()
+    result.save()
+    Mention.objects.bulk_create(mentions)
+
+
+# --- entities ---------------------------------------------------------------------------------
+
+
+def entities_from_snapshot(
+    snapshot: dict[str, Any], ambiguous_words: dict[str, list[str]] | None = None
+) -> list[Entity]:
+    marked = ambiguous_words or {}
     return [
         Entity(
-            name=e["name"], aliases=tuple(e.get("aliases", ())), domains=tuple(e.get("domains", ()))
+            name=e["name"],
+            aliases=tuple(e.get("aliases", ())),
+            domains=tuple(e.get("domains", ())),
+            ambiguous_words=tuple(marked.get(e["name"], e.get("ambiguous_words", ()))),
         )
         for e in [snapshot["brand"], *snapshot.get("competitors", [])]
     ]
 
 
-def analyse_sample(*, sample_id: int) -> Verdict:
-    """Analyse the latest completed capture. Reads only; `Verdict.apply` writes."""
-    sample = Sample.objects.select_related("run").get(pk=sample_id)
-    capture = (
+def _ambiguous_words(run: Run) -> dict[str, list[str]]:
+    marked: dict[str, list[str]] = {}
+    for entity, word in (
+        AmbiguousWord.objects.filter(campaign_id=run.campaign_id)
+        .order_by("entity", "word")
+        .values_list("entity", "word")
+    ):
+        marked.setdefault(entity, []).append(word)
+    return marked
+
+
+# --- revisions --------------------------------------------------------------------------------
+
+
+def pipeline_revision(*, run: Run) -> AnalysisRevision:
+    """The run's revision 1, made by the first sample analysed; its settings frozen then."""
+    existing = AnalysisRevision.objects.filter(run_id=run.pk, number=1).first()
+    if existing is not None:
+        return existing
+    info = get_analyser().info
+    revision, _created = AnalysisRevision.objects.get_or_create(
+        run_id=run.pk,
+        number=1,
+        defaults={
+            "analyser": info.name,
+            "analyser_version": info.version,
+            "ambiguous_words": _ambiguous_words(run),
+            "state": RevisionState.PIPELINE,
+        },
+    )
+    return revision
+
+
+def current_revision(*, run_id: UUID | str) -> AnalysisRevision | None:
+    """The newest finished re-analysis, else the pipeline's revision 1."""
+    revisions = AnalysisRevision.objects.filter(run_id=run_id)
+    done = revisions.filter(state=RevisionState.DONE, number__gt=1).order_by("-number").first()
+    return done or revisions.filter(number=1).first()
+
+
+def analysed_capture(*, sample_id: int) -> Capture | None:
+    return (
         Capture.objects.filter(sample_id=sample_id, collection_state="completed")
         .order_by("-revision")
         .first()
     )
+
+
+# --- analysis of one answer ---------------------------------------------------------------
+
+
+@dataclass
+class Derived:
+    result: AnalysisResult
+    mentions: list[Mention] = field(default_factory=list)
+    analysis: AnswerAnalysis | None = None
+
+
+def derive(
+    *, sample: Sample, capture: Capture, revision: AnalysisRevision, analyser: Analyser
+) -> Derived:
+    """The rows an analysis of this capture gives, unsaved, with the run's frozen campaign
+    and the revision's frozen settings. No writes; an LLM judge calls its platform here, so
+    never call this inside a transaction."""
+    snapshot = revision.run.config_snapshot
+    validity = classify_answer(capture.answer_text, collection_state=capture.collection_state)
+    info = analyser.info
+    common = {"analyser": info.name, "analyser_version": info.version}
+    entities = entities_from_snapshot(snapshot, revision.ambiguous_words)
+    analysis = analyser.analyse(capture.answer_text, entities)
+    result = AnalysisResult(
+        revision=revision,
+        sample_id=sample.pk,
+        capture=capture,
+        valid=validity.valid,
+        validity_reason=validity.reason or "",
+        review_reason=analysis.review_reason,
+        review_sentence=analysis.review_sentence,
+        **common,
+    )
+    brand = snapshot["brand"]["name"]
+    mentions = [
+        Mention(
+            sample_id=sample.pk,
+            capture=capture,
+            revision=revision,
+            entity=e.name,
+            is_brand=e.name == brand,
+            mentioned=e.counted,
+            count=e.count,
+            matched=e.matched,
+            first_position=e.first_position,
+            rank=e.rank,
+            context=e.context or "",
+            sentiment=e.sentiment,
+            recommended=e.recommended,
+            sentence=e.sentence,
+            occurrences=[o.as_dict() for o in e.occurrences],
+            unsure=e.unsure,
+            **common,
+        )
+        for e in analysis.entities
+    ]
+    return Derived(result=result, mentions=mentions, analysis=analysis)
+
+
+def analyse_sample(*, sample_id: int) -> Verdict:
+    """Analyse the latest completed capture into the run's revision 1. Reads only (and
+    creates the revision row); `Verdict.apply` writes."""
+    sample = Sample.objects.select_related("run").get(pk=sample_id)
+    capture = analysed_capture(sample_id=sample_id)
     if capture is None:
         return Verdict(valid=False, reason="no_capture", ambiguous=False)
-    validity = classify_answer(capture.answer_text, collection_state=capture.collection_state)
-    snapshot = sample.run.config_snapshot
-    entities = entities_from_snapshot(snapshot)
-    found = detect_mentions(capture.answer_text, entities)
-    brand_name = snapshot["brand"]["name"]
-    mentions = tuple(
-        Mention(
-            sample_id=sample_id,
-            capture=capture,
-            entity=m.name,
-            is_brand=m.name == brand_name,
-            mentioned=m.mentioned,
-            count=m.count,
-            first_position=m.first_position,
-            rank=m.rank,
-        )
-        for m in found
-    )
-    ambiguous = any(getattr(m, "ambiguous", False) for m in found)
+    revision = pipeline_revision(run=sample.run)
+    revision.run = sample.run
+    analyser = get_analyser(revision.analyser)
+    derived = derive(sample=sample, capture=capture, revision=revision, analyser=analyser)
     return Verdict(
-        valid=validity.valid, reason=validity.reason, ambiguous=ambiguous, mentions=mentions
+        valid=derived.result.valid,
+        reason=derived.result.validity_reason or None,
+        ambiguous=bool(derived.result.review_reason),
+        mentions=tuple(derived.mentions),
+        result=derived.result,
+    )
+
+
+# --- re-analysis ----------------------------------------------------------------------------
+
+
+class ReanalysisError(Exception):
+    pass
+
+
+def start_reanalysis(
+    *, run_id: UUID | str, analyser: str | None = None, batch_size: int = REANALYSE_BATCH
+) -> AnalysisRevision:
+    """A new revision for the whole run, and one analysis-queue message per batch of sample
+    ids (through the outbox, in the same transaction)."""
+    info = get_analyser(analyser).info
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)  # one new number at a time
+        last = AnalysisRevision.objects.filter(run_id=run.pk).aggregate(n=Max("number"))["n"]
+        sample_ids = list(
+            Sample.objects.filter(run_id=run.pk, captures__collection_state="completed")
+            .distinct()
+            .order_by("id")
+            .values_list("id", flat=True)
+        )
+        revision = AnalysisRevision.objects.create(
+            run=run,
+            number=max(last or 1, 1) + 1,  # 1 is the pipeline's, even before it starts
+            analyser=info.name,
+            analyser_version=info.version,
+            source=current_revision(run_id=run.pk),
+            ambiguous_words=_ambiguous_words(run),
+            expected=len(sample_ids),
+        )
+        for index, start in enumerate(range(0, len(sample_ids), batch_size)):
+            enqueue_outbox(
+                task=REANALYSE_TASK,
+                payload={
+                    "revision_id": revision.pk,
+                    "sample_ids": sample_ids[start : start + batch_size],
+                },
+                queue="analysis",
+                dedupe_key=f"reanalyse:{revision.pk}:{index}",
+            )
+        if not sample_ids:
+            finish_revision_if_complete(revision_id=revision.pk)
+    return revision
+
+
+def reanalyse_samples(*, revision_id: int, sample_ids: Iterable[int]) -> int:
+    """Analyse these samples' stored answers into the revision. Idempotent: a redelivered
+    batch replaces its own rows. Returns how many samples were analysed."""
+    revision = AnalysisRevision.objects.select_related("run").get(pk=revision_id)
+    analyser = get_analyser(revision.analyser)
+    if analyser.info.version != revision.analyser_version:
+        raise ReanalysisError(
+            f"revision {revision.number} was started with {revision.analyser} "
+            f"{revision.analyser_version}; this worker has {analyser.info.version}"
+        )
+    done = 0
+    for sample in Sample.objects.filter(pk__in=list(sample_ids), run_id=revision.run_id):
+        capture = analysed_capture(sample_id=sample.pk)
+        if capture is None:
+            continue
+        derived = derive(sample=sample, capture=capture, revision=revision, analyser=analyser)
+        with transaction.atomic():
+            _store(derived.result, derived.mentions)
+        done += 1
+    finish_revision_if_complete(revision_id=revision_id)
+    return done
+
+
+def finish_revision_if_complete(*, revision_id: int) -> bool:
+    analysed = AnalysisResult.objects.filter(revision_id=revision_id).count()
+    return bool(
+        AnalysisRevision.objects.filter(
+            pk=revision_id, state=RevisionState.RUNNING, expected__lte=analysed
+        ).update(state=RevisionState.DONE, finished_at=Now())
     )

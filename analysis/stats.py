@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Z_95", "Rate", "rate", "wilson_interval"]
+__all__ = ["Z_95", "Rate", "confidence_label", "rate", "wilson_interval"]
 
 Z_95 = 1.959963984540054
 
@@ -43,6 +43,20 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     return (low, high)
 
 
+# Confidence labels by sample size: below 30 answers a 95% interval is wider than about
+# +-18 points at a rate near one half, below 100 wider than about +-10 points.
+CONFIDENCE_LEVELS = ((0, "none"), (1, "very low"), (30, "low"), (100, "medium"), (400, "high"))
+
+
+def confidence_label(n: int) -> str:
+    """How far a rate over `n` samples can be trusted, in words."""
+    label = CONFIDENCE_LEVELS[0][1]
+    for threshold, name in CONFIDENCE_LEVELS:
+        if n >= threshold:
+            label = name
+    return label
+
+
 @dataclass(frozen=True)
 class Rate:
     successes: int
@@ -51,13 +65,18 @@ class Rate:
     low: float
     high: float
 
-    def as_dict(self) -> dict[str, float | int | None]:
+    @property
+    def confidence(self) -> str:
+        return confidence_label(self.n)
+
+    def as_dict(self) -> dict[str, float | int | str | None]:
         return {
             "successes": self.successes,
             "n": self.n,
             "value": self.value,
             "low": self.low,
             "high": self.high,
+            "confidence": self.confidence,
         }
 
 

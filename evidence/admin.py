@@ -24,6 +24,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from analysis.mentions import Entity, find_mentions
+from analysis.selectors import analysis_review_note
 from analysis.services import entities_from_snapshot
 from sampling.admin import (
     HistoryAdmin,
@@ -325,9 +326,8 @@ def _int_or_none(value: str) -> int | None:
 def _reasons(sample: Sample) -> list[str]:
     reasons = []
     if sample.analysis_state == AnalysisState.REVIEW:
-        reasons.append(
-            f"analysis in review{': ' + sample.validity_reason if sample.validity_reason else ''}"
-        )
+        note = analysis_review_note(sample_id=sample.pk) or sample.validity_reason
+        reasons.append(f"analysis in review{': ' + note if note else ''}")
     if sample.evidence_state == EvidenceState.PARTIAL:
         reasons.append(f"partial evidence: {sample.evidence_reason or 'unspecified'}")
     return reasons

@@ -436,8 +436,9 @@ def check_fencing(run_id: UUID | str | None = None) -> list[Violation]:
 
 
 def check_mentions_counted_once(run_id: UUID | str | None = None) -> list[Violation]:
-    """At most one mention row per (sample, entity), each on a completed capture of that
-    sample: a repeated analysis replaces its rows, it never adds to them."""
+    """At most one mention row per (sample, entity) in each analysis revision, each on a
+    completed capture of that sample: a repeated analysis replaces its rows, it never adds
+    to them (a re-analysis is a new revision)."""
     name = "mentions_once"
     where, params = _run_filter("s.run_id", run_id)
     found: list[Violation] = []
@@ -446,7 +447,7 @@ def check_mentions_counted_once(run_id: UUID | str | None = None) -> list[Violat
         f"""SELECT s.id, s.run_id, m.entity, COUNT(*), COUNT(DISTINCT m.capture_id)
               FROM {MENTION} m JOIN {SAMPLE} s ON s.id = m.sample_id
              WHERE TRUE {where}
-             GROUP BY s.id, s.run_id, m.entity HAVING COUNT(*) > 1
+             GROUP BY s.id, s.run_id, m.revision_id, m.entity HAVING COUNT(*) > 1
              ORDER BY s.id, m.entity""",
         params,
         lambda sid, rid, entity, n, captures: (

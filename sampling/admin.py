@@ -35,6 +35,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from analysis.models import Mention
+from analysis.selectors import ambiguity_warnings
 from connectors.registry import known_platforms
 from evidence.models import Capture
 from pipeline.launch import launch_run  # the console is moved under pipeline at the merge
@@ -488,6 +489,8 @@ class CampaignAdmin(admin.ModelAdmin):
             "campaign": campaign,
             "title": f"Plan preview: {campaign.name}",
         }
+        for warning in ambiguity_warnings(campaign=campaign):
+            messages.warning(request, warning)
         try:
             spec = campaign_as_spec(campaign=campaign)
         except PlanError as exc:
@@ -952,7 +955,19 @@ class CaptureInline(admin.StackedInline):
 
 class MentionInline(HistoryInline):
     model = Mention
-    fields = ("entity", "is_brand", "mentioned", "count", "first_position", "rank", "capture")
+    fields = (
+        "revision",
+        "entity",
+        "is_brand",
+        "context",
+        "mentioned",
+        "sentiment",
+        "recommended",
+        "count",
+        "first_position",
+        "rank",
+        "capture",
+    )
     show_change_link = False
 
 

@@ -33,6 +33,7 @@ from .faults import (
     random_fault,
     validate_profile,
 )
+from .judge import is_judge_prompt, judge_reply
 from .platforms import PROTOCOLS, protocol_class
 from .protocol import PlatformProtocol, SimRequest, SimResponse
 
@@ -138,6 +139,9 @@ class Simulator:
         return None, {}
 
     def answer_for(self, question: str, draw: Draw) -> SimAnswer:
+        if is_judge_prompt(question):  # the analysis LLM judge asking (analysis/judge.py)
+            noise = float(draw.profile.get("judge_noise", 0.1))
+            return SimAnswer(text=judge_reply(question, draw.rng, noise))
         return compose_answer(
             question,
             self.world,

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from analysis.models import Mention
+from analysis.models import AnalysisRevision, Mention
 from evidence.models import Capture, Citation, EvidenceObject
 from pipeline.launch import launch_run
 from sampling.admin import CappedCountPaginator
@@ -83,9 +83,13 @@ def captured_sample(run: Run) -> Sample:
         domain="acme.com",
         title="Acme",
     )
+    revision = AnalysisRevision.objects.create(
+        run=sample.run, number=1, analyser="rules", analyser_version="1.0"
+    )
     Mention.objects.create(
         sample=sample,
         capture=capture,
+        revision=revision,
         entity="Acme",
         is_brand=True,
         mentioned=True,

@@ -10,6 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from analysis.context import RULE_VERSION
+
 CAMPAIGN = {
     "tenant": "t1",
     "name": "Q3 cloud",
@@ -41,10 +43,14 @@ def test_mentions_command_prints_json(tmp_path: Path) -> None:
     campaign = write(tmp_path, "campaign.json", json.dumps(CAMPAIGN, ensure_ascii=False))
     answer = write(tmp_path, "answer.txt", ANSWER)
     raw = run(campaign, answer)
-    assert "艾克米" not in raw  # names only; aliases are not echoed
     assert "\\u" not in raw  # ensure_ascii=False
     data = json.loads(raw)
-    assert data == {
+    counts = ("name", "mentioned", "count", "first_position", "rank")
+    assert {
+        "brand": {k: data["brand"][k] for k in counts},
+        "competitors": [{k: c[k] for k in counts} for c in data["competitors"]],
+        "ambiguous": data["ambiguous"],
+    } == {
         "brand": {
             "name": "Acme",
             "mentioned": True,
@@ -134,3 +140,38 @@ def test_mentions_command_non_utf8_answer(tmp_path: Path) -> None:
     answer.write_bytes("艾克米".encode("gbk"))
     with pytest.raises(CommandError, match="answer file is not valid UTF-8"):
         run(campaign, str(answer))
+
+
+def test_mentions_command_shows_context_and_ambiguity_lists(tmp_path: Path) -> None:
+    doc = {
+        "brand": {"name": "Acme", "aliases": ["艾克米"]},
+        "competitors": [
+            {"name": "Apple", "aliases": ["苹果"], "ambiguous_words": ["苹果"]},
+            {"name": "Xiaomi", "aliases": ["小米"]},
+        ],
+    }
+    campaign = write(tmp_path, "campaign.json", json.dumps(doc, ensure_ascii=False))
+    absent = json.loads(
+        run(
+            campaign,
+            write(tmp_path, "a.txt", "I couldn't find any reliable information about Acme."),
+        )
+    )
+    assert absent["brand"]["context"] == "absence"
+    assert absent["brand"]["mentioned"] is False and absent["brand"]["rank"] is None
+    assert absent["brand"]["matched"] == 1
+    assert absent["analyser"] == {"name": "rules", "version": RULE_VERSION}
+
+    breakfast = json.loads(run(campaign, write(tmp_path, "b.txt", "早餐吃了苹果和小米粥。")))
+    apple, xiaomi = breakfast["competitors"]
+    assert (apple["context"], apple["mentioned"]) == ("other_sense", False)
+    assert (xiaomi["context"], xiaomi["mentioned"]) == ("other_sense", False)
+    # 苹果 marked by the campaign; Apple and 小米 are common words without being marked
+    assert apple["ambiguous_words"] == ["Apple", "苹果"]
+    assert xiaomi["ambiguous_words"] == ["小米"]
+    assert breakfast["brand"]["ambiguous_words"] == []
+
+    phone = json.loads(run(campaign, write(tmp_path, "c.txt", "推荐小米手机，性价比很高。")))
+    assert phone["competitors"][1]["context"] == "recommended"
+    assert phone["competitors"][1]["sentiment"] == "positive"
+    assert phone["competitors"][1]["sentence"] == "推荐小米手机，性价比很高。"

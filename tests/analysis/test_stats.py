@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.stats import Z_95, Rate, rate, wilson_interval
+from analysis.stats import Z_95, Rate, confidence_label, rate, wilson_interval
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,18 @@ def test_rate() -> None:
         "value": r.value,
         "low": r.low,
         "high": r.high,
+        "confidence": "medium",
     }
+
+
+@pytest.mark.parametrize(
+    ("n", "label"),
+    [(0, "none"), (1, "very low"), (29, "very low"), (30, "low"), (99, "low"), (100, "medium"),
+     (399, "medium"), (400, "high")],
+)  # fmt: skip
+def test_confidence_labels_follow_sample_size(n: int, label: str) -> None:
+    assert confidence_label(n) == label
+    assert rate(0, n).confidence == label
 
 
 def test_rate_n_zero_has_no_value() -> None:

@@ -41,7 +41,7 @@ def test_json_command_prints_the_checked_report(simulator: SimulatorHandle) -> N
     overall = data["overall"]
     assert overall["counts"]["planned"] == 4
     assert overall["mention_rate"]["n"] == 4
-    assert set(overall["mention_rate"]) == {"successes", "n", "value", "low", "high"}
+    assert set(overall["mention_rate"]) == {"successes", "n", "value", "low", "high", "confidence"}
     assert [p["key"] for p in data["by_platform"]] == ["openai", "perplexity"]
     assert len(data["by_question"]) == 2
     assert data["checks"][0]["name"] == "conservation"

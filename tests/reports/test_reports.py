@@ -45,7 +45,7 @@ def test_report_keeps_failed_placeholders_in_the_denominator(simulator: Simulato
     assert [m.counts.planned for m in report.by_question] == [4, 4, 4]
     assert sum(m.counts.failed for m in report.by_question) == 2
     names = [c.name for c in report.checks]
-    assert names == ["conservation", "double count"]
+    assert names == ["conservation", "double count", "second count"]
     assert "review 0" in report.checks[0].detail
 
 
@@ -168,8 +168,8 @@ def test_a_mention_count_disagreement_is_refused(
 
     real = reports._sql_grouped
 
-    def corrupted(run: Run, group: str) -> dict[str, dict[str, int]]:
-        out = real(run, group)
+    def corrupted(run: Run, group: str, revision_id: int | None) -> dict[str, dict[str, int]]:
+        out = real(run, group, revision_id)
         for counts in out.values():
             counts["brand_mentioned"] = 0  # the `c.get(target, 0)` bug: silently zero
         return out

@@ -1,13 +1,21 @@
-"""``manage.py mentions CAMPAIGN.json ANSWER.txt``: brand/competitor mentions in one answer.
+"""``manage.py mentions CAMPAIGN.json ANSWER.txt [--analyser NAME]``: brand/competitor
+mentions in one answer, in context.
 
 Prints JSON (UTF-8, not ASCII-escaped)::
 
-    {"brand": {"name", "mentioned", "count", "first_position", "rank"},
+    {"analyser": {"name", "version"},
+     "brand": {"name", "mentioned", "count", "first_position", "rank", "context", "matched",
+               "sentiment", "recommended", "sentence", "unsure", "occurrences",
+               "ambiguous_words"},
      "competitors": [{...same, in campaign order...}],
      "ambiguous": [{"start", "end", "text", "entities"}]}
 
-Positions are character offsets into ANSWER.txt as decoded (UTF-8, BOM removed).
-No database access.
+`mentioned`/`count`/`rank` count only occurrences in a counted context (not `absence` or
+`other_sense`); `matched` is every literal alias match; `context` is null when nothing
+matched. `ambiguous_words` lists the entity's aliases treated as everyday words (marked in
+the campaign's "ambiguous_words", or common words). Positions are character offsets into
+ANSWER.txt as decoded (UTF-8, BOM removed). No database access (except an LLM judge's
+platform call).
 """
 
 from __future__ import annotations
@@ -18,7 +26,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from analysis.mentions import Entity, EntityMentions, find_mentions
+from analysis.analysers import ANALYSERS, UnknownAnalyser, get_analyser
+from analysis.context import ambiguous_aliases
+from analysis.mentions import Entity
+from analysis.results import EntityAnalysis
 from connectors import safejson
 
 
@@ -54,6 +65,7 @@ def _entity(value: Any, where: str) -> Entity:
         name=name,
         aliases=_string_list(value.get("aliases"), f"{where}.aliases"),
         domains=_string_list(value.get("domains"), f"{where}.domains"),
+        ambiguous_words=_string_list(value.get("ambiguous_words"), f"{where}.ambiguous_words"),
     )
 
 
@@ -73,13 +85,21 @@ def load_campaign_entities(campaign: Any) -> tuple[Entity, list[Entity]]:
     return brand, competitors
 
 
-def _summary(item: EntityMentions) -> dict[str, Any]:
+def _summary(item: EntityAnalysis, entity: Entity) -> dict[str, Any]:
     return {
         "name": item.name,
-        "mentioned": item.mentioned,
+        "mentioned": item.counted,
         "count": item.count,
         "first_position": item.first_position,
         "rank": item.rank,
+        "context": item.context,
+        "matched": item.matched,
+        "sentiment": item.sentiment,
+        "recommended": item.recommended,
+        "sentence": item.sentence,
+        "unsure": item.unsure,
+        "occurrences": [o.as_dict() for o in item.occurrences],
+        "ambiguous_words": ambiguous_aliases(entity),
     }
 
 
@@ -91,6 +111,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("campaign", help="campaign JSON file (brand, competitors, ...)")
         parser.add_argument("answer", help="answer text file (UTF-8)")
+        parser.add_argument(
+            "--analyser", choices=ANALYSERS, default=None, help="default: GEO_ANALYSER or rules"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         campaign_text = _read_text(options["campaign"], "campaign")
@@ -106,10 +129,17 @@ class Command(BaseCommand):
         brand, competitors = load_campaign_entities(campaign)
         answer = _read_text(options["answer"], "answer")
 
-        result = find_mentions(answer, [brand, *competitors])
+        try:
+            analyser = get_analyser(options["analyser"])
+        except UnknownAnalyser as exc:
+            raise CommandError(str(exc)) from exc
+        entities = [brand, *competitors]
+        result = analyser.analyse(answer, entities)
+        summaries = [_summary(item, e) for item, e in zip(result.entities, entities, strict=True)]
         output = {
-            "brand": _summary(result.entities[0]),
-            "competitors": [_summary(item) for item in result.entities[1:]],
+            "analyser": {"name": analyser.info.name, "version": analyser.info.version},
+            "brand": summaries[0],
+            "competitors": summaries[1:],
             "ambiguous": [span.as_dict() for span in result.ambiguous],
         }
         self.stdout.write(json.dumps(output, ensure_ascii=False, indent=2))

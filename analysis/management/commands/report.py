@@ -1,8 +1,9 @@
-"""``manage.py report RUN_ID --format json|csv|xlsx|html [--output FILE]``.
+"""``manage.py report RUN_ID --format json|csv|xlsx|html [--output FILE] [--revision N]``.
 
-Builds the checked run report (`analysis.reports.build_run_report`): conservation and the
-double count must pass first, otherwise the command fails naming every difference and
-writes nothing. Without --output the report goes to stdout (XLSX needs --output).
+Builds the checked run report (`analysis.reports.build_run_report`) from analysis revision N
+(default: the newest finished one): conservation, the double count and the second count
+must pass first, otherwise the command fails naming every difference and writes nothing.
+Without --output the report goes to stdout (XLSX needs --output).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("run_id")
         parser.add_argument("--format", choices=FORMATS, default="json", dest="fmt")
         parser.add_argument("--output", default=None, help="file to write (default: stdout)")
+        parser.add_argument("--revision", type=int, default=None, help="analysis revision")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -37,7 +39,7 @@ class Command(BaseCommand):
         if fmt == "xlsx" and not output:
             raise CommandError("--format xlsx needs --output FILE")
         try:
-            report = build_run_report(run_id=run_id)
+            report = build_run_report(run_id=run_id, revision=options["revision"])
         except Run.DoesNotExist as error:
             raise CommandError(f"no run with id {run_id}") from error
         except ReportIntegrityError as error:

@@ -1,0 +1,112 @@
+"""The pipeline's analysis of one sample (revision 1): context stored, unsure answers to
+review with reason and sentence, repeated analysis replacing its own rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+from django.db.models.functions import Now
+
+from analysis.admin import highlighted_sentence
+from analysis.models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention
+from analysis.selectors import ambiguity_warnings, analysis_review_note
+from analysis.services import analyse_sample
+from evidence.models import Capture
+from sampling.models import Campaign, Sample
+from sampling.planning import parse_campaign_spec
+from sampling.services import launch_run, save_campaign
+from tests.conftest import make_campaign_data
+
+pytestmark = pytest.mark.django_db
+TARGET = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
+
+
+def _campaign() -> Campaign:
+    data = make_campaign_data(questions=1, targets=TARGET, repeats=1, name="apple")
+    data["competitors"].append({"name": "Apple", "aliases": ["苹果"], "domains": ["apple.com"]})
+    return save_campaign(spec=parse_campaign_spec(data))
+
+
+def _answered(text: str) -> tuple[Sample, Capture]:
+    run = launch_run(campaign=_campaign())
+    sample = Sample.objects.get(run=run)
+    capture = Capture.objects.create(
+        sample=sample, revision=1, collection_state="completed", answer_text=text, captured_at=Now()
+    )
+    return sample, capture
+
+
+def _apply(sample_id: int) -> Any:
+    verdict = analyse_sample(sample_id=sample_id)
+    with transaction.atomic():
+        sample = Sample.objects.select_for_update().get(pk=sample_id)
+        verdict.apply(sample)
+        sample.save()
+    return verdict
+
+
+def test_an_unsure_answer_goes_to_review_with_reason_and_highlighted_sentence() -> None:
+    sample, _capture = _answered(
+        "Here is my short answer to the question you asked today. 我选苹果。"
+    )
+
+    verdict = _apply(sample.pk)
+
+    sample.refresh_from_db()
+    assert verdict.ambiguous and sample.analysis_state == "review"
+    result = AnalysisResult.objects.get(sample=sample)
+    assert result.review_reason.startswith("Apple: '苹果' is an ambiguous word")
+    assert result.review_sentence == "我选苹果。"
+    assert (result.analyser, result.revision.number) == ("rules", 1)
+    assert str(highlighted_sentence(result)) == "我选<mark>苹果</mark>。"
+    assert analysis_review_note(sample_id=sample.pk) == (
+        "Apple: '苹果' is an ambiguous word (no context cues) — «我选苹果。»"
+    )
+
+
+def test_the_issue_sentence_is_stored_as_absence_and_accepted() -> None:
+    sample, capture = _answered("I couldn't find any reliable information about Acme.")
+
+    _apply(sample.pk)
+
+    sample.refresh_from_db()
+    assert sample.analysis_state == "accepted"
+    acme = Mention.objects.get(sample=sample, entity="Acme")
+    assert (acme.context, acme.mentioned, acme.rank, acme.matched) == ("absence", False, None, 1)
+    assert (acme.capture_id, acme.analyser) == (capture.pk, "rules")
+    assert acme.sentence == "I couldn't find any reliable information about Acme."
+
+
+def test_a_repeated_analysis_in_the_same_revision_replaces_its_rows() -> None:
+    sample, _capture = _answered("Acme is the best CRM.")
+    first = analyse_sample(sample_id=sample.pk)
+    with transaction.atomic():
+        first.apply(Sample.objects.get(pk=sample.pk))
+    again = analyse_sample(sample_id=sample.pk)
+    with transaction.atomic():
+        again.apply(Sample.objects.get(pk=sample.pk))
+
+    assert AnalysisRevision.objects.filter(run=sample.run).count() == 1
+    assert Mention.objects.filter(sample=sample, entity="Acme").count() == 1
+    assert AnalysisResult.objects.filter(sample=sample).count() == 1
+
+
+def test_marked_ambiguous_words_are_frozen_into_the_revision_and_silence_the_warning() -> None:
+    campaign = _campaign()
+    warned = [w.split(" is a common word")[0] for w in ambiguity_warnings(campaign=campaign)]
+    assert warned == ["Alias '环球' of Globex", "Alias 'Apple' of Apple", "Alias '苹果' of Apple"]
+    AmbiguousWord.objects.create(campaign=campaign, entity="Apple", word="苹果")
+    AmbiguousWord.objects.create(campaign=campaign, entity="Apple", word="apple")
+    warned = [w.split(" is a common word")[0] for w in ambiguity_warnings(campaign=campaign)]
+    assert warned == ["Alias '环球' of Globex"]
+
+    run = launch_run(campaign=campaign)
+    sample = Sample.objects.get(run=run)
+    Capture.objects.create(
+        sample=sample, revision=1, collection_state="completed", answer_text="x", captured_at=Now()
+    )
+    analyse_sample(sample_id=sample.pk)
+    revision = AnalysisRevision.objects.get(run=run, number=1)
+    assert revision.ambiguous_words == {"Apple": ["apple", "苹果"]}
