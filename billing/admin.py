@@ -1,18 +1,29 @@
-"""Finance in the admin: read-only ledger and balances, price lists, statements, and the
-reconciliation report (per run and per period) with CSV / XLSX export."""
+"""Finance in the console: ledger and balances (major units with the currency code), price
+lists, top-up, statements (with import), and the reconciliation report (per run and per
+period, totals, pagination) with CSV / XLSX export. Every row through console.scope."""
 
 from __future__ import annotations
 
 from datetime import datetime, time
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date
+
+from console.admin_base import ReadOnlyMixin, ScopedInline, TenantScopedAdmin
+from console.roles import TOP_UP_PERMISSION
+from console.scope import scoped, scoped_get_or_404, tenants_where
+from console.widgets import money
+from sampling.models import Attempt, Run, Tenant
 
 from . import exports
 from .models import (
@@ -25,46 +36,43 @@ from .models import (
     UpstreamStatement,
     UpstreamStatementLine,
 )
-from .reconciliation import STATUSES, reconcile
+from .reconciliation import (
+    STATUS_EXPLANATIONS,
+    STATUSES,
+    StatementError,
+    import_statement,
+    money_totals,
+    reconcile,
+    restricted_to_runs,
+)
 from .selectors import account_balance
-from .services import format_amount
+from .services import DEFAULT_CURRENCY, BillingError, format_amount, parse_amount, top_up
+
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnlyMixin, TenantScopedAdmin):
     """Ledger rows are written by services only and never changed."""
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyInline(ReadOnlyMixin, ScopedInline):
     extra = 0
     can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class PriceInline(admin.TabularInline):
     model = Price
     extra = 3
     can_delete = False
+    fields = ["platform", "component", "amount"]
+    help_texts = {"amount": "minor units (cents)"}
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None
 
 
 @admin.register(PriceVersion)
-class PriceVersionAdmin(admin.ModelAdmin):
+class PriceVersionAdmin(TenantScopedAdmin):
     """A price change is a new version (added here); existing versions cannot be edited."""
 
     list_display = ["name", "currency", "effective_from", "created_at"]
@@ -77,11 +85,43 @@ class PriceVersionAdmin(admin.ModelAdmin):
         return False
 
 
+# --- top-up -------------------------------------------------------------------------------
+
+
+class TopUpForm(forms.Form):
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none())
+    amount = forms.CharField(help_text="major units, e.g. 250.00")
+    currency = forms.CharField(initial=DEFAULT_CURRENCY, max_length=3)
+    key = forms.CharField(
+        max_length=150,
+        help_text="the payment's reference: the same key never books twice",
+    )
+    memo = forms.CharField(required=False, max_length=200)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("amount") and cleaned.get("currency"):
+            try:
+                cleaned["minor"] = parse_amount(cleaned["amount"], cleaned["currency"])
+            except BillingError as error:
+                self.add_error("amount", str(error))
+        return cleaned
+
+
+def top_up_tenants(request: HttpRequest) -> QuerySet[Tenant]:
+    """Tenants where the user's role may top up (finance; superusers: all)."""
+    return tenants_where(request.user, TOP_UP_PERMISSION).order_by("slug")
+
+
+# --- accounts and ledger ------------------------------------------------------------------
+
+
 @admin.register(Account)
 class AccountAdmin(ReadOnlyAdmin):
     list_display = ["code", "kind", "currency", "tenant", "cached", "derived"]
     list_filter = ["kind", "currency"]
     search_fields = ["code", "tenant__slug"]
+    change_list_template = "admin/billing/account/change_list.html"
 
     @admin.display(description="cached balance")
     def cached(self, obj: Account) -> str:
@@ -91,11 +131,51 @@ class AccountAdmin(ReadOnlyAdmin):
     def derived(self, obj: Account) -> str:
         return format_amount(account_balance(obj), obj.currency)
 
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.top_up_view)
+        return [path("top-up/", view, name="billing_top_up"), *super().get_urls()]
+
+    def top_up_view(self, request: HttpRequest) -> HttpResponse:
+        if not request.user.has_perm(TOP_UP_PERMISSION):
+            raise PermissionDenied
+        tenants = top_up_tenants(request)
+        form = TopUpForm(request.POST or None, initial={"tenant": request.GET.get("tenant")})
+        form.fields["tenant"].queryset = tenants  # type: ignore[attr-defined]
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                entry = top_up(
+                    tenant=data["tenant"],
+                    amount=data["minor"],
+                    currency=data["currency"],
+                    idempotency_key=data["key"],
+                    memo=data["memo"] or f"top-up by {request.user}",
+                )
+            except BillingError as error:
+                messages.error(request, f"Not topped up: {error}")
+            else:
+                amount = format_amount(data["minor"], data["currency"].upper())
+                messages.success(
+                    request, f"{data['tenant'].slug}: {amount} credited (entry {entry.pk})."
+                )
+                return redirect("admin:billing_account_changelist")
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Top up a tenant",
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/billing/top_up.html", context)
+
 
 class PostingInline(ReadOnlyInline):
     model = Posting
-    fields = ["account", "amount"]
-    readonly_fields = ["account", "amount"]
+    fields = ["account", "amount_text"]
+    readonly_fields = ["account", "amount_text"]
+
+    @admin.display(description="amount")
+    def amount_text(self, posting: Posting) -> str:
+        return money(posting.amount, posting.account.currency)
 
 
 class SettlementInline(ReadOnlyInline):
@@ -117,7 +197,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         "idempotency_key",
     ]
     list_filter = ["kind", "created_at"]
-    search_fields = ["idempotency_key", "upstream_id", "run__id"]
+    search_fields = ["idempotency_key", "upstream_id"]
     inlines = [PostingInline, SettlementInline]
     actions = ["export_csv", "export_xlsx"]
     change_list_template = "admin/billing/journalentry/change_list.html"
@@ -140,35 +220,75 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         return _download(body, "ledger.xlsx", XLSX)
 
     def reconciliation_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         params = request.GET
         run_id = params.get("run") or None
-        start = _day(params.get("start"))
-        end = _day(params.get("end"))
+        if run_id:
+            run_id = str(_scoped_run(request, run_id).pk)
+        start, end = _day(params.get("start")), _day(params.get("end"))
         platform = params.get("platform") or None
         report = None
         if run_id or start or end:
-            try:
-                report = reconcile(run_id=run_id, start=start, end=end, platform=platform)
-            except Exception as error:  # a malformed run id: say so on the page
-                messages.error(request, f"cannot build the report: {error}")
+            report = reconcile(run_id=run_id, start=start, end=end, platform=platform)
+            if not request.user.is_superuser:
+                runs = scoped(Run.objects.all(), request.user).values_list("id", flat=True)
+                report = restricted_to_runs(report, {str(pk) for pk in runs})
         if report is not None and params.get("format") == "csv":
-            return _download(
-                exports.reconciliation_csv(report).encode(), "reconciliation.csv", "text/csv"
-            )
+            body = exports.reconciliation_csv(report).encode()
+            return _download(body, "reconciliation.csv", "text/csv")
         if report is not None and params.get("format") == "xlsx":
             return _download(exports.reconciliation_xlsx(report), "reconciliation.xlsx", XLSX)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Reconciliation",
-            "report": report,
-            "statuses": STATUSES,
-            "params": params,
-            "opts": self.model._meta,
+        return TemplateResponse(
+            request,
+            "admin/billing/reconciliation.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Reconciliation",
+                "opts": self.model._meta,
+                "params": params,
+                **_report_context(report, params.get("page")),
+            },
+        )
+
+
+def _scoped_run(request: HttpRequest, run_id: str) -> Run:
+    try:
+        return scoped_get_or_404(Run.objects.all(), request.user, pk=run_id)
+    except Exception as error:  # a malformed id is as unknown as another tenant's
+        raise Http404("no such run") from error
+
+
+def _report_context(report: Any, page_number: str | None) -> dict[str, Any]:
+    if report is None:
+        return {"report": None, "explanations": _explanations()}
+    page = Paginator(report.rows, 100).get_page(page_number)
+    rows = [
+        {
+            "r": r,
+            "charge": money(r.charge, r.charge_currency),
+            "recorded_cost": money(r.recorded_cost, r.cost_currency),
+            "statement_cost": money(r.statement_cost, r.cost_currency),
+            "difference": money(r.difference, r.cost_currency),
         }
-        return TemplateResponse(request, "admin/billing/reconciliation.html", context)
+        for r in page.object_list
+    ]
+    totals = [
+        {"currency": currency, **{k: money(v, currency) for k, v in amounts.items()}}
+        for currency, amounts in sorted(money_totals(report).items())
+    ]
+    return {
+        "report": report,
+        "page": page,
+        "rows": rows,
+        "money_totals": totals,
+        "status_counts": [(s, report.totals.get(s, 0)) for s in STATUSES],
+        "explanations": _explanations(),
+    }
 
 
-XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+def _explanations() -> list[tuple[str, str]]:
+    return [(status, STATUS_EXPLANATIONS[status]) for status in STATUSES]
 
 
 def _download(body: bytes, filename: str, content_type: str) -> HttpResponse:
@@ -186,16 +306,72 @@ def _day(value: str | None) -> datetime | None:
 class SampleSettlementAdmin(ReadOnlyAdmin):
     list_display = ["sample_id", "run", "reason", "reserved", "captured", "released", "entry"]
     list_filter = ["reason"]
-    search_fields = ["run__id"]
+
+
+# --- statements ---------------------------------------------------------------------------
 
 
 class StatementLineInline(ReadOnlyInline):
     model = UpstreamStatementLine
-    fields = ["row_no", "upstream_id", "amount", "currency", "occurred_at"]
-    readonly_fields = ["row_no", "upstream_id", "amount", "currency", "occurred_at"]
+    fields = ["row_no", "upstream_id", "amount_text", "occurred_at"]
+    readonly_fields = ["row_no", "upstream_id", "amount_text", "occurred_at"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[UpstreamStatementLine]:
+        """A statement lists every customer's tasks: a tenant's user sees only theirs."""
+        lines = super().get_queryset(request)
+        if request.user.is_superuser:
+            return lines
+        tasks = scoped(Attempt.objects.exclude(upstream_id=""), request.user)
+        return lines.filter(upstream_id__in=tasks.values("upstream_id"))
+
+    @admin.display(description="amount")
+    def amount_text(self, line: UpstreamStatementLine) -> str:
+        return money(line.amount, line.currency)
+
+
+class StatementUploadForm(forms.Form):
+    provider = forms.CharField(max_length=32, help_text="the platform the statement is from")
+    file = forms.FileField(help_text="CSV: upstream_id,amount,currency,occurred_at")
 
 
 @admin.register(UpstreamStatement)
 class UpstreamStatementAdmin(ReadOnlyAdmin):
     list_display = ["id", "provider", "filename", "rows", "imported_at"]
     inlines = [StatementLineInline]
+    change_list_template = "admin/billing/upstreamstatement/change_list.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.import_view)
+        return [path("import/", view, name="billing_statement_import"), *super().get_urls()]
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        if not request.user.has_perm("billing.add_upstreamstatement"):
+            raise PermissionDenied
+        form = StatementUploadForm(request.POST or None, request.FILES or None)
+        problems: list[str] = []
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                result = import_statement(
+                    provider=form.cleaned_data["provider"],
+                    filename=upload.name,
+                    content=upload.read(),
+                )
+            except StatementError as error:
+                problems = error.problems
+            else:
+                messages.success(
+                    request,
+                    f"Statement {result.statement.pk}: {result.imported} rows imported, "
+                    f"{result.already_known} already known.",
+                )
+                url = reverse("admin:billing_upstreamstatement_change", args=[result.statement.pk])
+                return redirect(url)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Import a provider statement",
+            "form": form,
+            "problems": problems,
+        }
+        return TemplateResponse(request, "admin/billing/statement_import.html", context)

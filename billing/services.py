@@ -119,6 +119,22 @@ def format_amount(amount: int, currency: str) -> str:
     return f"{sign}{whole}.{cents:02d} {currency}"
 
 
+def parse_amount(text: str, currency: str) -> int:
+    """Major units as typed by a person ("250", "250.00") -> minor units; anything else (more
+    decimals than the currency has, a sign, letters) is refused with the reason."""
+    currency = _check_currency(currency)
+    decimals = 0 if currency in ZERO_DECIMAL_CURRENCIES else 2
+    value = text.strip()
+    whole, _, fraction = value.partition(".")
+    if not whole.isdigit() or (fraction and not fraction.isdigit()) or len(fraction) > decimals:
+        raise BillingError(
+            f"amount {text!r} is not a positive amount of {currency} in major units "
+            f"(e.g. {'250' if decimals == 0 else '250.00'})"
+        )
+    amount = int(whole) * 10**decimals + int(fraction.ljust(decimals, "0") or 0)
+    return _check_positive(amount, "an amount")
+
+
 def _check_currency(currency: str) -> str:
     if len(currency) != 3 or not currency.isascii() or not currency.isalpha():
         raise BillingError(f"currency {currency!r} is not a three-letter ISO code")
@@ -561,17 +577,27 @@ def target_key(platform: str, device: str, region: str, mode: str) -> str:
 def build_quote(*, run: Run, version: PriceVersion | None = None) -> dict[str, Any]:
     """The run's price, from its samples and one price version. Stored on the run; what the
     operator confirms, and what every later charge of the run is computed from."""
-    version = version or active_price_version()
-    unit_prices: dict[str, dict[str, int]] = defaultdict(dict)
-    for price in version.prices.all():
-        unit_prices[price.platform][price.component] = price.amount
-    policy = str(run.config_snapshot.get("screenshot_policy", "none"))
     groups = (
         Sample.objects.filter(run=run)
         .values("platform", "device", "region", "mode")
         .annotate(n=Count("id"))
         .order_by("platform", "device", "region", "mode")
     )
+    policy = str(run.config_snapshot.get("screenshot_policy", "none"))
+    return quote_groups(groups=list(groups), screenshot_policy=policy, version=version)
+
+
+def quote_groups(
+    *, groups: list[dict[str, Any]], screenshot_policy: str, version: PriceVersion | None = None
+) -> dict[str, Any]:
+    """The quote of sample counts per target ({platform, device, region, mode, n}, sorted):
+    from a launched run's samples (build_quote) or from a plan not yet launched (the preview
+    shows exactly what launch will freeze)."""
+    version = version or active_price_version()
+    unit_prices: dict[str, dict[str, int]] = defaultdict(dict)
+    for price in version.prices.all():
+        unit_prices[price.platform][price.component] = price.amount
+    policy = screenshot_policy
     lines: list[dict[str, Any]] = []
     missing: set[str] = set()
     shots: dict[str, bool] = {}

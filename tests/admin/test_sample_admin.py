@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from analysis.models import Mention
 from evidence.models import Capture, Citation, EvidenceObject
-from sampling.admin import CappedCountPaginator
+from console.admin_base import CappedCountPaginator
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
 from sampling.services import launch_run
 from tests.admin.conftest import make_campaign

@@ -1,0 +1,1 @@
+"""Orchestration on top of the domains (docs/architecture.md)."""
