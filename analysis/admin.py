@@ -101,8 +101,8 @@ class MentionAdmin(HistoryAdmin):
             changelist = response.context_data.get("cl")
             if changelist is not None:
                 response.context_data["mention_totals"] = changelist.queryset.aggregate(
-                    rows=Count("id"),
-                    mentioned=Count("id", filter=Q(mentioned=True)),
-                    not_mentioned=Count("id", filter=Q(mentioned=False)),
+                    total_rows=Count("id"),
+                    total_mentioned=Count("id", filter=Q(mentioned=True)),
+                    total_not_mentioned=Count("id", filter=Q(mentioned=False)),
                 )
         return response

@@ -82,7 +82,7 @@ def evidence_objects_html(capture: Capture) -> SafeString:
         "<tr><td>{}</td><td><a href='{}' class='geo-download'>download</a></td>"
         "<td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
         (
-            (o.kind, download_url(o.pk, attachment=True), o.key, o.sha256[:16], o.size, o.mime)
+            (o.kind, download_url(o.pk, attachment=True), o.key, o.sha256, o.size, o.mime)
             for o in capture.evidence_objects.all()
         ),
     )

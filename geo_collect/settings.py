@@ -99,6 +99,7 @@ STATIC_ROOT = VAR_DIR / "static"
 # WhiteNoise serves the admin's CSS/JS straight from the installed apps (no collectstatic step
 # needed; `manage.py collectstatic` still works and is then used).
 WHITENOISE_USE_FINDERS = True
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on a missing root
 MEDIA_ROOT = VAR_DIR / "media"
 
 
