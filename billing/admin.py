@@ -220,12 +220,12 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         return _download(body, "ledger.xlsx", XLSX)
 
     def reconciliation_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         params = request.GET
         run_id = params.get("run") or None
-        if run_id:
+        if run_id:  # before the permission check: a 403 would confirm the run exists
             run_id = str(_scoped_run(request, run_id).pk)
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         start, end = _day(params.get("start")), _day(params.get("end"))
         platform = params.get("platform") or None
         report = None
