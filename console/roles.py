@@ -39,8 +39,8 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _RUNS_AND_SAMPLES
         | _EVIDENCE
         | _MENTIONS
-        | _perms("sampling", "view add change", "brand", "campaign")
-        | _perms("sampling", "view", "questionrevision")
+        | _perms("sampling", "view add change", "brand", "campaign", "question")
+        | _perms("sampling", "view add change delete", "competitor", "platformtarget")
         | _perms("sampling", "add change", "run", "sample")
     ),
     # runs, samples, evidence, review queue, mentions, reports; no billing.
