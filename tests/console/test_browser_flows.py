@@ -217,7 +217,7 @@ def test_finance_tops_up_reads_ledger_and_reconciliation_and_downloads_csv_and_x
     _shot(page, "finance-2-top-up-form")
     page.click("#top-up-form input[type=submit]")
     page.wait_for_selector(".messagelist .success")
-    assert "alpha: 250.00 USD credited" in page.text_content(".messagelist")
+    assert "Alpha: 250.00 USD credited" in page.inner_text(".messagelist")  # capfirst
     _shot(page, "finance-3-accounts")
 
     page.goto(f"{live_server.url}/admin/billing/journalentry/")
