@@ -63,6 +63,19 @@ class EntityFilter(admin.SimpleListFilter):
         return queryset.filter(entity=self.value()) if self.value() else queryset
 
 
+class VerdictFilter(admin.SimpleListFilter):
+    title = "verdict"
+    parameter_name = "verdict"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("mentioned", "Mentioned"), ("not_mentioned", "Not mentioned")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() in ("mentioned", "not_mentioned"):
+            return queryset.filter(mentioned=self.value() == "mentioned")
+        return queryset
+
+
 @admin.register(Mention)
 class MentionAdmin(HistoryAdmin):
     list_display = (
@@ -81,7 +94,7 @@ class MentionAdmin(HistoryAdmin):
         MentionRunFilter,
         MentionPlatformFilter,
         EntityFilter,
-        ("mentioned", admin.BooleanFieldListFilter),
+        VerdictFilter,
         "is_brand",
     )
     search_fields = ("entity",)

@@ -11,7 +11,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
+from django.db.models import Min, Q, QuerySet, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -191,16 +191,42 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         "created_at",
         "kind",
         "tenant",
-        "run",
+        "amount",
+        "run_short",
         "sample_id",
         "upstream_id",
-        "idempotency_key",
+        "key_short",
     ]
     list_filter = ["kind", "created_at"]
+    list_select_related = ["tenant"]
     search_fields = ["idempotency_key", "upstream_id"]
     inlines = [PostingInline, SettlementInline]
     actions = ["export_csv", "export_xlsx"]
     change_list_template = "admin/billing/journalentry/change_list.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JournalEntry]:
+        # An entry's amount is what moved: the sum of its positive legs (they sum to zero).
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                moved=Sum("postings__amount", filter=Q(postings__amount__gt=0)),
+                moved_currency=Min("postings__account__currency"),
+            )
+        )
+
+    @admin.display(description="amount", ordering="moved")
+    def amount(self, entry: JournalEntry) -> str:
+        return money(getattr(entry, "moved", None), getattr(entry, "moved_currency", "") or "")
+
+    @admin.display(description="run", ordering="run_id")
+    def run_short(self, entry: JournalEntry) -> str:
+        return str(entry.run_id)[:8] if entry.run_id else "–"
+
+    @admin.display(description="idempotency key", ordering="idempotency_key")
+    def key_short(self, entry: JournalEntry) -> str:
+        key = entry.idempotency_key
+        return key if len(key) <= 40 else key[:39] + "…"
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.reconciliation_view)

@@ -70,7 +70,7 @@ class ScopedFormFieldsMixin:
         return _scoped_formfield(field, request)
 
 
-class TenantScopedAdmin(ScopedFormFieldsMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class TenantScopedAdmin(ScopedFormFieldsMixin, admin.ModelAdmin):
     """Every row through `console.scope.scoped`; another tenant's row is a 404."""
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
@@ -137,12 +137,12 @@ class HistoryAdmin(ReadOnlyMixin, TenantScopedAdmin):
     list_per_page = 50
 
 
-class ScopedInline(ScopedFormFieldsMixin, admin.TabularInline):  # type: ignore[type-arg]
+class ScopedInline(ScopedFormFieldsMixin, admin.TabularInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return scoped(super().get_queryset(request), request.user)
 
 
-class ScopedStackedInline(ScopedFormFieldsMixin, admin.StackedInline):  # type: ignore[type-arg]
+class ScopedStackedInline(ScopedFormFieldsMixin, admin.StackedInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return scoped(super().get_queryset(request), request.user)
 

@@ -96,7 +96,7 @@ def user_scope(user: Any) -> Scope:
     """The user's scope, read once per request (cached on the user object)."""
     cached = getattr(user, _CACHE_ATTR, None)
     if cached is not None:
-        return cached  # type: ignore[no-any-return]
+        return cached
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         scope = Scope(user_id=None, is_superuser=False, roles={})
     else:

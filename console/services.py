@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
@@ -50,9 +52,9 @@ def grant_role(*, username: str, tenant: Tenant, role: str, password: str | None
     return f"{what} {username} is already {role} in {tenant.slug}"
 
 
-def _drop_unused_groups(user: object) -> None:
+def _drop_unused_groups(user: Any) -> None:
     """A role group stays only while some membership still holds that role."""
     held = set(TenantMembership.objects.filter(user=user).values_list("role", flat=True))
     for role in ROLES:
         if role not in held:
-            user.groups.remove(Group.objects.get(name=role))  # type: ignore[attr-defined]
+            user.groups.remove(Group.objects.get(name=role))

@@ -126,9 +126,7 @@ def plan_fingerprint(campaign: Campaign) -> str:
     return fingerprint(campaign_spec_data(campaign=campaign))
 
 
-def issue_launch_token(
-    session: SessionBase, *, campaign: Campaign, quote: dict[str, Any]
-) -> str:
+def issue_launch_token(session: SessionBase, *, campaign: Campaign, quote: dict[str, Any]) -> str:
     token = secrets.token_urlsafe(24)
     tokens = dict(session.get(TOKENS_KEY, {}))
     tokens[token] = {

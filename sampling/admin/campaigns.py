@@ -377,6 +377,7 @@ def _quote_lines(quote: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [
         {
             **line,
+            "target_text": line["target"].replace("|", " / "),
             "unit_price_text": money(line["unit_price"], currency),
             "amount_text": money(line["amount"], currency),
             "components": ", ".join(

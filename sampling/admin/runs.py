@@ -202,17 +202,26 @@ class RunAdmin(TenantScopedAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view
+        report_download = wrap(xframe_options_sameorigin(self.report_download_view))
         return [
-            path("<path:object_id>/progress/", wrap(self.progress_view), name="sampling_run_progress"),
-            path("<path:object_id>/cancel/", wrap(require_POST(self.cancel_view)), name="sampling_run_cancel"),
+            path(
+                "<path:object_id>/progress/",
+                wrap(self.progress_view),
+                name="sampling_run_progress",
+            ),
+            path(
+                "<path:object_id>/cancel/",
+                wrap(require_POST(self.cancel_view)),
+                name="sampling_run_cancel",
+            ),
             path("<path:object_id>/report/", wrap(self.report_view), name="sampling_run_report"),
             path(
                 "<path:object_id>/report.<str:fmt>",
-                wrap(xframe_options_sameorigin(self.report_download_view)),
+                report_download,
                 name="sampling_run_report_download",
             ),
             *super().get_urls(),
-        ]  # fmt: skip
+        ]
 
     def change_view(
         self,

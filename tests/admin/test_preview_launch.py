@@ -207,8 +207,9 @@ def test_launch_refused_with_a_value_error_shows_its_message(
     )
 
     assert response.status_code == 200
-    assert "Not launched: tenant &#x27;acme&#x27; cannot launch this run: available balance 1.00 USD" in (
-        response.content.decode()
+    assert (
+        "Not launched: tenant &#x27;acme&#x27; cannot launch this run: available balance 1.00 USD"
+        in (response.content.decode())
     )
     assert Run.objects.count() == 0
 

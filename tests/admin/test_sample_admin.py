@@ -10,8 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from analysis.models import Mention
-from evidence.models import Capture, Citation, EvidenceObject
 from console.admin_base import CappedCountPaginator
+from evidence.models import Capture, Citation, EvidenceObject
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
 from sampling.services import launch_run
 from tests.admin.conftest import make_campaign

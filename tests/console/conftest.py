@@ -15,10 +15,13 @@ from billing.reconciliation import import_statement
 from console.services import grant_role
 from evidence.models import Capture, ReviewDecision
 from sampling.models import Run, Sample, Tenant
-from tests.evidence.conftest import local_storage, simulator  # noqa: F401  (fixtures)
+from tests.evidence import conftest as evidence_fixtures
 from tests.evidence.helpers import COLLECTOR, OPENAI, collected_run
 
 PASSWORD = "correct horse battery"
+# The simulator and local file storage, shared with the evidence tests.
+simulator = evidence_fixtures.simulator
+local_storage = evidence_fixtures.local_storage
 
 
 @dataclass
@@ -66,7 +69,7 @@ def import_statement_for(*runs: Run) -> None:
 
 
 @pytest.fixture
-def two_tenants(simulator: Any, local_storage: Any) -> tuple[TenantWorld, TenantWorld]:  # noqa: F811
+def two_tenants(simulator: Any, local_storage: Any) -> tuple[TenantWorld, TenantWorld]:
     alpha = build_tenant("alpha", "Alphaone")
     bravo = build_tenant("zzbravo", "Zzbravo")
     import_statement_for(alpha.run, bravo.run)

@@ -18,7 +18,6 @@ from console.services import grant_role
 from evidence.models import ReviewDecision
 from sampling.models import Brand, Run, Sample, Tenant
 from tests.console.conftest import PASSWORD
-from tests.evidence.conftest import local_storage, simulator  # noqa: F401  (fixtures)
 from tests.evidence.helpers import COLLECTOR, collected_run
 from tests.inprocess import drive_in_process
 
@@ -88,7 +87,10 @@ def _drive_in_background(run_id: Any) -> threading.Thread:
 
 
 def test_operator_creates_previews_launches_watches_and_opens_the_report(
-    live_server: Any, browser: Any, simulator: Any, local_storage: Any  # noqa: F811
+    live_server: Any,
+    browser: Any,
+    simulator: Any,
+    local_storage: Any,
 ) -> None:
     tenant = Tenant.objects.create(slug="alpha", name="Alpha Inc")
     Brand.objects.create(tenant=tenant, name="Acme", aliases=["ACME"], domains=["acme.com"])
@@ -164,7 +166,10 @@ def test_operator_creates_previews_launches_watches_and_opens_the_report(
 
 
 def test_analyst_opens_a_partial_evidence_sample_views_its_screenshot_and_decides(
-    live_server: Any, browser: Any, simulator: Any, local_storage: Any  # noqa: F811
+    live_server: Any,
+    browser: Any,
+    simulator: Any,
+    local_storage: Any,
 ) -> None:
     run = collected_run(COLLECTOR, questions=1, tenant="alpha", screenshot_policy="optional")
     sample = Sample.objects.get(run=run)
@@ -201,7 +206,10 @@ def test_analyst_opens_a_partial_evidence_sample_views_its_screenshot_and_decide
 
 
 def test_finance_tops_up_reads_ledger_and_reconciliation_and_downloads_csv_and_xlsx(
-    live_server: Any, browser: Any, simulator: Any, local_storage: Any  # noqa: F811
+    live_server: Any,
+    browser: Any,
+    simulator: Any,
+    local_storage: Any,
 ) -> None:
     run = collected_run(COLLECTOR, questions=2, tenant="alpha")
     tenant = Tenant.objects.get(slug="alpha")

@@ -24,6 +24,7 @@ from tests.console.conftest import TenantWorld
 pytestmark = pytest.mark.django_db
 
 ROLES = ("operator", "analyst", "finance")
+REPORT_FORMATS = ("csv", "json", "xlsx", "html")
 
 
 def _client(user: Any) -> Client:
@@ -37,7 +38,7 @@ def _registered() -> Iterator[tuple[type[Model], Any]]:
 
 
 def _owner(obj: Model, alpha: TenantWorld, bravo: TenantWorld) -> str:
-    """"alpha", "bravo" or "platform" (rows with no tenant)."""
+    """ "alpha", "bravo" or "platform" (rows with no tenant)."""
     model = type(obj)
     if TENANT_PATHS.get(model_label(model)) == GLOBAL:
         return "platform"
@@ -74,11 +75,7 @@ def test_each_role_of_tenant_a_sees_only_its_pages_and_nothing_of_tenant_b(
 ) -> None:
     alpha, bravo = two_tenants
     prints = _bravo_fingerprints(alpha, bravo)
-    objects = [
-        (model, obj)
-        for model, _ in _registered()
-        for obj in model._default_manager.all()
-    ]
+    objects = [(model, obj) for model, _ in _registered() for obj in model._default_manager.all()]
     assert {_owner(o, alpha, bravo) for _, o in objects} >= {"alpha", "bravo", "platform"}
     for role in ROLES:
         client = _client(alpha.users[role])
@@ -135,7 +132,7 @@ def test_a_tenant_a_user_gets_404_for_tenant_b_in_every_custom_view(
         reverse("admin:sampling_campaign_preview", args=[b_campaign.pk]),
         reverse("admin:sampling_run_progress", args=[run]),
         reverse("admin:sampling_run_report", args=[run]),
-        *(reverse("admin:sampling_run_report_download", args=[run, f]) for f in ("csv", "json", "xlsx", "html")),
+        *(reverse("admin:sampling_run_report_download", args=[run, f]) for f in REPORT_FORMATS),
         reverse("admin:evidence_reviewsample_change", args=[b_sample.pk]),
         reverse("admin:billing_reconciliation") + f"?run={run}",
         reverse("admin:billing_reconciliation") + f"?run={run}&format=csv",
@@ -185,11 +182,12 @@ def test_roles_outside_their_pages_get_403_or_404_never_the_content(
     sample = Sample.objects.filter(run=alpha.run).order_by("id").first()
     assert sample is not None
     finance = _client(alpha.users["finance"])
+    evidence = EvidenceObject.objects.filter(capture__sample=sample)
     for url in (
         reverse("admin:sampling_sample_change", args=[sample.pk]),
         reverse("admin:sampling_run_report", args=[alpha.run.pk]),
-        *(reverse("evidence:download", args=[o.pk]) for o in EvidenceObject.objects.filter(capture__sample=sample)),
-    ):  # fmt: skip
+        *(reverse("evidence:download", args=[o.pk]) for o in evidence),
+    ):
         assert finance.get(url).status_code in (403, 404), url
     analyst = _client(alpha.users["analyst"])
     assert analyst.get(reverse("admin:billing_reconciliation")).status_code == 403
