@@ -136,6 +136,7 @@ def issue_launch_token(session: SessionBase, *, campaign: Campaign, quote: dict[
         "run": None,
     }
     session[TOKENS_KEY] = dict(list(tokens.items())[-TOKENS_KEPT:])
+    session.save()  # launch_once reads the committed copy
     return token
 
 
