@@ -100,8 +100,13 @@ class TenantScopedAdmin(ScopedFormFieldsMixin, admin.ModelAdmin):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         # Before any permission check: a 403 would confirm that the row exists.
-        self._scoped_object_or_404(request, object_id)
+        obj = self._scoped_object_or_404(request, object_id)
+        extra_context = {**(extra_context or {}), **self.change_view_context(request, obj)}
         return super().change_view(request, object_id, form_url, extra_context)
+
+    def change_view_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        """What a change page shows beyond its fields (the object is in the user's scope)."""
+        return {}
 
     def history_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None

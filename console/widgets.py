@@ -7,6 +7,7 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib import admin
 from django.db import models
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -169,3 +170,23 @@ def layer_display(sample: Sample, layer: str) -> str:
         reason = sample.failure_reason or "collection failed"
         return f"not collected ({reason})"
     return str(state)
+
+
+class CaptureDisplay:
+    """Read-only fields of a capture page or inline: screenshot, escaped answer, downloads."""
+
+    @admin.display(description="screenshot")
+    def screenshot(self, capture: Capture) -> SafeString:
+        return screenshot_html(capture)
+
+    @admin.display(description="answer text (escaped)")
+    def answer(self, capture: Capture) -> SafeString:
+        return answer_html(capture.answer_text)
+
+    @admin.display(description="raw response, text, citations (download)")
+    def stored_objects(self, capture: Capture) -> SafeString:
+        return evidence_objects_html(capture)
+
+    @admin.display(description="citations")
+    def citation_list(self, capture: Capture) -> SafeString:
+        return citations_html(capture)

@@ -26,11 +26,10 @@ from analysis.services import entities_from_snapshot
 from console.admin_base import HistoryAdmin, HistoryInline, TenantScopedAdmin
 from console.scope import scoped
 from console.widgets import (
+    CaptureDisplay,
     admin_link,
-    answer_html,
     citations_html,
     evidence_objects_html,
-    screenshot_html,
 )
 from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
 
@@ -66,7 +65,7 @@ class CitationInline(HistoryInline):
 
 
 @admin.register(Capture)
-class CaptureAdmin(HistoryAdmin):
+class CaptureAdmin(CaptureDisplay, HistoryAdmin):
     list_display = (
         "id",
         "sample",
@@ -89,25 +88,13 @@ class CaptureAdmin(HistoryAdmin):
         "error",
         "screenshot",
         "answer",
-        "downloads",
+        "stored_objects",
     )
-    readonly_fields = ("sample_link", "screenshot", "answer", "downloads")
-
-    @admin.display(description="screenshot")
-    def screenshot(self, capture: Capture) -> SafeString:
-        return screenshot_html(capture)
-
-    @admin.display(description="raw response, text, citations (download)")
-    def downloads(self, capture: Capture) -> SafeString:
-        return evidence_objects_html(capture)
+    readonly_fields = ("sample_link", "screenshot", "answer", "stored_objects")
 
     @admin.display(description="sample")
     def sample_link(self, capture: Capture) -> SafeString:
         return admin_link(capture.sample)
-
-    @admin.display(description="answer text (escaped)")
-    def answer(self, capture: Capture) -> SafeString:
-        return answer_html(capture.answer_text)
 
 
 @admin.register(EvidenceObject)

@@ -245,21 +245,12 @@ class CampaignAdmin(TenantScopedAdmin):
             if text and question_form.has_changed() and question_form.instance.pk is not None:
                 revise_question(question=question_form.instance, text=text)
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        campaign = self._scoped_object_or_404(request, object_id)
-        runs_url = reverse("admin:sampling_run_changelist") + f"?campaign__id__exact={campaign.pk}"
-        extra_context = {
-            **(extra_context or {}),
-            "campaign_runs": campaign.runs.order_by("-created_at")[:10],
+    def change_view_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        runs_url = reverse("admin:sampling_run_changelist") + f"?campaign__id__exact={obj.pk}"
+        return {
+            "campaign_runs": obj.runs.order_by("-created_at")[:10],
             "campaign_runs_url": runs_url,
         }
-        return super().change_view(request, object_id, form_url, extra_context)
 
     # --- plan preview and launch --------------------------------------------------------
 

@@ -223,16 +223,8 @@ class RunAdmin(TenantScopedAdmin):
             *super().get_urls(),
         ]
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        run = self._scoped_object_or_404(request, object_id)
-        extra_context = {**(extra_context or {}), **_run_detail_context(request, run, self)}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def change_view_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        return _run_detail_context(request, obj, self)
 
     def progress_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
         run = self._scoped_object_or_404(request, object_id)

@@ -18,10 +18,8 @@ from connectors.registry import known_platforms
 from console.admin_base import HistoryAdmin, HistoryInline, ReadOnlyMixin, ScopedStackedInline
 from console.scope import scoped
 from console.widgets import (
+    CaptureDisplay,
     admin_link,
-    answer_html,
-    citations_html,
-    evidence_objects_html,
     layer_display,
     muted,
     screenshot_html,
@@ -142,7 +140,7 @@ class AttemptInline(HistoryInline):
     )
 
 
-class CaptureInline(ReadOnlyMixin, ScopedStackedInline):
+class CaptureInline(CaptureDisplay, ReadOnlyMixin, ScopedStackedInline):
     model = Capture
     extra = 0
     max_num = 0
@@ -162,22 +160,6 @@ class CaptureInline(ReadOnlyMixin, ScopedStackedInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Capture]:
         return super().get_queryset(request).prefetch_related("evidence_objects", "citations")
-
-    @admin.display(description="screenshot")
-    def screenshot(self, capture: Capture) -> SafeString:
-        return screenshot_html(capture)
-
-    @admin.display(description="answer text (escaped)")
-    def answer(self, capture: Capture) -> SafeString:
-        return answer_html(capture.answer_text)
-
-    @admin.display(description="evidence objects")
-    def stored_objects(self, capture: Capture) -> SafeString:
-        return evidence_objects_html(capture)
-
-    @admin.display(description="citations")
-    def citation_list(self, capture: Capture) -> SafeString:
-        return citations_html(capture)
 
 
 class MentionInline(HistoryInline):
