@@ -1,4 +1,4 @@
-"""Brand analysis in the operator console: read-only, it is derived history (DESIGN.md §9).
+"""Brand analysis in the operator console: read-only, it is derived history.
 Mentions filter by run, platform, entity and verdict, with totals over the filtered rows."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.functional import cached_property
 
-from .scope import scoped
+from .scope import permission, scoped, tenant_filter, user_scope
 
 
 class CappedCountPaginator(Paginator):
@@ -48,26 +48,34 @@ class ScopedRelatedFilter(admin.RelatedFieldListFilter):
         return [(obj.pk, str(obj)) for obj in queryset[:200]]
 
 
-def _scoped_formfield(field: Any, request: HttpRequest) -> Any:
-    if field is not None and isinstance(getattr(field, "queryset", None), QuerySet):
-        field.queryset = scoped(field.queryset, request.user)
+def _scoped_formfield(field: Any, request: HttpRequest, editing: type[models.Model]) -> Any:
+    """Choices: related rows the user may see, of tenants where their role may edit the row
+    being edited (an analyst of tenant B who operates tenant A creates campaigns for A only)."""
+    if field is None or not isinstance(getattr(field, "queryset", None), QuerySet):
+        return field
+    queryset = scoped(field.queryset, request.user)
+    tenant_ids = user_scope(request.user).tenant_ids(permission(editing, "change"))
+    condition = tenant_filter(queryset.model, tenant_ids)
+    field.queryset = queryset if condition is None else queryset.filter(condition)
     return field
 
 
 class ScopedFormFieldsMixin:
     """Foreign-key and many-to-many choices limited to the user's tenants."""
 
+    model: type[models.Model]
+
     def formfield_for_foreignkey(
         self, db_field: models.ForeignKey[Any, Any], request: HttpRequest, **kwargs: Any
     ) -> Any:
         field = super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
-        return _scoped_formfield(field, request)
+        return _scoped_formfield(field, request, self.model)
 
     def formfield_for_manytomany(
         self, db_field: models.ManyToManyField[Any, Any], request: HttpRequest, **kwargs: Any
     ) -> Any:
         field = super().formfield_for_manytomany(db_field, request, **kwargs)  # type: ignore[misc]
-        return _scoped_formfield(field, request)
+        return _scoped_formfield(field, request, self.model)
 
 
 class TenantScopedAdmin(ScopedFormFieldsMixin, admin.ModelAdmin):
