@@ -45,7 +45,7 @@ from .reconciliation import (
     reconcile,
     restricted_to_runs,
 )
-from .selectors import account_balance
+from .selectors import account_balance, tenant_balances
 from .services import DEFAULT_CURRENCY, BillingError, format_amount, parse_amount, top_up
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -164,6 +164,11 @@ class AccountAdmin(ReadOnlyAdmin):
             "opts": self.opts,
             "title": "Top up a tenant",
             "form": form,
+            "balances": [
+                (tenant.slug, money(b.available, b.currency), money(b.held, b.currency))
+                for tenant in tenants
+                for b in tenant_balances(tenant)
+            ],
         }
         return TemplateResponse(request, "admin/billing/top_up.html", context)
 
