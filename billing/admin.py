@@ -183,10 +183,33 @@ class PostingInline(ReadOnlyInline):
         return money(posting.amount, posting.account.currency)
 
 
-class SettlementInline(ReadOnlyInline):
+class SettlementMoney:
+    """A settlement's amounts in the currency of its run's quote."""
+
+    @staticmethod
+    def _money(settlement: SampleSettlement, amount: int) -> str:
+        return money(amount, (settlement.run.quote_snapshot or {}).get("currency", ""))
+
+    @admin.display(description="reserved")
+    def reserved_text(self, settlement: SampleSettlement) -> str:
+        return self._money(settlement, settlement.reserved)
+
+    @admin.display(description="captured")
+    def captured_text(self, settlement: SampleSettlement) -> str:
+        return self._money(settlement, settlement.captured)
+
+    @admin.display(description="released")
+    def released_text(self, settlement: SampleSettlement) -> str:
+        return self._money(settlement, settlement.released)
+
+
+SETTLEMENT_MONEY = ["reserved_text", "captured_text", "released_text"]
+
+
+class SettlementInline(SettlementMoney, ReadOnlyInline):
     model = SampleSettlement
-    fields = ["sample", "reason", "reserved", "captured", "released"]
-    readonly_fields = ["sample", "reason", "reserved", "captured", "released"]
+    fields = ["sample", "reason", *SETTLEMENT_MONEY]
+    readonly_fields = ["sample", "reason", *SETTLEMENT_MONEY]
 
 
 @admin.register(JournalEntry)
@@ -334,9 +357,10 @@ def _day(value: str | None) -> datetime | None:
 
 
 @admin.register(SampleSettlement)
-class SampleSettlementAdmin(ReadOnlyAdmin):
-    list_display = ["sample_id", "run", "reason", "reserved", "captured", "released", "entry"]
+class SampleSettlementAdmin(SettlementMoney, ReadOnlyAdmin):
+    list_display = ["sample_id", "run", "reason", *SETTLEMENT_MONEY, "entry"]
     list_filter = ["reason"]
+    list_select_related = ["run"]
 
 
 # --- statements ---------------------------------------------------------------------------

@@ -179,6 +179,10 @@ class CaptureDisplay:
     def screenshot(self, capture: Capture) -> SafeString:
         return screenshot_html(capture)
 
+    @admin.display(description="upstream cost")
+    def upstream_cost_text(self, capture: Capture) -> str:
+        return money(capture.upstream_cost, capture.upstream_cost_currency)
+
     @admin.display(description="answer text (escaped)")
     def answer(self, capture: Capture) -> SafeString:
         return answer_html(capture.answer_text)

@@ -83,14 +83,20 @@ class CaptureAdmin(CaptureDisplay, HistoryAdmin):
     fields = (
         "sample_link",
         ("revision", "attempt_no", "collection_state", "status_code"),
-        ("upstream_id", "captured_at", "upstream_cost", "upstream_cost_currency"),
+        ("upstream_id", "captured_at", "upstream_cost_text"),
         "warnings",
         "error",
         "screenshot",
         "answer",
         "stored_objects",
     )
-    readonly_fields = ("sample_link", "screenshot", "answer", "stored_objects")
+    readonly_fields = (
+        "sample_link",
+        "upstream_cost_text",
+        "screenshot",
+        "answer",
+        "stored_objects",
+    )
 
     @admin.display(description="sample")
     def sample_link(self, capture: Capture) -> SafeString:

@@ -148,7 +148,7 @@ class CaptureInline(CaptureDisplay, ReadOnlyMixin, ScopedStackedInline):
     show_change_link = True
     fields = (
         ("revision", "attempt_no", "collection_state", "status_code"),
-        ("upstream_id", "captured_at", "upstream_cost", "upstream_cost_currency"),
+        ("upstream_id", "captured_at", "upstream_cost_text"),
         "warnings",
         "error",
         "screenshot",
@@ -156,7 +156,13 @@ class CaptureInline(CaptureDisplay, ReadOnlyMixin, ScopedStackedInline):
         "stored_objects",
         "citation_list",
     )
-    readonly_fields = ("screenshot", "answer", "stored_objects", "citation_list")
+    readonly_fields = (
+        "upstream_cost_text",
+        "screenshot",
+        "answer",
+        "stored_objects",
+        "citation_list",
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Capture]:
         return super().get_queryset(request).prefetch_related("evidence_objects", "citations")
