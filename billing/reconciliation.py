@@ -374,6 +374,50 @@ def reconcile(
     )
 
 
+def restricted_to_runs(report: ReconReport, run_ids: set[str]) -> ReconReport:
+    """The report with only the rows of these runs (a tenant's view: rows without a run are
+    upstream tasks we cannot attribute to any tenant, so they stay with the platform)."""
+    rows = [r for r in report.rows if r.run_id is not None and r.run_id in run_ids]
+    totals: dict[str, int] = defaultdict(int)
+    for r in rows:
+        totals[r.status] += 1
+    return ReconReport(
+        rows=rows,
+        run_id=report.run_id,
+        start=report.start,
+        end=report.end,
+        platform=report.platform,
+        totals=dict(totals),
+    )
+
+
+def money_totals(report: ReconReport) -> dict[str, dict[str, int]]:
+    """Per currency: charged, recorded cost, statement cost, difference (minor units)."""
+    totals: dict[str, dict[str, int]] = defaultdict(
+        lambda: {"charged": 0, "recorded_cost": 0, "statement_cost": 0, "difference": 0}
+    )
+    for r in report.rows:
+        if r.charge is not None and r.charge_currency:
+            totals[r.charge_currency]["charged"] += r.charge
+        if r.cost_currency and "/" not in r.cost_currency:
+            cost = totals[r.cost_currency]
+            cost["recorded_cost"] += r.recorded_cost or 0
+            cost["statement_cost"] += r.statement_cost or 0
+            cost["difference"] += r.difference
+    return dict(totals)
+
+
+STATUS_EXPLANATIONS = {
+    MATCHED: "what we recorded for this upstream task equals the provider's statement",
+    AMOUNT_MISMATCH: "both sides have the task but the amounts (or currencies) differ; "
+    "settle with an adjustment entry",
+    MISSING_UPSTREAM: "we recorded a cost or charged for the task, but no imported statement "
+    "lists it yet (import the provider's statement, or ask the provider)",
+    MISSING_OURS: "the provider's statement lists a task we have no record of "
+    "(a lost callback, or a task that is not ours)",
+}
+
+
 def settle_differences(*, report: ReconReport, memo: str = "") -> list[JournalEntry]:
     """Book an explicit adjustment for every mismatch and every task only the statement knows,
     so that what we recorded equals what the provider billed. Missing-upstream rows need a

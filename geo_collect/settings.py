@@ -36,10 +36,13 @@ INSTALLED_APPS = [
     "analysis",
     "billing",
     "pipeline",
+    "console",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The console's static files (admin CSS/JS) in every mode, DEBUG=0 included.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -95,6 +98,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# WhiteNoise serves the admin's CSS/JS straight from the installed apps (no collectstatic step
+# needed; `manage.py collectstatic` still works and is then used).
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on a missing root
 MEDIA_ROOT = VAR_DIR / "media"
 
 

@@ -8,6 +8,6 @@ urlpatterns = [
     # The operator console is the admin; "/" takes an operator there (via its login page).
     path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
     path("admin/", admin.site.urls),
-    path("evidence/", include("evidence.urls")),
+    path("evidence/", include("console.urls")),
     path("callbacks/collector/", collector_callback, name="collector-callback"),
 ]

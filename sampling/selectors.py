@@ -126,3 +126,28 @@ def batch_status(*, batch: Batch) -> Status:
 
 def run_outcomes(*, run_ids: list[UUID]) -> dict[UUID, Status]:
     return {run_id: run_status(run_id=run_id) for run_id in run_ids}
+
+
+def platform_statuses(*, run_id: UUID | str) -> dict[str, Status]:
+    """The run's status per platform (planned = the platform's samples), for the run page."""
+    planned = dict(
+        Sample.objects.filter(run_id=run_id)
+        .values_list("platform")
+        .annotate(n=Count("id"))
+        .order_by("platform")
+    )
+    return {
+        platform: _status(Sample.objects.filter(run_id=run_id, platform=platform), n)
+        for platform, n in planned.items()
+    }
+
+
+def failure_reasons(*, run_id: UUID | str) -> list[tuple[str, int]]:
+    """Why the run's failed samples failed, most frequent first."""
+    rows = (
+        Sample.objects.filter(run_id=run_id, collection_state="failed")
+        .values_list("failure_reason")
+        .annotate(n=Count("id"))
+        .order_by("-n", "failure_reason")
+    )
+    return list(rows)

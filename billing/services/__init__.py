@@ -42,6 +42,7 @@ from .errors import (
     NoActivePrice,
     UnbalancedEntry,
     format_amount,
+    parse_amount,
 )
 from .money import derived_balance, derived_balance_sum, refund, run_refundable, top_up
 from .posting import SettlementLine, post_entry, reverse_entry
@@ -56,6 +57,7 @@ from .prices import (
     create_price_version,
     ensure_default_price_version,
     platform_takes_screenshots,
+    quote_groups,
     target_key,
 )
 from .runs import SettleOutcome, cancel_run, capture_sample, quote_and_reserve, settle_run
@@ -89,9 +91,11 @@ __all__ = [
     "format_amount",
     "funding_account",
     "hold_account",
+    "parse_amount",
     "platform_takes_screenshots",
     "post_entry",
     "quote_and_reserve",
+    "quote_groups",
     "record_upstream_cost",
     "refund",
     "revenue_account",

@@ -87,6 +87,22 @@ def format_amount(amount: int, currency: str) -> str:
     return f"{sign}{whole}.{cents:02d} {currency}"
 
 
+def parse_amount(text: str, currency: str) -> int:
+    """Major units as typed by a person ("250", "250.00") -> minor units; anything else (more
+    decimals than the currency has, a sign, letters) is refused with the reason."""
+    currency = check_currency(currency)
+    decimals = 0 if currency in ZERO_DECIMAL_CURRENCIES else 2
+    value = text.strip()
+    whole, _, fraction = value.partition(".")
+    if not whole.isdigit() or (fraction and not fraction.isdigit()) or len(fraction) > decimals:
+        raise BillingError(
+            f"amount {text!r} is not a positive amount of {currency} in major units "
+            f"(e.g. {'250' if decimals == 0 else '250.00'})"
+        )
+    amount = int(whole) * 10**decimals + int(fraction.ljust(decimals, "0") or 0)
+    return check_positive(amount, "an amount")
+
+
 def check_currency(currency: str) -> str:
     """An ISO code by the input rules (sampling/inputs.py); ASCII lowercase is uppercased."""
     code = currency.upper() if isinstance(currency, str) and currency.isascii() else currency

@@ -116,17 +116,27 @@ def target_key(platform: str, device: str, region: str, mode: str) -> str:
 def build_quote(*, run: Run, version: PriceVersion | None = None) -> dict[str, Any]:
     """The run's price, from its samples and one price version. Stored on the run; what the
     operator confirms, and what every later charge of the run is computed from."""
-    version = version or active_price_version()
-    unit_prices: dict[str, dict[str, int]] = defaultdict(dict)
-    for price in version.prices.all():
-        unit_prices[price.platform][price.component] = price.amount
-    policy = str(run.config_snapshot.get("screenshot_policy", "none"))
     groups = (
         Sample.objects.filter(run=run)
         .values("platform", "device", "region", "mode")
         .annotate(n=Count("id"))
         .order_by("platform", "device", "region", "mode")
     )
+    policy = str(run.config_snapshot.get("screenshot_policy", "none"))
+    return quote_groups(groups=list(groups), screenshot_policy=policy, version=version)
+
+
+def quote_groups(
+    *, groups: list[dict[str, Any]], screenshot_policy: str, version: PriceVersion | None = None
+) -> dict[str, Any]:
+    """The quote of sample counts per target ({platform, device, region, mode, n}, sorted):
+    from a launched run's samples (build_quote) or from a plan not yet launched (the preview
+    shows exactly what launch will freeze)."""
+    version = version or active_price_version()
+    unit_prices: dict[str, dict[str, int]] = defaultdict(dict)
+    for price in version.prices.all():
+        unit_prices[price.platform][price.component] = price.amount
+    policy = screenshot_policy
     lines: list[dict[str, Any]] = []
     missing: set[str] = set()
     shots: dict[str, bool] = {}

@@ -118,7 +118,7 @@ def test_double_post_of_one_preview_launches_exactly_one_run(admin_client: Clien
     assert Run.objects.count() == 1
     assert first == second  # the repeat lands on the run the first POST launched
     page = admin_client.get(second).content.decode()
-    assert "already confirmed; no second run was launched" in page
+    assert "already launched (this run); no second run was launched" in page
 
 
 @pytest.mark.django_db(transaction=True)
@@ -191,13 +191,12 @@ def test_campaign_changed_after_preview_is_not_launched(admin_client: Client) ->
 def test_launch_refused_with_a_value_error_shows_its_message(
     admin_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class InsufficientFunds(ValueError):
-        pass
+    from billing.services import InsufficientFunds
 
-    def refuse(**kwargs: object) -> Run:
-        raise InsufficientFunds("tenant acme: balance 100 is below the estimated 4000")
+    def refuse(**kwargs: object) -> Run:  # the balance was spent between preview and launch
+        raise InsufficientFunds(tenant="acme", available=100, required=4000, currency="USD")
 
-    monkeypatch.setattr("sampling.admin.launch_run", refuse)
+    monkeypatch.setattr("pipeline.preview.launch_run", refuse)
     campaign = make_campaign()
     token = preview_token(admin_client, campaign)
 
@@ -208,8 +207,9 @@ def test_launch_refused_with_a_value_error_shows_its_message(
     )
 
     assert response.status_code == 200
-    assert "Not launched: tenant acme: balance 100 is below the estimated 4000" in (
-        response.content.decode()
+    assert (
+        "Not launched: tenant &#x27;acme&#x27; cannot launch this run: available balance 1.00 USD"
+        in (response.content.decode())
     )
     assert Run.objects.count() == 0
 

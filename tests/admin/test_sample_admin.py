@@ -10,9 +10,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from analysis.models import AnalysisRevision, Mention
+from console.admin_base import CappedCountPaginator
 from evidence.models import Capture, Citation, EvidenceObject
 from pipeline.launch import launch_run
-from sampling.admin import CappedCountPaginator
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
 from tests.admin.conftest import make_campaign
 from tests.conftest import make_campaign_data

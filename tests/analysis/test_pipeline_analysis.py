@@ -9,10 +9,10 @@ import pytest
 from django.db import transaction
 from django.db.models.functions import Now
 
-from analysis.admin import highlighted_sentence
 from analysis.models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention
 from analysis.selectors import ambiguity_warnings, analysis_review_note
 from analysis.services import analyse_sample
+from console.admin.analysis import highlighted_sentence
 from evidence.models import Capture
 from sampling.models import Campaign, Sample
 from sampling.planning import parse_campaign_spec

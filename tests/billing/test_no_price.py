@@ -2,13 +2,20 @@ from __future__ import annotations
 
 import pytest
 
-from billing.services import NoActivePrice
+from billing.models import PriceVersion
+from billing.services import NoActivePrice, create_price_version
 from sampling.models import Run
 from tests.billing.conftest import COLLECTOR, launch
 
 
 @pytest.mark.django_db
-def test_without_a_price_version_the_launch_is_refused_and_rolled_back() -> None:
-    with pytest.raises(NoActivePrice, match="no price version is in effect"):
+def test_a_default_price_version_exists_after_migrate() -> None:
+    assert PriceVersion.objects.filter(name="default-2026-01").exists()
+
+
+@pytest.mark.django_db
+def test_without_a_price_for_the_platform_the_launch_is_refused_and_rolled_back() -> None:
+    create_price_version(name="no-collector", currency="USD", prices={"openai": {"base": 5}})
+    with pytest.raises(NoActivePrice, match="no base price for platform"):
         launch(questions=1, targets=[COLLECTOR])
     assert not Run.objects.exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import transaction
 
 from analysis.services import analyse_sample
@@ -41,6 +42,7 @@ def user(
     if tenant and role:
         tenant_row, _ = Tenant.objects.get_or_create(slug=tenant, defaults={"name": tenant})
         TenantMembership.objects.create(user=account, tenant=tenant_row, role=role)
+        account.groups.add(Group.objects.get(name=role))  # the role's permissions
     return account
 
 

@@ -35,7 +35,7 @@ from billing.reconciliation import (
 from billing.services import top_up
 from connectors.adapters.collector import sign_callback
 from connectors.simulator import SimulatorHandle
-from evidence.admin import highlighted_answer_html
+from console.admin.evidence import highlighted_answer_html
 from sampling.models import CallbackDelivery, Campaign, Run, Tenant
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.spreadsheets import FORMULA_STARTS

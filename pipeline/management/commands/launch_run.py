@@ -9,10 +9,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from billing.services import BillingError
+from billing.selectors import available_balance
+from billing.services import BillingError, format_amount
 from connectors import safejson
 from connectors.safejson import JsonTooDeep
 from pipeline.launch import launch_run
+from pipeline.preview import quote_for_spec
+from sampling.models import Tenant
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.services import preview_plan, save_campaign
 
@@ -32,17 +35,36 @@ class Command(BaseCommand):
             spec = parse_campaign_spec(data, submission_limit=limit)
         except PlanError as error:
             raise CommandError("invalid campaign:\n  " + "\n  ".join(error.problems)) from None
+        tenant = Tenant.objects.filter(slug=spec.tenant).first()
+        if tenant is None:
+            raise CommandError(
+                f"unknown tenant {spec.tenant!r}: create it first with "
+                f"`manage.py create_tenant {spec.tenant} --name NAME`"
+            )
         summary: dict[str, Any] = {"run_id": None, **preview_plan(spec=spec).as_json()}
-        if not options["dry_run"]:
-            try:
+        try:
+            # The quote launch will freeze, shown for --dry-run exactly as the console shows it.
+            summary.update(_quote_summary(quote_for_spec(spec), tenant))
+            if not options["dry_run"]:
                 with transaction.atomic():
                     campaign = save_campaign(spec=spec)
                     run = launch_run(campaign=campaign, submission_limit=limit)
-            except (PlanError, BillingError) as error:
-                raise CommandError(str(error)) from None
-            summary["run_id"] = str(run.pk)
+                summary["run_id"] = str(run.pk)
+        except (PlanError, BillingError) as error:  # no price, no funds: one line, nothing written
+            raise CommandError(str(error)) from None
         summary["dry_run"] = options["dry_run"]
         self.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2))
+
+
+def _quote_summary(quote: dict[str, Any], tenant: Tenant) -> dict[str, Any]:
+    currency = quote["currency"]
+    available = available_balance(tenant, currency)
+    return {
+        "quote": quote,
+        "estimated_max": format_amount(quote["estimated_max"], currency),
+        "available_balance": format_amount(available, currency),
+        "funds_sufficient": available >= quote["estimated_max"],
+    }
 
 
 def _read_json(path: Path) -> Any:

@@ -6,7 +6,7 @@ checking that the user may read evidence of the object's tenant:
     * anonymous -> 403;
     * a superuser -> allowed (platform staff);
     * otherwise the user needs a `TenantMembership` of the object's tenant with a role in
-      `EVIDENCE_READER_ROLES` (operator, analyst): a finance member -> 403, a user of another
+      `console.roles.EVIDENCE_ROLES` (operator, analyst): a finance member -> 403, a user of another
       tenant -> 404, exactly like an unknown id or a guessed key (existence is not revealed).
 
 Local storage: the bytes are read, checked against the recorded sha256 and returned. S3: a
@@ -26,8 +26,10 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .models import EVIDENCE_READER_ROLES, EvidenceObject, TenantMembership
-from .storage import ObjectIntegrityError, presigned_url, read_verified
+from console.roles import EVIDENCE_ROLES
+from console.scope import user_scope
+from evidence.models import EvidenceObject
+from evidence.storage import ObjectIntegrityError, presigned_url, read_verified
 
 INLINE_MIMES = frozenset({"image/png", "image/jpeg", "image/webp"})
 _EXTENSIONS = {
@@ -40,19 +42,17 @@ _EXTENSIONS = {
 
 
 def evidence_access(user: AbstractBaseUser | AnonymousUser, tenant_id: int) -> str:
-    """ "allowed", "forbidden" (a member whose role may not read evidence) or "hidden"."""
+    """ "allowed", "forbidden" (a member whose role may not read evidence) or "hidden".
+    The role comes from the console's one tenant-and-role scope (console/scope.py)."""
     if not user.is_authenticated:
         return "forbidden"
-    if getattr(user, "is_superuser", False):
+    scope = user_scope(user)
+    if scope.is_superuser:
         return "allowed"
-    role = (
-        TenantMembership.objects.filter(user_id=user.pk, tenant_id=tenant_id)
-        .values_list("role", flat=True)
-        .first()
-    )
+    role = scope.role(tenant_id)
     if role is None:
         return "hidden"
-    return "allowed" if role in EVIDENCE_READER_ROLES else "forbidden"
+    return "allowed" if role in EVIDENCE_ROLES else "forbidden"
 
 
 def _authorised_object(request: HttpRequest, **lookup: Any) -> EvidenceObject:

@@ -1,7 +1,7 @@
 """Evidence in the operator console: read-only, it is history (DESIGN.md §8).
 
 Answer text is upstream content and is only ever shown escaped; object keys are names, not
-permissions, so no download links are issued here.
+permissions: every link goes through the authorised download view (console/downloads.py).
 """
 
 from __future__ import annotations
@@ -26,18 +26,15 @@ from django.utils.safestring import SafeString, mark_safe
 from analysis.mentions import Entity, find_mentions
 from analysis.selectors import analysis_review_note
 from analysis.services import entities_from_snapshot
-from sampling.admin import (
-    HistoryAdmin,
-    HistoryInline,
+from console.admin_base import HistoryAdmin, HistoryInline, TenantScopedAdmin
+from console.scope import scoped
+from console.widgets import (
+    CaptureDisplay,
     admin_link,
-    answer_html,
     citations_html,
     evidence_objects_html,
 )
-from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
-
-from .models import (
-    EVIDENCE_READER_ROLES,
+from evidence.models import (
     Capture,
     Citation,
     EvidenceKind,
@@ -47,14 +44,15 @@ from .models import (
     ReviewSample,
     TenantMembership,
 )
-from .sanitize import (
+from evidence.sanitize import (
     ALLOWED_ATTRIBUTES,
     ALLOWED_TAGS,
     ALLOWED_URL_SCHEMES,
     LINK_REL,
     render_display_html,
 )
-from .services import ReviewNotAllowed, decide_review
+from evidence.services import ReviewNotAllowed, decide_review
+from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
 
 
 class EvidenceObjectInline(HistoryInline):
@@ -69,7 +67,7 @@ class CitationInline(HistoryInline):
 
 
 @admin.register(Capture)
-class CaptureAdmin(HistoryAdmin):
+class CaptureAdmin(CaptureDisplay, HistoryAdmin):
     list_display = (
         "id",
         "sample",
@@ -87,20 +85,24 @@ class CaptureAdmin(HistoryAdmin):
     fields = (
         "sample_link",
         ("revision", "attempt_no", "collection_state", "status_code"),
-        ("upstream_id", "captured_at", "upstream_cost", "upstream_cost_currency"),
+        ("upstream_id", "captured_at", "upstream_cost_text"),
         "warnings",
         "error",
+        "screenshot",
         "answer",
+        "stored_objects",
     )
-    readonly_fields = ("sample_link", "answer")
+    readonly_fields = (
+        "sample_link",
+        "upstream_cost_text",
+        "screenshot",
+        "answer",
+        "stored_objects",
+    )
 
     @admin.display(description="sample")
     def sample_link(self, capture: Capture) -> SafeString:
         return admin_link(capture.sample)
-
-    @admin.display(description="answer text (escaped)")
-    def answer(self, capture: Capture) -> SafeString:
-        return answer_html(capture.answer_text)
 
 
 @admin.register(EvidenceObject)
@@ -185,13 +187,6 @@ def _mark_mentions(escaped_text: str, entities: list[Entity], brand: str) -> str
     return "".join(pieces)
 
 
-def _reader_tenants(user: Any) -> QuerySet[TenantMembership] | None:
-    """None: every tenant (superuser)."""
-    if user.is_superuser:
-        return None
-    return TenantMembership.objects.filter(user_id=user.pk, role__in=EVIDENCE_READER_ROLES)
-
-
 def review_queue(user: Any) -> QuerySet[ReviewSample]:
     acknowledged = ReviewDecision.objects.filter(
         sample_id=OuterRef("pk"), decision=ReviewDecisionKind.ACKNOWLEDGED
@@ -200,10 +195,7 @@ def review_queue(user: Any) -> QuerySet[ReviewSample]:
         Q(analysis_state=AnalysisState.REVIEW)
         | (Q(evidence_state=EvidenceState.PARTIAL) & ~Exists(acknowledged))
     )
-    tenants = _reader_tenants(user)
-    if tenants is not None:
-        queue = queue.filter(tenant_id__in=tenants.values("tenant_id"))
-    return queue
+    return scoped(queue, user)
 
 
 class ReviewReasonFilter(admin.SimpleListFilter):
@@ -242,16 +234,6 @@ class ReviewSampleAdmin(HistoryAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ReviewSample]:
         return review_queue(request.user).select_related("question_revision")
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        user = request.user
-        if not (user.is_active and user.is_staff):
-            return False
-        tenants = _reader_tenants(user)
-        return tenants is None or tenants.exists()
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
 
     @admin.display(description="run")
     def run_short(self, sample: Sample) -> str:
@@ -292,18 +274,20 @@ class ReviewSampleAdmin(HistoryAdmin):
         )
 
     def _queued(self, request: HttpRequest, object_id: str) -> ReviewSample:
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         pk = _int_or_none(unquote(object_id))
         sample = self.get_queryset(request).filter(pk=pk).first() if pk is not None else None
         if sample is None:
             raise Http404("not in the review queue")
+        if not self.has_view_permission(request, sample):
+            raise PermissionDenied
         return sample
 
     def decide_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         sample = self._queued(request, object_id)
+        if not request.user.has_perm("evidence.add_reviewdecision"):
+            raise PermissionDenied
         decision = request.POST.get("decision", "")
         try:
             decide_review(
@@ -372,11 +356,28 @@ def _review_context(request: HttpRequest, sample: ReviewSample) -> dict[str, Any
 
 
 @admin.register(TenantMembership)
-class TenantMembershipAdmin(admin.ModelAdmin):
+class TenantMembershipAdmin(TenantScopedAdmin):
+    """Only superusers manage who belongs to which tenant (or `manage.py grant_role`): a
+    member who could add memberships could make themselves a member of any tenant."""
+
     list_display = ("id", "user", "tenant", "role", "created_at")
     list_filter = ("role", "tenant")
     list_select_related = ("user", "tenant")
-    autocomplete_fields = ()
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_superuser)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self.has_module_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
 
 
 @admin.register(ReviewDecision)

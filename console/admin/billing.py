@@ -1,0 +1,433 @@
+"""Finance in the console: ledger and balances (major units with the currency code), price
+lists, top-up, statements (with import), and the reconciliation report (per run and per
+period, totals, pagination) with CSV / XLSX export. Every row through console.scope."""
+
+from __future__ import annotations
+
+from datetime import datetime, time
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Min, Q, QuerySet, Sum
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_date
+
+from billing import exports
+from billing.models import (
+    Account,
+    JournalEntry,
+    Posting,
+    Price,
+    PriceVersion,
+    SampleSettlement,
+    UpstreamStatement,
+    UpstreamStatementLine,
+)
+from billing.reconciliation import (
+    STATUS_EXPLANATIONS,
+    STATUSES,
+    StatementError,
+    import_statement,
+    money_totals,
+    reconcile,
+    restricted_to_runs,
+)
+from billing.selectors import account_balance, tenant_balances
+from billing.services import DEFAULT_CURRENCY, BillingError, format_amount, parse_amount, top_up
+from console.admin_base import ReadOnlyMixin, ScopedInline, TenantScopedAdmin
+from console.roles import TOP_UP_PERMISSION
+from console.scope import scoped, scoped_get_or_404, tenants_where
+from console.widgets import money
+from sampling.models import Attempt, Run, Tenant
+
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+
+class ReadOnlyAdmin(ReadOnlyMixin, TenantScopedAdmin):
+    """Ledger rows are written by services only and never changed."""
+
+
+class ReadOnlyInline(ReadOnlyMixin, ScopedInline):
+    """Every shown field is read-only: subclasses name `fields` once."""
+
+    extra = 0
+    can_delete = False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [str(name) for name in self.fields or ()]
+
+
+class PriceInline(admin.TabularInline):
+    model = Price
+    extra = 3
+    can_delete = False
+    fields = ["platform", "component", "amount"]
+    help_texts = {"amount": "minor units (cents)"}
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None
+
+
+@admin.register(PriceVersion)
+class PriceVersionAdmin(TenantScopedAdmin):
+    """A price change is a new version (added here); existing versions cannot be edited."""
+
+    list_display = ["name", "currency", "effective_from", "created_at"]
+    inlines = [PriceInline]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# --- top-up -------------------------------------------------------------------------------
+
+
+class TopUpForm(forms.Form):
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none())
+    amount = forms.CharField(help_text="major units, e.g. 250.00")
+    currency = forms.CharField(initial=DEFAULT_CURRENCY, max_length=3)
+    key = forms.CharField(
+        max_length=150,
+        help_text="the payment's reference: the same key never books twice",
+    )
+    memo = forms.CharField(required=False, max_length=200)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("amount") and cleaned.get("currency"):
+            try:
+                cleaned["minor"] = parse_amount(cleaned["amount"], cleaned["currency"])
+            except BillingError as error:
+                self.add_error("amount", str(error))
+        return cleaned
+
+
+def top_up_tenants(request: HttpRequest) -> QuerySet[Tenant]:
+    """Tenants where the user's role may top up (finance; superusers: all)."""
+    return tenants_where(request.user, TOP_UP_PERMISSION).order_by("slug")
+
+
+# --- accounts and ledger ------------------------------------------------------------------
+
+
+@admin.register(Account)
+class AccountAdmin(ReadOnlyAdmin):
+    list_display = ["code", "kind", "currency", "tenant", "cached", "derived"]
+    list_filter = ["kind", "currency"]
+    search_fields = ["code", "tenant__slug"]
+    change_list_template = "admin/billing/account/change_list.html"
+
+    @admin.display(description="cached balance")
+    def cached(self, obj: Account) -> str:
+        return format_amount(obj.balance, obj.currency) if obj.tracks_balance else "-"
+
+    @admin.display(description="balance (from postings)")
+    def derived(self, obj: Account) -> str:
+        return format_amount(account_balance(obj), obj.currency)
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.top_up_view)
+        return [path("top-up/", view, name="billing_top_up"), *super().get_urls()]
+
+    def top_up_view(self, request: HttpRequest) -> HttpResponse:
+        if not request.user.has_perm(TOP_UP_PERMISSION):
+            raise PermissionDenied
+        tenants = top_up_tenants(request)
+        form = TopUpForm(request.POST or None, initial={"tenant": request.GET.get("tenant")})
+        form.fields["tenant"].queryset = tenants  # type: ignore[attr-defined]
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                entry = top_up(
+                    tenant=data["tenant"],
+                    amount=data["minor"],
+                    currency=data["currency"],
+                    idempotency_key=data["key"],
+                    memo=data["memo"] or f"top-up by {request.user}",
+                )
+            except BillingError as error:
+                messages.error(request, f"Not topped up: {error}")
+            else:
+                amount = format_amount(data["minor"], data["currency"].upper())
+                messages.success(
+                    request, f"{data['tenant'].slug}: {amount} credited (entry {entry.pk})."
+                )
+                return redirect("admin:billing_account_changelist")
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Top up a tenant",
+            "form": form,
+            "balances": [
+                (tenant.slug, money(b.available, b.currency), money(b.held, b.currency))
+                for tenant in tenants
+                for b in tenant_balances(tenant)
+            ],
+        }
+        return TemplateResponse(request, "admin/billing/top_up.html", context)
+
+
+class PostingInline(ReadOnlyInline):
+    model = Posting
+    fields = ["account", "amount_text"]
+
+    @admin.display(description="amount")
+    def amount_text(self, posting: Posting) -> str:
+        return money(posting.amount, posting.account.currency)
+
+
+class SettlementMoney:
+    """A settlement's amounts in the currency of its run's quote."""
+
+    @staticmethod
+    def _money(settlement: SampleSettlement, amount: int) -> str:
+        return money(amount, (settlement.run.quote_snapshot or {}).get("currency", ""))
+
+    @admin.display(description="reserved")
+    def reserved_text(self, settlement: SampleSettlement) -> str:
+        return self._money(settlement, settlement.reserved)
+
+    @admin.display(description="captured")
+    def captured_text(self, settlement: SampleSettlement) -> str:
+        return self._money(settlement, settlement.captured)
+
+    @admin.display(description="released")
+    def released_text(self, settlement: SampleSettlement) -> str:
+        return self._money(settlement, settlement.released)
+
+
+SETTLEMENT_MONEY = ["reserved_text", "captured_text", "released_text"]
+
+
+class SettlementInline(SettlementMoney, ReadOnlyInline):
+    model = SampleSettlement
+    fields = ["sample", "reason", *SETTLEMENT_MONEY]
+
+
+@admin.register(JournalEntry)
+class JournalEntryAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "created_at",
+        "kind",
+        "tenant",
+        "amount",
+        "run_short",
+        "sample_id",
+        "upstream_id",
+        "key_short",
+    ]
+    list_filter = ["kind", "created_at"]
+    list_select_related = ["tenant"]
+    search_fields = ["idempotency_key", "upstream_id"]
+    inlines = [PostingInline, SettlementInline]
+    actions = ["export_csv", "export_xlsx"]
+    change_list_template = "admin/billing/journalentry/change_list.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JournalEntry]:
+        # An entry's amount is what moved: the sum of its positive legs (they sum to zero).
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                moved=Sum("postings__amount", filter=Q(postings__amount__gt=0)),
+                moved_currency=Min("postings__account__currency"),
+            )
+        )
+
+    @admin.display(description="amount", ordering="moved")
+    def amount(self, entry: JournalEntry) -> str:
+        return money(getattr(entry, "moved", None), getattr(entry, "moved_currency", "") or "")
+
+    @admin.display(description="run", ordering="run_id")
+    def run_short(self, entry: JournalEntry) -> str:
+        return str(entry.run_id)[:8] if entry.run_id else "–"
+
+    @admin.display(description="idempotency key", ordering="idempotency_key")
+    def key_short(self, entry: JournalEntry) -> str:
+        key = entry.idempotency_key
+        return key if len(key) <= 40 else key[:39] + "…"
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.reconciliation_view)
+        return [
+            path("reconciliation/", view, name="billing_reconciliation"),
+            *super().get_urls(),
+        ]
+
+    @admin.action(description="Export postings of the selected entries (CSV)")
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[JournalEntry]) -> HttpResponse:
+        body = exports.ledger_csv(Posting.objects.filter(entry__in=queryset))
+        return _download(body.encode(), "ledger.csv", "text/csv")
+
+    @admin.action(description="Export postings of the selected entries (XLSX)")
+    def export_xlsx(self, request: HttpRequest, queryset: QuerySet[JournalEntry]) -> HttpResponse:
+        body = exports.ledger_xlsx(Posting.objects.filter(entry__in=queryset))
+        return _download(body, "ledger.xlsx", XLSX)
+
+    def reconciliation_view(self, request: HttpRequest) -> HttpResponse:
+        params = request.GET
+        run_id = params.get("run") or None
+        if run_id:  # before the permission check: a 403 would confirm the run exists
+            run_id = str(_scoped_run(request, run_id).pk)
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        start, end = _day(params.get("start")), _day(params.get("end"))
+        platform = params.get("platform") or None
+        report = None
+        if run_id or start or end:
+            report = reconcile(run_id=run_id, start=start, end=end, platform=platform)
+            if not request.user.is_superuser:
+                runs = scoped(Run.objects.all(), request.user).values_list("id", flat=True)
+                report = restricted_to_runs(report, {str(pk) for pk in runs})
+        if report is not None and params.get("format") == "csv":
+            body = exports.reconciliation_csv(report).encode()
+            return _download(body, "reconciliation.csv", "text/csv")
+        if report is not None and params.get("format") == "xlsx":
+            return _download(exports.reconciliation_xlsx(report), "reconciliation.xlsx", XLSX)
+        return TemplateResponse(
+            request,
+            "admin/billing/reconciliation.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Reconciliation",
+                "opts": self.model._meta,
+                "params": params,
+                **_report_context(report, params.get("page")),
+            },
+        )
+
+
+def _scoped_run(request: HttpRequest, run_id: str) -> Run:
+    try:
+        return scoped_get_or_404(Run.objects.all(), request.user, pk=run_id)
+    except Exception as error:  # a malformed id is as unknown as another tenant's
+        raise Http404("no such run") from error
+
+
+def _report_context(report: Any, page_number: str | None) -> dict[str, Any]:
+    if report is None:
+        return {"report": None, "explanations": _explanations()}
+    page = Paginator(report.rows, 100).get_page(page_number)
+    rows = [
+        {
+            "r": r,
+            "charge": money(r.charge, r.charge_currency),
+            "recorded_cost": money(r.recorded_cost, r.cost_currency),
+            "statement_cost": money(r.statement_cost, r.cost_currency),
+            "difference": money(r.difference, r.cost_currency),
+        }
+        for r in page.object_list
+    ]
+    totals = [
+        {"currency": currency, **{k: money(v, currency) for k, v in amounts.items()}}
+        for currency, amounts in sorted(money_totals(report).items())
+    ]
+    return {
+        "report": report,
+        "page": page,
+        "rows": rows,
+        "money_totals": totals,
+        "status_counts": [(s, report.totals.get(s, 0)) for s in STATUSES],
+        "explanations": _explanations(),
+    }
+
+
+def _explanations() -> list[tuple[str, str]]:
+    return [(status, STATUS_EXPLANATIONS[status]) for status in STATUSES]
+
+
+def _download(body: bytes, filename: str, content_type: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _day(value: str | None) -> datetime | None:
+    parsed = parse_date(value) if value else None
+    return timezone.make_aware(datetime.combine(parsed, time.min)) if parsed else None
+
+
+@admin.register(SampleSettlement)
+class SampleSettlementAdmin(SettlementMoney, ReadOnlyAdmin):
+    list_display = ["sample_id", "run", "reason", *SETTLEMENT_MONEY, "entry"]
+    list_filter = ["reason"]
+    list_select_related = ["run"]
+
+
+# --- statements ---------------------------------------------------------------------------
+
+
+class StatementLineInline(ReadOnlyInline):
+    model = UpstreamStatementLine
+    fields = ["row_no", "upstream_id", "amount_text", "occurred_at"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[UpstreamStatementLine]:
+        """A statement lists every customer's tasks: a tenant's user sees only theirs."""
+        lines = super().get_queryset(request)
+        if request.user.is_superuser:
+            return lines
+        tasks = scoped(Attempt.objects.exclude(upstream_id=""), request.user)
+        return lines.filter(upstream_id__in=tasks.values("upstream_id"))
+
+    @admin.display(description="amount")
+    def amount_text(self, line: UpstreamStatementLine) -> str:
+        return money(line.amount, line.currency)
+
+
+class StatementUploadForm(forms.Form):
+    provider = forms.CharField(max_length=32, help_text="the platform the statement is from")
+    file = forms.FileField(help_text="CSV: upstream_id,amount,currency,occurred_at")
+
+
+@admin.register(UpstreamStatement)
+class UpstreamStatementAdmin(ReadOnlyAdmin):
+    list_display = ["id", "provider", "filename", "rows", "imported_at"]
+    inlines = [StatementLineInline]
+    change_list_template = "admin/billing/upstreamstatement/change_list.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.import_view)
+        return [path("import/", view, name="billing_statement_import"), *super().get_urls()]
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        if not request.user.has_perm("billing.add_upstreamstatement"):
+            raise PermissionDenied
+        form = StatementUploadForm(request.POST or None, request.FILES or None)
+        problems: list[str] = []
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                result = import_statement(
+                    provider=form.cleaned_data["provider"],
+                    filename=upload.name,
+                    content=upload.read(),
+                )
+            except StatementError as error:
+                problems = error.problems
+            else:
+                messages.success(
+                    request,
+                    f"Statement {result.statement.pk}: {result.imported} rows imported, "
+                    f"{result.already_known} already known.",
+                )
+                url = reverse("admin:billing_upstreamstatement_change", args=[result.statement.pk])
+                return redirect(url)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Import a provider statement",
+            "form": form,
+            "problems": problems,
+        }
+        return TemplateResponse(request, "admin/billing/statement_import.html", context)

@@ -1,0 +1,383 @@
+"""Campaigns: the form (targets as choices from each platform's capabilities, questions in
+order), the plan preview with its quote and balance, and the launch (pipeline.preview)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, cast
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Max, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.views.decorators.http import require_POST
+
+from analysis.selectors import ambiguity_warnings
+from billing.services import BillingError
+from connectors.base import Capabilities
+from connectors.registry import get_connector, known_platforms
+from console.admin_base import ScopedInline, TenantScopedAdmin
+from console.widgets import money
+from pipeline.preview import (
+    LaunchPreview,
+    StalePreview,
+    issue_launch_token,
+    launch_once,
+    preview_campaign,
+)
+from sampling.models import Campaign, Competitor, PlatformTarget, Question
+from sampling.planning import PlanError, batch_sizes, normalize_text
+from sampling.services import revise_question
+
+from .tenants import EntityForm
+
+
+class CampaignForm(forms.ModelForm):
+    class Meta:
+        model = Campaign
+        fields = ("tenant", "name", "brand", "repeats", "screenshot_policy", "priority")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        tenant, brand = cleaned.get("tenant"), cleaned.get("brand")
+        if tenant is not None and brand is not None and brand.tenant_id != tenant.pk:
+            self.add_error("brand", f"{brand.name} belongs to another tenant, not {tenant.slug}.")
+        return cleaned
+
+
+class QuestionForm(forms.ModelForm):
+    """The text is not a column: saving a changed text makes a new QuestionRevision through
+    `revise_question` (CampaignAdmin.save_formset); a revision is never edited."""
+
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 2, "cols": 70}))
+
+    class Meta:
+        model = Question
+        fields = ("position", "is_active")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["position"].required = False
+        self.fields["position"].help_text = "Empty: after the existing questions."
+        revision = self.instance.current_revision if self.instance.pk else None
+        if revision is not None:
+            self.initial["text"] = revision.text
+        else:
+            self.initial["position"] = None
+
+    def clean_text(self) -> str:
+        text = normalize_text(self.cleaned_data["text"])
+        if not text:
+            raise ValidationError("A question cannot be empty.")
+        limit = settings.GEO_MAX_QUESTION_CHARS
+        if len(text) > limit:
+            raise ValidationError(f"{len(text)} characters, over the {limit} limit.")
+        return text
+
+
+class CompetitorInline(ScopedInline):
+    model = Competitor
+    form = EntityForm
+    fields = ("position", "name", "aliases", "domains")
+    extra = 0
+
+
+@cache
+def _capabilities(platform: str) -> Capabilities:
+    return get_connector(platform).capabilities()
+
+
+def _choices(values: set[str]) -> list[tuple[str, str]]:
+    return [("", "---------"), *((v, v) for v in sorted(values))]
+
+
+class PlatformTargetForm(forms.ModelForm):
+    """Choices offered are every value some platform supports; the combination is checked
+    against the chosen platform's capabilities, naming the target (not a row index)."""
+
+    platform = forms.ChoiceField(choices=())
+    device = forms.ChoiceField(choices=())
+    region = forms.ChoiceField(choices=())
+    mode = forms.ChoiceField(choices=())
+
+    class Meta:
+        model = PlatformTarget
+        fields = ("platform", "device", "region", "mode")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        platforms = known_platforms()
+        caps = [_capabilities(p) for p in platforms]
+        values = {
+            "platform": set(platforms),
+            "device": {d for c in caps for d in c.devices},
+            "region": {r for c in caps for r in c.regions},
+            "mode": {m for c in caps for m in c.modes},
+        }
+        for name, allowed in values.items():
+            current = getattr(self.instance, name) if self.instance.pk else ""
+            if current:
+                allowed = allowed | {current}  # keep an old value visible so it can be fixed
+            cast(forms.ChoiceField, self.fields[name]).choices = _choices(allowed)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        platform = cleaned.get("platform")
+        parts = [cleaned.get(k) for k in ("device", "region", "mode")]
+        if platform not in known_platforms() or not all(parts):
+            return cleaned
+        device, region, mode = (str(p) for p in parts)
+        problems = _capabilities(platform).problems(
+            device=device, region=region, mode=mode, screenshot_policy="optional"
+        )
+        if problems:
+            target = f"{platform} / {device} / {region} / {mode}"
+            raise ValidationError([f"Target {target}: {problem}." for problem in problems])
+        return cleaned
+
+
+class PlatformTargetInline(ScopedInline):
+    model = PlatformTarget
+    form = PlatformTargetForm
+    extra = 0
+
+
+class QuestionInline(ScopedInline):
+    model = Question
+    form = QuestionForm
+    fields = ("position", "text", "is_active", "revision_no")
+    readonly_fields = ("revision_no",)
+    ordering = ("position", "id")
+    # Revisions are referenced by runs; a question is retired with is_active, never deleted.
+    can_delete = False
+    extra = 1
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Question]:
+        return super().get_queryset(request).select_related("current_revision")
+
+    @admin.display(description="revision")
+    def revision_no(self, question: Question) -> str:
+        revision = question.current_revision
+        return f"r{revision.revision_no}" if revision else "–"
+
+
+def _place_new_questions(campaign: Campaign, forms_: list[Any]) -> None:
+    """New rows without a position go after the existing questions, in the order typed."""
+    last = campaign.questions.aggregate(m=Max("position"))["m"]
+    next_position = -1 if last is None else last
+    for form in forms_:
+        if form.instance.pk is None and form.cleaned_data.get("position") is None:
+            next_position += 1
+            form.instance.position = next_position
+
+
+@admin.register(Campaign)
+class CampaignAdmin(TenantScopedAdmin):
+    form = CampaignForm
+    inlines = (CompetitorInline, PlatformTargetInline, QuestionInline)
+    list_display = (
+        "name",
+        "tenant",
+        "brand",
+        "active_questions",
+        "repeats",
+        "screenshot_policy",
+        "priority",
+        "updated_at",
+        "runs_link",
+        "preview_link",
+    )
+    list_filter = ("tenant", "screenshot_policy")
+    list_select_related = ("tenant", "brand")
+    search_fields = ("name", "brand__name")
+    actions = ("preview_plan_action",)
+    change_form_template = "admin/sampling/campaign/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Campaign]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                active_question_count=Count(
+                    "questions", filter=Q(questions__is_active=True), distinct=True
+                ),
+                run_count=Count("runs", distinct=True),
+            )
+        )
+
+    @admin.display(description="questions", ordering="active_question_count")
+    def active_questions(self, campaign: Campaign) -> int:
+        return cast(int, getattr(campaign, "active_question_count", 0))
+
+    @admin.display(description="runs", ordering="run_count")
+    def runs_link(self, campaign: Campaign) -> SafeString:
+        url = reverse("admin:sampling_run_changelist") + f"?campaign__id__exact={campaign.pk}"
+        return format_html('<a href="{}">{} runs</a>', url, getattr(campaign, "run_count", 0))
+
+    @admin.display(description="plan")
+    def preview_link(self, campaign: Campaign) -> SafeString:
+        url = reverse("admin:sampling_campaign_preview", args=[campaign.pk])
+        return format_html('<a href="{}">Preview plan</a>', url)
+
+    @admin.action(description="Preview plan of the selected campaign")
+    def preview_plan_action(
+        self, request: HttpRequest, queryset: QuerySet[Campaign]
+    ) -> HttpResponse | None:
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one campaign to preview.", messages.WARNING)
+            return None
+        return redirect("admin:sampling_campaign_preview", queryset.get().pk)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is Question:
+            _place_new_questions(form.instance, formset.forms)
+        super().save_formset(request, form, formset, change)
+        if formset.model is not Question:
+            return
+        for question_form in formset.forms:
+            text = question_form.cleaned_data.get("text")
+            if text and question_form.has_changed() and question_form.instance.pk is not None:
+                revise_question(question=question_form.instance, text=text)
+
+    def change_view_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        runs_url = reverse("admin:sampling_run_changelist") + f"?campaign__id__exact={obj.pk}"
+        return {
+            "campaign_runs": obj.runs.order_by("-created_at")[:10],
+            "campaign_runs_url": runs_url,
+        }
+
+    # --- plan preview and launch --------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "<path:object_id>/preview/",
+                wrap(self.preview_view),
+                name="sampling_campaign_preview",
+            ),
+            path(
+                "<path:object_id>/launch/",
+                wrap(require_POST(self.launch_view)),
+                name="sampling_campaign_launch",
+            ),
+            *super().get_urls(),
+        ]
+
+    def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        campaign = cast(Campaign, self._scoped_object_or_404(request, object_id))
+        if not self.has_view_or_change_permission(request, campaign):
+            raise PermissionDenied
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "campaign": campaign,
+            "title": f"Plan preview: {campaign.name}",
+            "latest_run": campaign.runs.order_by("-created_at").first(),
+        }
+        for warning in ambiguity_warnings(campaign=campaign):
+            messages.warning(request, warning)
+        try:
+            preview = preview_campaign(campaign=campaign)
+        except PlanError as exc:
+            context["problems"] = exc.problems
+        else:
+            context.update(_plan_context(preview))
+            if preview.can_launch and self._can_launch(request, campaign):
+                assert preview.quote is not None
+                context["token"] = issue_launch_token(
+                    request.session, campaign=campaign, quote=preview.quote
+                )
+        return TemplateResponse(request, "admin/sampling/campaign/preview.html", context)
+
+    def _can_launch(self, request: HttpRequest, campaign: Campaign) -> bool:
+        return self.has_change_permission(request, campaign) and request.user.has_perm(
+            "sampling.add_run"
+        )
+
+    def launch_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        campaign = cast(Campaign, self._scoped_object_or_404(request, object_id))
+        if not self._can_launch(request, campaign):
+            raise PermissionDenied
+        preview_url = reverse("admin:sampling_campaign_preview", args=[campaign.pk])
+        try:
+            run, already = launch_once(
+                request.session, campaign=campaign, token=request.POST.get("token", "")
+            )
+        except StalePreview as exc:
+            messages.error(request, str(exc))
+            return HttpResponseRedirect(preview_url)
+        except PlanError as exc:
+            for problem in exc.problems:
+                messages.error(request, f"Not launched: {problem}")
+            return HttpResponseRedirect(preview_url)
+        except BillingError as exc:  # e.g. funds short; nothing was written
+            messages.error(request, f"Not launched: {exc}")
+            return HttpResponseRedirect(preview_url)
+        if already:
+            messages.error(
+                request,
+                "This preview was already launched (this run); no second run was launched. "
+                "To launch again, open a new preview.",
+            )
+        else:
+            self.log_addition(request, run, f"Launched from the plan preview of {campaign}")
+            messages.success(request, f"Launched {run} with {run.planned_samples} samples.")
+        return redirect("admin:sampling_run_change", run.pk)
+
+
+def _plan_context(preview: LaunchPreview) -> dict[str, Any]:
+    spec, plan = preview.spec, preview.plan
+    per_platform: dict[str, dict[str, Any]] = {}
+    for target in spec.targets:
+        row = per_platform.setdefault(
+            target.platform, {"platform": target.platform, "targets": 0, "sizes": []}
+        )
+        row["targets"] += 1
+    for platform, size in batch_sizes(spec):
+        per_platform[platform]["sizes"].append(size)
+    for row in per_platform.values():
+        row["samples"] = sum(row["sizes"])
+        row["batches"] = len(row["sizes"])
+        row["limit"] = spec.submission_limits[row["platform"]]
+    shown = 50
+    return {
+        "spec": spec,
+        "plan": plan,
+        "preview": preview,
+        "quote_lines": _quote_lines(preview.quote),
+        "platform_rows": list(per_platform.values()),
+        "batch_rows": [
+            {"index": i, "platform": platform, "size": size}
+            for i, (platform, size) in enumerate(
+                zip(plan.batch_platforms[:shown], plan.batches[:shown], strict=True)
+            )
+        ],
+        "batches_hidden": max(0, len(plan.batches) - shown),
+    }
+
+
+def _quote_lines(quote: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if quote is None:
+        return []
+    currency = quote["currency"]
+    return [
+        {
+            **line,
+            "target_text": line["target"].replace("|", " / "),
+            "unit_price_text": money(line["unit_price"], currency),
+            "amount_text": money(line["amount"], currency),
+            "components": ", ".join(
+                f"{name} {money(amount, currency)}"
+                for name, amount in quote["unit_prices"].get(line["platform"], {}).items()
+            ),
+        }
+        for line in quote["lines"]
+    ]

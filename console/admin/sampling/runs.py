@@ -1,0 +1,361 @@
+"""Runs: the list with outcomes, the run page (live progress, counts per layer and platform,
+failure reasons, money, links to report and campaign), cancel, and the run report."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.views.decorators.clickjacking import xframe_options_sameorigin
+from django.views.decorators.http import require_POST
+
+from analysis.report_exports import FORMATS, render_report
+from analysis.reports import ReportIntegrityError, build_run_report
+from billing.selectors import run_billing
+from console.admin_base import TenantScopedAdmin
+from console.roles import REPORT_ROLES
+from console.scope import user_scope
+from console.widgets import (
+    LAYER_STATES,
+    money,
+    outcome_badge,
+    pretty_json,
+    samples_url,
+    status_context,
+)
+from pipeline.runs import cancel_run
+from sampling.models import Run
+from sampling.selectors import (
+    Status,
+    batch_status,
+    failure_reasons,
+    platform_statuses,
+    run_outcomes,
+)
+from sampling.selectors import run_status as status_of_run
+
+_STATUS_ATTR = "_console_status"
+CONTENT_TYPES = {
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "html": "text/html; charset=utf-8",
+}
+
+
+def _run_status(run: Run) -> Status:
+    status = getattr(run, _STATUS_ATTR, None)
+    if status is None:
+        status = status_of_run(run_id=run.pk)
+        setattr(run, _STATUS_ATTR, status)
+    return cast(Status, status)
+
+
+class RunChangeList(ChangeList):
+    """Fetches the status of the runs on the page through the aggregation service once."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        runs = list(self.result_list)
+        statuses = run_outcomes(run_ids=[run.pk for run in runs])
+        for run in runs:
+            setattr(run, _STATUS_ATTR, statuses[run.pk])
+
+
+class RunFinishedFilter(admin.SimpleListFilter):
+    title = "finished"
+    parameter_name = "finished"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Finished"), ("no", "Not finished")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "yes":
+            return queryset.filter(finished_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(finished_at__isnull=True)
+        return queryset
+
+
+def _count_column(name: str) -> Any:
+    @admin.display(description=name)
+    def column(self: RunAdmin, run: Run) -> int:
+        return cast(int, getattr(_run_status(run), name))
+
+    column.__name__ = f"{name}_count"
+    return column
+
+
+def may_read_report(request: HttpRequest, run: Run) -> bool:
+    tenants = user_scope(request.user).tenant_ids_for_roles(REPORT_ROLES)
+    return tenants is None or run.tenant_id in tenants
+
+
+@admin.register(Run)
+class RunAdmin(TenantScopedAdmin):
+    """Runs are launched from a campaign's plan preview and never edited."""
+
+    list_display = (
+        "short_id",
+        "tenant",
+        "campaign_name",
+        "created",
+        "finished",
+        "planned",
+        "outcome",
+        "succeeded_count",
+        "failed_count",
+        "invalid_count",
+        "review_count",
+        "pending_count",
+    )
+    list_select_related = ("tenant", "campaign")
+    list_filter = ("tenant", RunFinishedFilter, "campaign")
+    list_per_page = 25
+    fields = (
+        "id",
+        "tenant",
+        "campaign_link",
+        "created_at",
+        "finished_at",
+        "cancelled_at",
+        "planned_samples",
+        "priority",
+        "config",
+        "quote",
+    )
+    readonly_fields = fields
+    actions = ("cancel_runs",)
+    change_form_template = "admin/sampling/run/change_form.html"
+    change_list_template = "admin/sampling/run/change_list.html"
+
+    succeeded_count = _count_column("succeeded")
+    failed_count = _count_column("failed")
+    invalid_count = _count_column("invalid")
+    review_count = _count_column("review")
+    pending_count = _count_column("pending")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("sampling.change_run"))
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return RunChangeList
+
+    @admin.display(description="run", ordering="id")
+    def short_id(self, run: Run) -> str:
+        return str(run.pk)[:8]
+
+    @admin.display(description="campaign", ordering="campaign__name")
+    def campaign_name(self, run: Run) -> str:
+        return run.campaign.name
+
+    @admin.display(description="campaign")
+    def campaign_link(self, run: Run) -> str:
+        return run.campaign.name
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, run: Run) -> datetime:
+        return run.created_at
+
+    @admin.display(description="finished", ordering="finished_at", empty_value="–")
+    def finished(self, run: Run) -> datetime | None:
+        return run.finished_at
+
+    @admin.display(description="planned", ordering="planned_samples")
+    def planned(self, run: Run) -> int:
+        return run.planned_samples
+
+    @admin.display(description="outcome")
+    def outcome(self, run: Run) -> SafeString:
+        return outcome_badge(_run_status(run))
+
+    @admin.display(description="config snapshot (frozen at launch)")
+    def config(self, run: Run) -> SafeString:
+        return pretty_json(run.config_snapshot)
+
+    @admin.display(description="quote snapshot (minor units, as frozen)")
+    def quote(self, run: Run) -> SafeString:
+        if run.quote_snapshot is None:
+            return format_html('<span class="geo-muted">{}</span>', "no quote recorded")
+        return pretty_json(run.quote_snapshot)
+
+    @admin.action(description="Cancel the selected runs", permissions=["cancel"])
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        for run in queryset:
+            cancelled = cancel_run(run_id=run.pk)
+            self.message_user(request, f"{run}: {cancelled} samples not yet submitted cancelled.")
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        report_download = wrap(xframe_options_sameorigin(self.report_download_view))
+        return [
+            path(
+                "<path:object_id>/progress/",
+                wrap(self.progress_view),
+                name="sampling_run_progress",
+            ),
+            path(
+                "<path:object_id>/cancel/",
+                wrap(require_POST(self.cancel_view)),
+                name="sampling_run_cancel",
+            ),
+            path("<path:object_id>/report/", wrap(self.report_view), name="sampling_run_report"),
+            path(
+                "<path:object_id>/report.<str:fmt>",
+                report_download,
+                name="sampling_run_report_download",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        return _run_detail_context(request, obj, self)
+
+    def progress_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
+        run = self._scoped_object_or_404(request, object_id)
+        status = status_of_run(run_id=run.pk)
+        context = status_context(status)
+        return JsonResponse(
+            {
+                **status.as_json(),
+                "outcome_label": context["outcome_label"],
+                "percent_terminal": context["percent_terminal"],
+                "segments": context["segments"],
+            }
+        )
+
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        run = self._scoped_object_or_404(request, object_id)
+        if not self.has_cancel_permission(request):
+            raise PermissionDenied
+        cancelled = cancel_run(run_id=run.pk)
+        messages.success(
+            request,
+            f"Cancelled: {cancelled} samples not yet submitted will not run; work the upstream "
+            "already accepted finishes and is charged.",
+        )
+        return redirect("admin:sampling_run_change", run.pk)
+
+    def _reportable_run(self, request: HttpRequest, object_id: str) -> Run:
+        run = cast(Run, self._scoped_object_or_404(request, object_id))
+        if not may_read_report(request, run):
+            raise Http404("no such run")  # finance reads money, not answers
+        return run
+
+    def report_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        run = self._reportable_run(request, object_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": run,
+            "title": f"Report: {run.campaign.name}",
+            "formats": [f for f in FORMATS if f != "html"],
+        }
+        return TemplateResponse(request, "admin/sampling/run/report.html", context)
+
+    def report_download_view(self, request: HttpRequest, object_id: str, fmt: str) -> HttpResponse:
+        run = self._reportable_run(request, object_id)
+        if fmt not in FORMATS:
+            raise Http404(f"unknown report format {fmt}")
+        try:
+            body = render_report(build_run_report(run_id=run.pk), fmt)
+        except ReportIntegrityError as error:
+            return HttpResponse(f"report refused: {error}", status=409, content_type="text/plain")
+        response = HttpResponse(body, content_type=CONTENT_TYPES[fmt])
+        if fmt != "html":
+            name = f"run-{str(run.pk)[:8]}-report.{fmt}"
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+
+def _money_summary(run: Run) -> dict[str, str] | None:
+    billing = run_billing(run_id=run.pk)
+    if billing.currency is None:
+        return None
+    currency = billing.currency
+    return {
+        "price_version": billing.price_version or "–",
+        "estimated_max": money(billing.estimated_max, currency),
+        "held": money(billing.held, currency),
+        "charged": money(billing.captured, currency),
+        "released": money(billing.released, currency),
+        "refunded": money(billing.refunded, currency),
+        "samples_charged": str(billing.samples_charged),
+    }
+
+
+def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -> dict[str, Any]:
+    status = status_of_run(run_id=run.pk)
+    user = request.user
+    can_see_samples = user.has_perm("sampling.view_sample")
+    layers = [
+        {
+            "name": layer,
+            "states": [(state, status.layers.get(layer, {}).get(state, 0)) for state in states],
+        }
+        for layer, states in LAYER_STATES.items()
+    ]
+    page = Paginator(run.batches.order_by("index"), 25).get_page(request.GET.get("batch_page"))
+    batch_rows = [
+        {
+            "batch": batch,
+            "samples_url": samples_url(batch=batch.pk),
+            **status_context(batch_status(batch=batch)),
+        }
+        for batch in page.object_list
+    ]
+    platform_rows = [
+        {"platform": platform, "samples_url": samples_url(run=run.pk, platform=platform)}
+        | status_context(platform_status)
+        for platform, platform_status in platform_statuses(run_id=run.pk).items()
+    ]
+    return {
+        **status_context(status),
+        "run": run,
+        "layers": layers,
+        "batch_page": page,
+        "batch_rows": batch_rows,
+        "platform_rows": platform_rows,
+        "failure_rows": [
+            {
+                "reason": reason,
+                "count": n,
+                "samples_url": samples_url(run=run.pk, failure_reason=reason),
+            }
+            for reason, n in failure_reasons(run_id=run.pk)
+        ],
+        "money_summary": _money_summary(run),
+        "can_see_samples": can_see_samples,
+        "can_cancel": model_admin.has_cancel_permission(request)
+        and run.finished_at is None
+        and run.cancelled_at is None,
+        "report_url": reverse("admin:sampling_run_report", args=[run.pk])
+        if may_read_report(request, run)
+        else "",
+        "campaign_url": reverse("admin:sampling_campaign_change", args=[run.campaign_id])
+        if user.has_perm("sampling.view_campaign")
+        else "",
+        "progress_url": reverse("admin:sampling_run_progress", args=[run.pk]),
+        "cancel_url": reverse("admin:sampling_run_cancel", args=[run.pk]),
+        "run_samples_url": samples_url(run=run.pk),
+    }

@@ -1,0 +1,48 @@
+"""python manage.py grant_role USERNAME TENANT_SLUG ROLE [--password-env VAR]"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from console.roles import ROLES
+from console.services import grant_role
+from sampling.models import Tenant
+
+
+class Command(BaseCommand):
+    help = (
+        "Give USERNAME the ROLE (operator, analyst, finance) in tenant TENANT_SLUG: creates the "
+        "staff user if missing (no password unless --password-env names a variable holding "
+        "one), adds the role's group and the membership. Idempotent."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("tenant_slug")
+        parser.add_argument("role")
+        parser.add_argument(
+            "--password-env", default=None, help="environment variable holding the password"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        role = options["role"]
+        if role not in ROLES:
+            raise CommandError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+        tenant = Tenant.objects.filter(slug=options["tenant_slug"]).first()
+        if tenant is None:
+            raise CommandError(
+                f"unknown tenant {options['tenant_slug']!r}; create it with "
+                "`manage.py create_tenant SLUG --name NAME`"
+            )
+        password = None
+        if options["password_env"]:
+            password = os.environ.get(options["password_env"])
+            if not password:
+                raise CommandError(f"environment variable {options['password_env']} is empty")
+        outcome = grant_role(
+            username=options["username"], tenant=tenant, role=role, password=password
+        )
+        self.stdout.write(outcome)

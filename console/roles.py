@@ -1,0 +1,113 @@
+"""The three roles a tenant's user can hold, as Django groups with their model permissions.
+
+A person's permissions come from the group of their role (global, what pages they may open)
+and their `evidence.TenantMembership` (per tenant, which rows): `console.scope` combines both.
+The mapping below is the source of truth; `sync_role_groups` makes the groups equal to it
+(data migration console/0001 and every `migrate`, see console/apps.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.apps import apps as global_apps
+from django.apps.registry import Apps
+from django.contrib.auth.management import create_permissions
+
+from evidence.models import EVIDENCE_READER_ROLES
+
+OPERATOR = "operator"
+ANALYST = "analyst"
+FINANCE = "finance"
+ROLES = (OPERATOR, ANALYST, FINANCE)
+
+
+def _perms(app: str, actions: str, *models: str) -> set[str]:
+    return {f"{app}.{action}_{model}" for action in actions.split() for model in models}
+
+
+_TENANT = _perms("sampling", "view", "tenant")
+_RUNS_AND_SAMPLES = _perms("sampling", "view", "run", "batch", "sample", "attempt", "stalewrite")
+_EVIDENCE = _perms("evidence", "view", "capture", "evidenceobject", "citation")
+_MENTIONS = _perms("analysis", "view", "mention", "analysisrevision", "analysisresult")
+_AMBIGUOUS_WORDS = _perms("analysis", "view", "ambiguousword")
+
+ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    # campaigns, preview, launch (add run), cancel (change run), runs, samples (change sample:
+    # resolve uncertain), and the evidence behind the samples they launched.
+    OPERATOR: frozenset(
+        _TENANT
+        | _RUNS_AND_SAMPLES
+        | _EVIDENCE
+        | _MENTIONS
+        | _perms("sampling", "view add change", "brand", "campaign", "question")
+        | _perms("sampling", "view add change delete", "competitor", "platformtarget")
+        | _perms("sampling", "add change", "run", "sample")
+        | _perms("analysis", "view add change delete", "ambiguousword")
+    ),
+    # runs, samples, evidence, review queue, mentions, reports; no billing.
+    ANALYST: frozenset(
+        _TENANT
+        | _RUNS_AND_SAMPLES
+        | _EVIDENCE
+        | _MENTIONS
+        | _perms("evidence", "view", "reviewsample", "reviewdecision")
+        | _perms("evidence", "add", "reviewdecision")
+        | _AMBIGUOUS_WORDS
+    ),
+    # ledger, accounts, reconciliation, statements, exports, run money summaries; no answer
+    # text, no evidence. add_journalentry is the top-up.
+    FINANCE: frozenset(
+        _TENANT
+        | _perms("sampling", "view", "run")
+        | _perms(
+            "billing",
+            "view",
+            "account",
+            "journalentry",
+            "posting",
+            "samplesettlement",
+            "priceversion",
+            "price",
+            "upstreamstatement",
+            "upstreamstatementline",
+        )
+        | _perms("billing", "add", "journalentry", "upstreamstatement")
+    ),
+}
+
+# What a role may do beyond model permissions (checked by the views that serve them).
+REPORT_ROLES = frozenset({OPERATOR, ANALYST})
+EVIDENCE_ROLES = EVIDENCE_READER_ROLES
+TOP_UP_PERMISSION = "billing.add_journalentry"
+
+
+def role_allows(role: str, perm: str) -> bool:
+    return perm in ROLE_PERMISSIONS.get(role, frozenset())
+
+
+def sync_role_groups(*, apps: Apps = global_apps, using: str = "default") -> None:
+    """Create the three groups and set each one's permissions to exactly its mapping."""
+    for config in global_apps.get_app_configs():
+        # On a fresh database permissions are created only after all migrations; make them now.
+        create_permissions(config, verbosity=0, apps=apps, using=using)
+    group_model = apps.get_model("auth", "Group")
+    permission_model = apps.get_model("auth", "Permission")
+    for role, perms in ROLE_PERMISSIONS.items():
+        group, _ = group_model.objects.using(using).get_or_create(name=role)
+        group.permissions.set(_permission_rows(permission_model, perms, using))
+
+
+def _permission_rows(permission_model: type, perms: Iterable[str], using: str) -> list[object]:
+    rows = []
+    for perm in sorted(perms):
+        app_label, codename = perm.split(".", 1)
+        row = (
+            permission_model.objects.using(using)  # type: ignore[attr-defined]
+            .filter(content_type__app_label=app_label, codename=codename)
+            .first()
+        )
+        if row is None:
+            raise LookupError(f"role permission {perm} does not exist")
+        rows.append(row)
+    return rows

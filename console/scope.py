@@ -1,0 +1,177 @@
+"""The one tenant-and-role scope. Every query that serves a person (admin changelists, change
+views, search, filters, autocomplete, foreign-key choices, inlines, custom views, exports,
+evidence downloads, reports and any API view) takes its rows from here.
+
+    scope = user_scope(request.user)
+    runs = scoped(Run.objects.all(), request.user)                # view permission
+    run = scoped_get_or_404(Run.objects.all(), request.user, pk=run_id)
+
+A user's rows are those of the tenants where their role (their `evidence.TenantMembership`)
+grants the model's permission (`console.roles.ROLE_PERMISSIONS`). Superusers see everything.
+Rows of another tenant are simply absent, so a lookup of one is a 404, never a 403 that would
+confirm it exists. Platform-wide rows (price lists, statements) have no tenant and follow the
+model permission alone; platform-internal rows (outbox, platform accounts) are superuser-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from django.db.models import Model, Q, QuerySet
+from django.http import Http404
+
+from evidence.models import TenantMembership
+from sampling.models import Tenant
+
+from .roles import role_allows
+
+M = TypeVar("M", bound=Model)
+
+GLOBAL = "*"  # rows with no tenant, readable by anyone the model permission lets in
+SUPERUSER_ONLY = "-"
+
+# Model label -> the path from a row to its tenant id.
+TENANT_PATHS: dict[str, str] = {
+    "sampling.tenant": "id",
+    "sampling.brand": "tenant_id",
+    "sampling.campaign": "tenant_id",
+    "sampling.competitor": "campaign__tenant_id",
+    "sampling.platformtarget": "campaign__tenant_id",
+    "sampling.question": "campaign__tenant_id",
+    "sampling.questionrevision": "question__campaign__tenant_id",
+    "sampling.run": "tenant_id",
+    "sampling.batch": "run__tenant_id",
+    "sampling.sample": "tenant_id",
+    "sampling.attempt": "sample__tenant_id",
+    "sampling.stalewrite": "sample__tenant_id",
+    "sampling.outboxmessage": SUPERUSER_ONLY,
+    "sampling.callbackdelivery": SUPERUSER_ONLY,
+    "evidence.capture": "sample__tenant_id",
+    "evidence.evidenceobject": "capture__sample__tenant_id",
+    "evidence.citation": "capture__sample__tenant_id",
+    "evidence.reviewsample": "tenant_id",
+    "evidence.reviewdecision": "sample__tenant_id",
+    "evidence.tenantmembership": SUPERUSER_ONLY,
+    "analysis.mention": "sample__tenant_id",
+    "analysis.analysisrevision": "run__tenant_id",
+    "analysis.analysisresult": "sample__tenant_id",
+    "analysis.ambiguousword": "campaign__tenant_id",
+    "billing.account": "tenant_id",
+    "billing.journalentry": "tenant_id",
+    "billing.posting": "entry__tenant_id",
+    "billing.samplesettlement": "run__tenant_id",
+    "billing.priceversion": GLOBAL,
+    "billing.price": GLOBAL,
+    "billing.upstreamstatement": GLOBAL,
+    "billing.upstreamstatementline": GLOBAL,
+}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who a user is for the console: superuser, or a role per tenant id."""
+
+    user_id: int | None
+    is_superuser: bool
+    roles: Mapping[int, str]
+
+    def tenant_ids(self, perm: str) -> set[int] | None:
+        """Tenants where `perm` ("app.codename") is granted; None means every tenant."""
+        if self.is_superuser:
+            return None
+        return {tenant for tenant, role in self.roles.items() if role_allows(role, perm)}
+
+    def tenant_ids_for_roles(self, roles: frozenset[str]) -> set[int] | None:
+        if self.is_superuser:
+            return None
+        return {tenant for tenant, role in self.roles.items() if role in roles}
+
+    def role(self, tenant_id: int) -> str | None:
+        return self.roles.get(tenant_id)
+
+
+_CACHE_ATTR = "_console_scope"
+
+
+def user_scope(user: Any) -> Scope:
+    """The user's scope, read once per request (cached on the user object)."""
+    cached = getattr(user, _CACHE_ATTR, None)
+    if cached is not None:
+        return cached
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        scope = Scope(user_id=None, is_superuser=False, roles={})
+    else:
+        roles = dict(
+            TenantMembership.objects.filter(user_id=user.pk).values_list("tenant_id", "role")
+        )
+        scope = Scope(user_id=user.pk, is_superuser=user.is_superuser, roles=roles)
+    setattr(user, _CACHE_ATTR, scope)
+    return scope
+
+
+def forget_scope(user: Any) -> None:
+    """After a membership change in the same request (tests, commands)."""
+    if hasattr(user, _CACHE_ATTR):
+        delattr(user, _CACHE_ATTR)
+
+
+def model_label(model: type[Model]) -> str:
+    return model._meta.label_lower
+
+
+def permission(model: type[Model], action: str = "view") -> str:
+    opts = model._meta
+    return f"{opts.app_label}.{action}_{opts.model_name}"
+
+
+def tenant_filter(model: type[Model], tenant_ids: set[int] | None) -> Q | None:
+    """The Q restricting `model` to `tenant_ids` (None: no restriction)."""
+    if tenant_ids is None:
+        return None
+    path = TENANT_PATHS.get(model_label(model), SUPERUSER_ONLY)
+    if path == GLOBAL:
+        return None
+    if path == SUPERUSER_ONLY:
+        return Q(pk__in=[])
+    return Q(**{f"{path}__in": sorted(tenant_ids)})
+
+
+def scoped(queryset: QuerySet[M], user: Any, *, action: str = "view") -> QuerySet[M]:
+    """`queryset` restricted to the tenants where the user's role may `action` its model."""
+    model = queryset.model
+    scope = user_scope(user)
+    perm = permission(model, action)
+    if not scope.is_superuser and TENANT_PATHS.get(model_label(model)) == GLOBAL:
+        return queryset if _any_role_allows(scope, perm) else queryset.none()
+    condition = tenant_filter(model, scope.tenant_ids(perm))
+    return queryset if condition is None else queryset.filter(condition)
+
+
+def _any_role_allows(scope: Scope, perm: str) -> bool:
+    return any(role_allows(role, perm) for role in scope.roles.values())
+
+
+def scoped_get_or_404(queryset: QuerySet[M], user: Any, **lookup: Any) -> M:
+    obj = scoped(queryset, user).filter(**lookup).first()
+    if obj is None:
+        raise Http404(f"no such {queryset.model._meta.verbose_name}")
+    return obj
+
+
+def allows(user: Any, perm: str, tenant_id: int) -> bool:
+    """Whether the user's role in `tenant_id` grants `perm` (superusers: always)."""
+    tenant_ids = user_scope(user).tenant_ids(perm)
+    return tenant_ids is None or tenant_id in tenant_ids
+
+
+def tenants_where(user: Any, perm: str) -> QuerySet[Tenant]:
+    """The tenants where the user's role grants `perm` (e.g. the top-up form's choices)."""
+    tenant_ids = user_scope(user).tenant_ids(perm)
+    tenants = Tenant.objects.all()
+    return tenants if tenant_ids is None else tenants.filter(pk__in=sorted(tenant_ids))
+
+
+def visible_tenant_ids(user: Any, roles: frozenset[str]) -> set[int] | None:
+    return user_scope(user).tenant_ids_for_roles(roles)

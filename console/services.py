@@ -1,0 +1,60 @@
+"""Write operations on who may use the console."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from evidence.models import TenantMembership
+from sampling.models import Tenant
+
+from .roles import ROLES
+
+
+def grant_role(*, username: str, tenant: Tenant, role: str, password: str | None = None) -> str:
+    """Make `username` a staff user with `role` in `tenant` (one role per tenant: a different
+    earlier role is replaced). Returns a one-line account of what changed."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+    user_model = get_user_model()
+    with transaction.atomic():
+        user, created = user_model.objects.get_or_create(
+            username=username, defaults={"is_staff": True, "is_active": True}
+        )
+        if created:
+            if password:
+                user.set_password(password)
+            else:
+                user.set_unusable_password()
+            user.save()
+        elif not user.is_staff or password:
+            user.is_staff = True
+            if password:
+                user.set_password(password)
+            user.save()
+        user.groups.add(Group.objects.get(name=role))
+        membership, new_membership = TenantMembership.objects.get_or_create(
+            user=user, tenant=tenant, defaults={"role": role}
+        )
+        previous = membership.role
+        if membership.role != role:
+            membership.role = role
+            membership.save(update_fields=["role"])
+            _drop_unused_groups(user)
+    what = "created user" if created else "user"
+    if new_membership:
+        return f"{what} {username}: {role} in {tenant.slug}"
+    if previous != role:
+        return f"{what} {username}: {role} in {tenant.slug} (was {previous})"
+    return f"{what} {username} is already {role} in {tenant.slug}"
+
+
+def _drop_unused_groups(user: Any) -> None:
+    """A role group stays only while some membership still holds that role."""
+    held = set(TenantMembership.objects.filter(user=user).values_list("role", flat=True))
+    for role in ROLES:
+        if role not in held:
+            user.groups.remove(Group.objects.get(name=role))

@@ -1,0 +1,30 @@
+"""An unfunded tenant: the preview says plainly that funds are short and offers no launch."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from sampling.planning import parse_campaign_spec
+from sampling.services import save_campaign
+from tests.conftest import BASE_CAMPAIGN
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def funded_tenants() -> None:
+    """Overrides the suite's autouse funding: this tenant starts with nothing."""
+
+
+def test_the_preview_says_funds_are_short_and_offers_no_launch(admin_client: Client) -> None:
+    campaign = save_campaign(spec=parse_campaign_spec(copy.deepcopy(BASE_CAMPAIGN)))
+    page = admin_client.get(reverse("admin:sampling_campaign_preview", args=[campaign.pk]))
+    html = page.content.decode()
+    assert 'id="available-balance">0.00 USD<' in html
+    assert "Not enough funds: this launch needs 0.20 USD but acme has 0.00 USD available" in html
+    assert "(short by 0.20 USD)" in html
+    assert 'name="token"' not in html
