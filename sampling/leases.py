@@ -115,9 +115,11 @@ UPDATE sampling_sample {_TAKE_LEASE.format(lease_end=_lease_end("%(lease)s"))}
 
 
 def renew_lease(*, sample_id: int, token: int, lease_seconds: int) -> bool:
-    """Extend a lease we still hold. False means it was taken over: stop working."""
+    """Extend a lease we still hold. False means it ran out or was taken over: stop working
+    (a lease that ran out is never revived, as the fenced write would refuse it anyway)."""
     sql = f"""UPDATE sampling_sample SET lease_until = {_lease_end("%s")}
-              WHERE id = %s AND fencing_token = %s AND queue_state = 'leased'"""
+              WHERE id = %s AND fencing_token = %s AND queue_state = 'leased'
+                AND lease_until > {_now()}"""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [lease_seconds, sample_id, token])
         return cursor.rowcount == 1

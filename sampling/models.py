@@ -430,14 +430,21 @@ class Attempt(models.Model):
         return f"attempt {self.attempt_no} of sample {self.sample_id}"
 
 
+class StaleReason(models.TextChoices):
+    TOKEN = "token", "a newer claim took the sample over"
+    LEASE_EXPIRED = "lease_expired", "the lease ran out before the write"
+
+
 class StaleWrite(models.Model):
-    """A result write refused because its fencing token was no longer current."""
+    """A result write refused because its fencing token was no longer current, or its lease
+    had run out (not yet swept, but the step may already be due for someone else)."""
 
     sample = models.ForeignKey(Sample, on_delete=models.CASCADE, related_name="stale_writes")
     operation = models.CharField(max_length=32)
     presented_token = models.BigIntegerField()
     current_token = models.BigIntegerField()
     worker = models.CharField(max_length=128, blank=True, default="")
+    reason = models.CharField(max_length=16, choices=StaleReason.choices, default=StaleReason.TOKEN)
     created_at = models.DateTimeField(db_default=Now())
 
     def __str__(self) -> str:

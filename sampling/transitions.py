@@ -25,7 +25,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django_fsm import TransitionNotAllowed
 
-from .locking import lock_sample
+from .locking import lock_leased_sample, lock_sample
 from .models import (
     AnalysisState,
     Attempt,
@@ -33,6 +33,7 @@ from .models import (
     EvidenceState,
     QueueState,
     Sample,
+    StaleReason,
     StaleWrite,
     Step,
     SubmissionState,
@@ -62,15 +63,19 @@ class ReviewNotAllowed(Exception):
 
 @contextmanager
 def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> Iterator[Sample]:
-    """A transaction holding the sample's row, entered only with the current token.
+    """A transaction holding the sample's row, entered only with the current token and a lease
+    that has not run out (`lease_until > now()` in database time, as the claim set it).
 
-    A stale token is recorded (in its own transaction, so the record survives) and raises
+    A late writer is refused even when its lease was not yet swept: its step may already be
+    due for someone else. The lease is checked once, under the row lock: while the lock is
+    held nobody can requeue or claim the sample, so it cannot be taken over mid-block.
+    A refusal is recorded (in its own transaction, so the record survives) and raises
     StaleToken. Inside the block, write with `save_fenced`.
     """
     with transaction.atomic():
-        sample = lock_sample(sample_id)
-        current = sample.fencing_token == token and sample.queue_state == QueueState.LEASED
-        if current:
+        sample, lease_live = lock_leased_sample(sample_id)
+        holder = sample.fencing_token == token and sample.queue_state == QueueState.LEASED
+        if holder and lease_live:
             yield sample
             return
     StaleWrite.objects.create(
@@ -79,7 +84,10 @@ def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> I
         presented_token=token,
         current_token=sample.fencing_token,
         worker=worker,
+        reason=StaleReason.LEASE_EXPIRED if holder else StaleReason.TOKEN,
     )
+    if holder:
+        raise StaleToken(f"sample {sample_id}: the lease of token {token} has run out")
     raise StaleToken(f"sample {sample_id}: token {token} is stale ({sample.fencing_token} current)")
 
 

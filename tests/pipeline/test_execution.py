@@ -9,6 +9,7 @@ crashes and real protocols are proven by the real-process suites (tests/e2e, tes
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ from connectors.base import (
 from evidence.models import Capture
 from pipeline import execution
 from pipeline.launch import launch_run
-from sampling.leases import claim_sample
+from sampling.leases import claim_sample, renew_lease
 from sampling.models import (
     Attempt,
     AttemptStatus,
@@ -491,3 +492,37 @@ def test_analysis_of_a_login_page_marks_it_invalid(upstream: Any) -> None:
     assert outcome == "analysed:failed"
     assert sample.validity == "invalid"
     assert sample.validity_reason
+
+
+# --- lease checked on completion ----------------------------------------------------------------
+
+
+def test_a_writer_whose_lease_ran_out_is_refused_even_before_the_sweep(upstream: Any) -> None:
+    sample = _sample()
+
+    def slow(request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        # The worker stalled past its lease; nobody swept or claimed the sample yet.
+        Sample.objects.filter(pk=sample.pk).update(lease_until=Now() - timedelta(seconds=1))
+        return SubmitOutcome(upstream_id="resp-1", result=_result())
+
+    scripted = upstream()
+    scripted.submit = slow  # type: ignore[method-assign]
+
+    outcome, after = _step(sample)
+
+    assert outcome == "stale-write-refused"
+    refused = StaleWrite.objects.get(sample=sample)
+    assert (refused.reason, refused.operation) == ("lease_expired", "answer")
+    assert refused.presented_token == refused.current_token == after.fencing_token
+    assert (after.collection_state, after.queue_state) == ("queued", "leased")
+    assert not Capture.objects.filter(sample=sample, collection_state="completed").exists()
+
+
+def test_an_expired_lease_is_never_renewed() -> None:
+    sample = _sample()
+    claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
+    assert claim is not None
+    assert renew_lease(sample_id=sample.pk, token=claim.token, lease_seconds=60)
+    Sample.objects.filter(pk=sample.pk).update(lease_until=Now() - timedelta(seconds=1))
+
+    assert not renew_lease(sample_id=sample.pk, token=claim.token, lease_seconds=60)
