@@ -49,6 +49,7 @@ from sampling.models import Run, Sample
 from sampling.selectors import FAILED, INVALID, REVIEW, SUCCEEDED, TERMINAL, run_status
 
 from .domains import cited_domain_share, top_cited_domains
+from .evidence_summary import EvidenceSummary, evidence_by_platform
 from .models import Mention
 from .stats import Rate, rate
 
@@ -513,6 +514,7 @@ class RunReport:
     by_question: list[Metrics]
     over_time: list[TrendPoint] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    evidence: list[EvidenceSummary] = field(default_factory=list)
 
     @property
     def entities(self) -> list[str]:
@@ -536,6 +538,7 @@ class RunReport:
             "by_question": [m.as_dict() for m in self.by_question],
             "over_time": [p.as_dict() for p in self.over_time],
             "checks": [c.as_dict() for c in self.checks],
+            "evidence_by_platform": [e.as_dict() for e in self.evidence],
         }
 
 
@@ -634,4 +637,5 @@ def build_run_report(*, run_id: UUID | str, with_trend: bool = True) -> RunRepor
         by_question=by_question,
         over_time=_trend(run, overall) if with_trend else [],
         checks=checks,
+        evidence=evidence_by_platform(run_id=run.pk),
     )

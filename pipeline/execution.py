@@ -48,7 +48,7 @@ from sampling.models import (
     Step,
     SubmissionState,
 )
-from sampling.transitions import StaleToken, fenced, save_fenced
+from sampling.transitions import StaleToken, end_uncollected, fenced, save_fenced
 
 log = logging.getLogger(__name__)
 
@@ -188,10 +188,9 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
             return None
         if Run.objects.filter(pk=s.run_id).exclude(cancelled_at=None).exists():
             # Cancelled before the upstream was asked: never send it (billing released it).
-            s.fail_collection()
-            s.failure_reason = "cancelled by operator"
+            changed = end_uncollected(s, reason="cancelled by operator")
             _release(s, step=Step.NONE)
-            save_fenced(s, ctx.token, "collection_state", "failure_reason", *_QUEUE_FIELDS)
+            save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
             return None
         s.attempts += 1
         attempt = Attempt.objects.create(
@@ -392,12 +391,9 @@ def _retry_or_fail(
         _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
         save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
         return f"retry:{error_class.value}"
-    s.fail_collection()
-    s.failure_reason = f"{error_class.value}: {message}"[:200]
+    changed = end_uncollected(s, reason=f"{error_class.value}: {message}")
     _release(s, step=Step.NONE)
-    save_fenced(
-        s, ctx.token, "submission_state", "collection_state", "failure_reason", *_QUEUE_FIELDS
-    )
+    save_fenced(s, ctx.token, "submission_state", *changed, *_QUEUE_FIELDS)
     _after_terminal(s)
     return f"failed:{error_class.value}"
 
@@ -528,10 +524,9 @@ def handle_poll(ctx: StepContext) -> str:
 
 def _fail_accepted(ctx: StepContext, *, reason: str) -> str:
     with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="fail", worker=ctx.worker) as s:
-        s.fail_collection()
-        s.failure_reason = reason[:200]
+        changed = end_uncollected(s, reason=reason)
         _release(s, step=Step.NONE)
-        save_fenced(s, ctx.token, "collection_state", "failure_reason", *_QUEUE_FIELDS)
+        save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
     _after_terminal(s)
     return "failed"
 
@@ -599,10 +594,10 @@ def handle_evidence(ctx: StepContext) -> str:
             sample_id=s.pk, attempt_no=s.attempts, archived=archived, token=ctx.token
         )
         if result.collection_state != CollectionState.COMPLETED:
-            s.fail_collection()
-            s.failure_reason = str((result.error or {}).get("message", "collection failed"))[:200]
+            message = str((result.error or {}).get("message", "collection failed"))
+            changed = end_uncollected(s, reason=message)
             _release(s, step=Step.NONE)
-            save_fenced(s, ctx.token, "collection_state", "failure_reason", *_QUEUE_FIELDS)
+            save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
             terminal = True
         else:
             if s.collection_state == CollectionState.QUEUED:

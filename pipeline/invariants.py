@@ -525,6 +525,12 @@ def check_queue_states(run_id: UUID | str | None = None) -> list[Violation]:
             " AND NOT (s.queue_state = 'done' AND s.collection_state = 'failed'"
             " AND s.failure_reason LIKE 'reviewed: %%')"
         ),
+        # A failed collection ends evidence and analysis too (sampling.transitions): nothing
+        # may still say "analysing" for a sample that will never be analysed.
+        "collection failed but evidence or analysis still pending": (
+            "s.queue_state = 'done' AND s.collection_state = 'failed'"
+            " AND (s.evidence_state = 'pending' OR s.analysis_state = 'pending')"
+        ),
         "submitting outside a submit step": (
             "s.submission_state = 'submitting'"
             " AND (s.step <> 'submit' OR s.queue_state NOT IN ('leased', 'ready'))"

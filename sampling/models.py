@@ -276,6 +276,9 @@ class Sample(models.Model):
     validity = models.CharField(max_length=16, blank=True, default="")  # "", valid, invalid
     validity_reason = models.CharField(max_length=64, blank=True, default="")
     evidence_reason = models.CharField(max_length=200, blank=True, default="")
+    # Why analysis ended where it did when that is not a validity verdict: no answer was
+    # collected, or the parser did not understand the answer's format (its error).
+    analysis_reason = models.CharField(max_length=200, blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -113,22 +113,45 @@ def save_unchanged(sample: Sample, *field_names: str, read_queue_state: str, **e
         raise ConcurrentChange(f"sample {sample.pk} changed while being written")
 
 
+# --- a collection that failed for good ------------------------------------------------------
+
+NOT_COLLECTED = "not_collected"  # the analysis reason of a sample with no answer to analyse
+
+
+def end_uncollected(sample: Sample, *, reason: str) -> tuple[str, ...]:
+    """Collection failed for good: the evidence and analysis layers end too, with the reason,
+    so no page or export shows "analysing" for a sample that will never be analysed. Returns
+    the fields changed, for the caller's conditional write (`save_fenced` / `save_unchanged`).
+    """
+    sample.fail_collection()
+    sample.failure_reason = reason[:REASON_LENGTH]
+    if sample.evidence_state == EvidenceState.PENDING:
+        sample.fail_evidence()
+        sample.evidence_reason = f"no answer collected: {reason}"[:REASON_LENGTH]
+    if sample.analysis_state == AnalysisState.PENDING:
+        sample.fail_analysis()
+        sample.analysis_reason = NOT_COLLECTED
+    return UNCOLLECTED_FIELDS
+
+
+UNCOLLECTED_FIELDS = (
+    "collection_state",
+    "failure_reason",
+    "evidence_state",
+    "evidence_reason",
+    "analysis_state",
+    "analysis_reason",
+)
+
+
 def cancel_unaccepted(sample: Sample, *, reason: str) -> bool:
     """Fail a sample the upstream never accepted, as part of a local cancel. The caller holds
     its row lock. False when a worker got to it first (it then finishes and is charged)."""
     read_queue_state = sample.queue_state
-    sample.fail_collection()
-    sample.failure_reason = reason[:REASON_LENGTH]
+    changed = end_uncollected(sample, reason=reason)
     sample.step, sample.queue_state = Step.NONE, QueueState.DONE
     try:
-        save_unchanged(
-            sample,
-            "collection_state",
-            "failure_reason",
-            "step",
-            "queue_state",
-            read_queue_state=read_queue_state,
-        )
+        save_unchanged(sample, *changed, "step", "queue_state", read_queue_state=read_queue_state)
     except ConcurrentChange:
         return False
     return True
@@ -161,17 +184,16 @@ def resolve_uncertain(*, sample_id: int, resolution: Resolution, note: str = "")
             sample.confirm_not_accepted()
             sample.step, sample.queue_state = Step.SUBMIT, QueueState.READY
         else:
-            sample.fail_collection()
+            end_uncollected(sample, reason=reason)
             sample.step, sample.queue_state = Step.NONE, QueueState.DONE
         sample.failure_reason = reason[:REASON_LENGTH]
         try:
             save_unchanged(
                 sample,
                 "submission_state",
-                "collection_state",
+                *UNCOLLECTED_FIELDS,
                 "step",
                 "queue_state",
-                "failure_reason",
                 read_queue_state=QueueState.PARKED,
                 claims=0,
                 due_at=Now(),

@@ -16,6 +16,7 @@ import pytest
 from django.conf import settings
 from django.db.models.functions import Now
 
+from analysis.reports import build_run_report
 from connectors.base import (
     Capabilities,
     Connector,
@@ -218,7 +219,24 @@ def test_an_auth_failure_fails_the_sample_without_retrying(upstream: Any) -> Non
     assert outcome == "failed:auth"
     assert (sample.collection_state, sample.queue_state) == ("failed", "done")
     assert sample.failure_reason == "auth: invalid key"
-    assert sample.evidence_state == "pending" and sample.analysis_state == "pending"
+    # Nothing will ever be analysed: evidence and analysis end too, with the reason.
+    assert (sample.evidence_state, sample.evidence_reason) == (
+        "failed",
+        "no answer collected: auth: invalid key",
+    )
+    assert (sample.analysis_state, sample.analysis_reason) == ("failed", "not_collected")
+
+
+def test_the_report_shows_missing_evidence_per_platform_with_the_reason(upstream: Any) -> None:
+    upstream(submit=UpstreamError(ErrorClass.AUTH, "invalid key", status_code=401))
+    _, sample = _step(_sample())
+
+    report = build_run_report(run_id=sample.run_id, with_trend=False).as_dict()
+
+    [openai] = report["evidence_by_platform"]
+    assert (openai["platform"], openai["failed"], openai["pending"]) == ("openai", 1, 0)
+    assert openai["evidence_missing_rate"]["value"] == 1.0
+    assert openai["reasons"] == {"no answer collected": 1}
 
 
 def test_an_unknown_acceptance_makes_the_sample_uncertain_and_verifies_next(upstream: Any) -> None:
