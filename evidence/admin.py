@@ -318,9 +318,8 @@ def _int_or_none(value: str) -> int | None:
 def _reasons(sample: Sample) -> list[str]:
     reasons = []
     if sample.analysis_state == AnalysisState.REVIEW:
-        reasons.append(
-            f"analysis in review{': ' + sample.validity_reason if sample.validity_reason else ''}"
-        )
+        why = sample.validity_reason or sample.analysis_reason  # e.g. the parser's error
+        reasons.append(f"analysis in review{': ' + why if why else ''}")
     if sample.evidence_state == EvidenceState.PARTIAL:
         reasons.append(f"partial evidence: {sample.evidence_reason or 'unspecified'}")
     return reasons

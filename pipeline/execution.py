@@ -48,7 +48,13 @@ from sampling.models import (
     Step,
     SubmissionState,
 )
-from sampling.transitions import StaleToken, end_uncollected, fenced, save_fenced
+from sampling.transitions import (
+    StaleToken,
+    end_uncollected,
+    fenced,
+    hold_unparsed,
+    save_fenced,
+)
 
 log = logging.getLogger(__name__)
 
@@ -314,17 +320,21 @@ def _record_direct_answer(
     archived = _archive(sample, result)
     failpoint("after_store_before_complete")
     failed = result.collection_state != CollectionState.COMPLETED
+    # An answer the parser did not understand was still an answer: the attempt was accepted.
+    unparsed = failed and _error_class(result) == ErrorClass.PARSE_FAILED
     with fenced(
         sample_id=ctx.sample_id, token=ctx.token, operation="answer", worker=ctx.worker
     ) as s:
         _close_attempt(
             attempt,
             outcome=outcome,
-            status=AttemptStatus.FAILED if failed else AttemptStatus.ACCEPTED,
+            status=AttemptStatus.FAILED if failed and not unparsed else AttemptStatus.ACCEPTED,
         )
         evidence_services.record_capture(
             sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
         )
+        if unparsed:
+            return _hold_unparsed(ctx, s, outcome.upstream_id, message=_error_message(result))
         if failed:
             return _answer_failed(ctx, s, attempt, result)
         s.accept()
@@ -355,12 +365,37 @@ def _record_direct_answer(
     return "answered"
 
 
+def _error_class(result: NormalizedResult) -> ErrorClass:
+    return ErrorClass((result.error or {}).get("class", ErrorClass.TRUNCATED))
+
+
+def _error_message(result: NormalizedResult, default: str = "") -> str:
+    return str((result.error or {}).get("message", default))
+
+
+def _hold_unparsed(ctx: StepContext, s: Sample, upstream_id: str | None, *, message: str) -> str:
+    """The upstream answered in a format the parser does not understand: the raw is already
+    archived; the sample goes to the analyst review queue with the parser's error and is never
+    asked again automatically. Call inside the fenced block."""
+    if s.submission_state == SubmissionState.SUBMITTING:
+        s.accept()
+        s.accepted_at = Now()
+    s.upstream_id = upstream_id or s.upstream_id
+    changed = hold_unparsed(s, error=message or "format not understood")
+    _release(s, step=Step.NONE)
+    save_fenced(
+        s, ctx.token, "submission_state", "accepted_at", "upstream_id", *changed, *_QUEUE_FIELDS
+    )
+    _after_terminal(s)
+    return "parse-failed:review"
+
+
 def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: NormalizedResult) -> str:
     """Truncated stream or mid-stream error: the raw is kept (already archived); the question
     is asked again as a new attempt while the retry budget lasts."""
-    error_class = ErrorClass((result.error or {}).get("class", ErrorClass.TRUNCATED))
+    error_class = _error_class(result)
     attempt.error_class = error_class.value
-    attempt.error_message = str((result.error or {}).get("message", ""))[:2000]
+    attempt.error_message = _error_message(result)[:2000]
     attempt.save(update_fields=["error_class", "error_message"])
     # No usable answer came back, so the question counts as not yet asked: a new attempt may
     # ask it again. The raw of this attempt is already archived as its own capture revision.
@@ -593,8 +628,12 @@ def handle_evidence(ctx: StepContext) -> str:
         capture = evidence_services.record_capture(
             sample_id=s.pk, attempt_no=s.attempts, archived=archived, token=ctx.token
         )
+        if result.collection_state != CollectionState.COMPLETED and (
+            _error_class(result) == ErrorClass.PARSE_FAILED
+        ):
+            return _hold_unparsed(ctx, s, None, message=_error_message(result))
         if result.collection_state != CollectionState.COMPLETED:
-            message = str((result.error or {}).get("message", "collection failed"))
+            message = _error_message(result, "collection failed")
             changed = end_uncollected(s, reason=message)
             _release(s, step=Step.NONE)
             save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)

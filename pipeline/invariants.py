@@ -287,7 +287,9 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
                      AND s.submission_state <> 'accepted')
                     OR (s.collection_state = 'completed' AND NOT EXISTS (
                         SELECT 1 FROM {CAPTURE} c WHERE c.sample_id = s.id
-                           AND c.collection_state = 'completed'))) {where}
+                           AND c.collection_state = 'completed')
+                        -- an answer the parser did not understand: kept raw, in review
+                        AND s.analysis_reason NOT LIKE 'parse_failed%%')) {where}
              ORDER BY s.id""",
         params,
     ):

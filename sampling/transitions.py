@@ -30,6 +30,7 @@ from .models import (
     AnalysisState,
     Attempt,
     AttemptStatus,
+    CollectionState,
     EvidenceState,
     QueueState,
     Sample,
@@ -144,6 +145,34 @@ UNCOLLECTED_FIELDS = (
 )
 
 
+# --- an answer the parser did not understand ------------------------------------------------
+
+PARSE_FAILED = "parse_failed"  # the head of the analysis reason of such a sample
+
+
+def hold_unparsed(sample: Sample, *, error: str) -> tuple[str, ...]:
+    """The upstream answered, but in a format the parser does not understand. The answer was
+    collected (its raw is kept as a capture revision) and is never asked again automatically:
+    it waits in the analyst review queue with the parser's error, to be re-parsed once the
+    parser is fixed (`manage.py reparse --sample`) or rejected. Returns the fields changed."""
+    if sample.collection_state == CollectionState.QUEUED:
+        sample.start_collection()
+    sample.complete_collection()
+    sample.completed_at = Now()
+    sample.store_partial_evidence()
+    sample.evidence_reason = f"PARSE_FAILED: {error}"[:REASON_LENGTH]
+    sample.send_to_review()
+    sample.analysis_reason = f"{PARSE_FAILED}: {error}"[:REASON_LENGTH]
+    return (
+        "collection_state",
+        "completed_at",
+        "evidence_state",
+        "evidence_reason",
+        "analysis_state",
+        "analysis_reason",
+    )
+
+
 def cancel_unaccepted(sample: Sample, *, reason: str) -> bool:
     """Fail a sample the upstream never accepted, as part of a local cancel. The caller holds
     its row lock. False when a worker got to it first (it then finishes and is charged)."""
@@ -215,6 +244,12 @@ def decide_analysis_review(*, sample_id: int, approve: bool | None) -> tuple[Sam
         if sample.evidence_state != EvidenceState.PARTIAL or before == AnalysisState.REVIEW:
             raise ReviewNotAllowed("only partial evidence outside analysis review")
         return sample, before
+    if approve and sample.analysis_reason.startswith(PARSE_FAILED):
+        # Nothing was parsed, so there is no answer to accept: re-parse it or reject it.
+        raise ReviewNotAllowed(
+            f"sample {sample_id}: the answer could not be parsed ({sample.analysis_reason}); "
+            "re-parse it after fixing the parser, or reject it"
+        )
     try:
         sample.approve_review() if approve else sample.reject_review()
     except TransitionNotAllowed as error:

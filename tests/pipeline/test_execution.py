@@ -29,8 +29,11 @@ from connectors.base import (
     UpstreamError,
 )
 from evidence.models import Capture
+from evidence.services import decide_review
 from pipeline import execution
+from pipeline.invariants import check_all
 from pipeline.launch import launch_run
+from pipeline.runs import finish_run_if_done
 from sampling.leases import claim_sample, renew_lease
 from sampling.models import (
     Attempt,
@@ -44,6 +47,7 @@ from sampling.models import (
 )
 from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
+from sampling.transitions import ReviewNotAllowed
 from tests.conftest import make_campaign_data
 
 pytestmark = pytest.mark.django_db
@@ -544,3 +548,58 @@ def test_an_expired_lease_is_never_renewed() -> None:
     Sample.objects.filter(pk=sample.pk).update(lease_until=Now() - timedelta(seconds=1))
 
     assert not renew_lease(sample_id=sample.pk, token=claim.token, lease_seconds=60)
+
+
+# --- parse failures go to a person ----------------------------------------------------------------
+
+
+def _unparsed() -> NormalizedResult:
+    return _result(
+        "",
+        state="failed",
+        error={
+            "class": "parse_failed",
+            "message": "not a Responses body (content-type 'text/html')",
+        },
+    )
+
+
+def test_an_answer_the_parser_does_not_understand_goes_to_analyst_review(upstream: Any) -> None:
+    scripted = upstream(submit=SubmitOutcome(upstream_id="up-1", result=_unparsed()))
+    sample = _sample()
+
+    outcome, sample = _step(sample)
+
+    assert outcome == "parse-failed:review"
+    assert (sample.submission_state, sample.collection_state) == ("accepted", "completed")
+    assert (sample.evidence_state, sample.analysis_state) == ("partial", "review")
+    assert sample.analysis_reason == (
+        "parse_failed: not a Responses body (content-type 'text/html')"
+    )
+    assert (sample.step, sample.queue_state) == ("none", "done")
+    assert Capture.objects.get(sample=sample).evidence_objects.filter(kind="raw").exists()
+    assert Attempt.objects.get(sample=sample).status == AttemptStatus.ACCEPTED
+    assert scripted.calls == ["submit"]  # never asked again
+    finish_run_if_done(run_id=sample.run_id)  # on commit, which this test's transaction lacks
+    assert [v.message for v in check_all(sample.run_id)] == []
+
+
+def test_a_provider_result_the_parser_does_not_understand_goes_to_review(upstream: Any) -> None:
+    upstream(asynchronous=True, fetch_evidence=_unparsed())
+
+    outcome, sample = _step(_accepted(), Step.EVIDENCE)
+
+    assert outcome == "parse-failed:review"
+    assert (sample.collection_state, sample.analysis_state) == ("completed", "review")
+    assert sample.analysis_reason.startswith("parse_failed: ")
+
+
+def test_an_unparsed_answer_cannot_be_accepted_by_the_analyst_only_rejected(upstream: Any) -> None:
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_unparsed()))
+    _, sample = _step(_sample())
+
+    with pytest.raises(ReviewNotAllowed, match="could not be parsed"):
+        decide_review(sample_id=sample.pk, decision="accepted", reviewer_id=None)
+    decide_review(sample_id=sample.pk, decision="rejected", reviewer_id=None)
+
+    assert Sample.objects.get(pk=sample.pk).analysis_state == "failed"
