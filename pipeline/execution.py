@@ -405,6 +405,11 @@ def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: Normal
     )
 
 
+_RETRYABLE = frozenset(
+    {ErrorClass.RATE_LIMITED, ErrorClass.TRANSIENT, ErrorClass.TRUNCATED, ErrorClass.LOST}
+)
+
+
 def _retry_or_fail(
     ctx: StepContext,
     s: Sample,
@@ -426,7 +431,10 @@ def _retry_or_fail(
         _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
         save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
         return f"retry:{error_class.value}"
-    changed = end_uncollected(s, reason=f"{error_class.value}: {message}")
+    reason = f"{error_class.value}: {message}"
+    if error_class in _RETRYABLE:  # it gave up on a retryable error: say why (budget, attempts)
+        reason = f"{reason} ({decision.reason})"
+    changed = end_uncollected(s, reason=reason)
     _release(s, step=Step.NONE)
     save_fenced(s, ctx.token, "submission_state", *changed, *_QUEUE_FIELDS)
     _after_terminal(s)

@@ -41,4 +41,4 @@ def lock_leased_sample(sample_id: int) -> tuple[Sample, bool]:
     """Lock a sample and tell whether its lease is still running, in database time."""
     live = ExpressionWrapper(Q(lease_until__gt=Now()), output_field=BooleanField())
     sample = Sample.objects.select_for_update().annotate(lease_live=live).get(pk=sample_id)
-    return sample, bool(sample.lease_live)  # type: ignore[attr-defined]
+    return sample, bool(sample.lease_live)

@@ -603,3 +603,38 @@ def test_an_unparsed_answer_cannot_be_accepted_by_the_analyst_only_rejected(upst
     decide_review(sample_id=sample.pk, decision="rejected", reviewer_id=None)
 
     assert Sample.objects.get(pk=sample.pk).analysis_state == "failed"
+
+
+# --- Retry-After inside the budget ----------------------------------------------------------------
+
+
+def test_a_retry_hint_longer_than_the_per_attempt_cap_schedules_the_sample_later(
+    upstream: Any,
+) -> None:
+    upstream(submit=UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=120.0))
+
+    outcome, sample = _step(_sample())
+
+    assert outcome == "retry:rate_limited"
+    assert (sample.step, sample.queue_state) == ("submit", "ready")
+    waits = Sample.objects.filter(pk=sample.pk, due_at__gte=Now() + timedelta(seconds=115))
+    assert waits.exists()  # waits in the database, not in a worker
+
+
+def test_a_retry_hint_past_the_total_budget_gives_up_with_that_reason(upstream: Any) -> None:
+    upstream(submit=UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=120.0))
+    sample = _sample()
+    Attempt.objects.create(
+        sample=sample,
+        attempt_no=1,
+        idempotency_key="first",
+        fencing_token=0,
+        status=AttemptStatus.FAILED,
+        started_at=Now() - timedelta(seconds=850),
+    )
+    Sample.objects.filter(pk=sample.pk).update(attempts=1)
+
+    outcome, sample = _step(sample)
+
+    assert outcome == "failed:rate_limited"
+    assert "past the retry budget" in sample.failure_reason
