@@ -22,10 +22,10 @@ class Verdict:
 
     def apply(self, sample: Sample) -> None:
         """Store the mentions and move the sample's analysis layer. Call inside the caller's
-        fenced transaction, which saves the sample; a repeated analysis of the same capture
-        replaces its rows instead of adding to them."""
-        captures = {m.capture_id for m in self.mentions}
-        Mention.objects.filter(capture_id__in=captures).delete()
+        fenced transaction, which saves the sample; a repeated analysis (of the same capture,
+        or of a later attempt's after a resume) replaces the sample's rows instead of adding
+        to them: a sample counts once, from its latest analysed capture."""
+        Mention.objects.filter(sample_id=sample.pk).delete()
         Mention.objects.bulk_create(self.mentions)
         sample.validity = "valid" if self.valid else "invalid"
         sample.validity_reason = self.reason or ""

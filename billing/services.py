@@ -34,7 +34,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from sampling.models import CollectionState, Run, Sample, SubmissionState, Tenant
@@ -51,6 +51,7 @@ from .models import (
     SampleSettlement,
     SettlementReason,
 )
+from .selectors import unsettled_samples
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,7 @@ class SettlementLine:
     reserved: int
     captured: int
     released: int
+    round: int = 0  # the sample's settlement round (Sample.resumes)
 
 
 def _content_hash(
@@ -234,11 +236,16 @@ def _content_hash(
         "refs": refs,
         "legs": sorted([account.code, amount] for account, amount in legs),
         "settlements": sorted(
-            [s.sample_id, s.reason, s.reserved, s.captured, s.released] for s in settlements
+            [s.sample_id, s.reason, s.reserved, s.captured, s.released, *_round(s)]
+            for s in settlements
         ),
     }
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _round(line: SettlementLine) -> list[int]:
+    return [line.round] if line.round else []  # round 0 hashes as before rounds existed
 
 
 def _replay(existing: JournalEntry, content_hash: str, key: str) -> JournalEntry:
@@ -345,6 +352,7 @@ def post_entry(
                         reserved=s.reserved,
                         captured=s.captured,
                         released=s.released,
+                        round=s.round,
                     )
                     for s in settlements
                 )
@@ -694,6 +702,7 @@ def _capture_line(quote: dict[str, Any], sample: Sample) -> SettlementLine:
         reserved=unit,
         captured=charge,
         released=unit - charge,
+        round=sample.resumes,
     )
 
 
@@ -729,7 +738,10 @@ def capture_sample(*, sample_id: int) -> JournalEntry | None:
             log.warning("capture: run %s holds nothing; sample %s not charged", run_id, sample_id)
             return None
         settled = SampleSettlement.objects.filter(sample_id=sample_id).select_related("entry")
-        existing = settled.first()
+        # Charged in any round, or settled in this one (a resume may re-open a released one).
+        existing = settled.filter(
+            Q(reason=SettlementReason.COMPLETED) | Q(round=F("sample__resumes"))
+        ).first()
         if existing is not None:
             if existing.reason != SettlementReason.COMPLETED:
                 log.warning(
@@ -761,12 +773,15 @@ def _release(
     lines = []
     for sample, reason in samples:
         unit = int(_quote_line(quote, sample)["unit_price"])
-        lines.append(SettlementLine(sample.pk, reason, unit, 0, unit))
+        lines.append(SettlementLine(sample.pk, reason, unit, 0, unit, sample.resumes))
     total = sum(line.released for line in lines)
     if total == 0:
         return None
     digest = hashlib.sha256(
-        ",".join(str(line.sample_id) for line in sorted(lines, key=lambda x: x.sample_id)).encode()
+        ",".join(
+            "/".join(map(str, [line.sample_id, *_round(line)]))
+            for line in sorted(lines, key=lambda x: x.sample_id)
+        ).encode()
     ).hexdigest()[:24]
     return post_entry(
         idempotency_key=f"release:run:{run.pk}:{purpose}:{digest}",
@@ -780,8 +795,7 @@ def _release(
 
 
 def _unsettled(run: Run) -> Any:
-    settled = SampleSettlement.objects.filter(run=run).values("sample_id")
-    return Sample.objects.filter(run=run).exclude(pk__in=settled)
+    return unsettled_samples(run)
 
 
 def settle_run(*, run_id: UUID | str) -> SettleOutcome:

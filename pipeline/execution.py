@@ -150,8 +150,14 @@ _QUEUE_FIELDS = ("step", "queue_state", "due_at", "lease_until", "lease_owner", 
 
 
 def _seconds_since_first_attempt(sample: Sample) -> float:
-    """The retry budget counts from the first attempt, in database time."""
-    first = sample.attempt_set.order_by("attempt_no").values_list("started_at", flat=True).first()
+    """The retry budget counts from the first attempt of this round (a resume starts a new
+    one), in database time."""
+    first = (
+        sample.attempt_set.filter(attempt_no__gt=sample.attempts_before_resume)
+        .order_by("attempt_no")
+        .values_list("started_at", flat=True)
+        .first()
+    )
     return (db_now() - first).total_seconds() if first else 0.0
 
 
@@ -423,7 +429,7 @@ def _retry_or_fail(
     error_class = error.error_class if isinstance(error, UpstreamError) else error
     decision = _retry_policy().decide(
         error,
-        attempt_no=attempt_no,
+        attempt_no=attempt_no - s.attempts_before_resume,  # the attempts of this round
         elapsed_seconds=_seconds_since_first_attempt(s),
         rng=random.Random(),
     )

@@ -24,7 +24,7 @@ from analysis.models import Mention
 from analysis.reports import ReportIntegrityError, build_run_report
 from billing.models import JournalEntry, SampleSettlement
 from evidence.models import Capture
-from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
+from sampling.models import Attempt, OutboxMessage, Run, Sample, SampleReopen, StaleWrite
 from sampling.selectors import run_status
 
 LIMIT = 50  # violations reported per check; the rest are counted in one line
@@ -33,6 +33,7 @@ SAMPLE = Sample._meta.db_table
 RUN = Run._meta.db_table
 ATTEMPT = Attempt._meta.db_table
 STALE = StaleWrite._meta.db_table
+REOPEN = SampleReopen._meta.db_table
 OUTBOX = OutboxMessage._meta.db_table
 CAPTURE = Capture._meta.db_table
 MENTION = Mention._meta.db_table
@@ -237,19 +238,22 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
     capture; a capture's upstream task is one of the sample's attempts."""
     name = "accepted_recorded"
     where, params = _run_filter("s.run_id", run_id)
+    # Attempts before the sample's latest re-open (pipeline/resume.py) belong to an earlier
+    # round: their acceptance is history, recorded in sampling_samplereopen.
+    this_round = "a.sample_id = s.id AND a.attempt_no > s.attempts_before_resume"
     found: list[Violation] = []
     for sid, rid, upstream_id, accepted_at, matching, accepted in _rows(
         f"""SELECT s.id, s.run_id, s.upstream_id, s.accepted_at,
-                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE {this_round}
                        AND a.status = 'accepted' AND a.upstream_id = s.upstream_id),
-                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE {this_round}
                        AND a.status = 'accepted')
               FROM {SAMPLE} s
              WHERE s.submission_state = 'accepted' {where}
                AND (s.upstream_id = '' OR s.accepted_at IS NULL
-                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE {this_round}
                           AND a.status = 'accepted' AND a.upstream_id = s.upstream_id) <> 1
-                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE {this_round}
                           AND a.status = 'accepted') <> 1)
              ORDER BY s.id""",
         params,
@@ -267,7 +271,8 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
     for sid, rid, state, attempt_no, upstream_id in _rows(
         f"""SELECT s.id, s.run_id, s.submission_state, a.attempt_no, a.upstream_id
               FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
-             WHERE a.status = 'accepted' AND s.submission_state <> 'accepted' {where}
+             WHERE a.status = 'accepted' AND s.submission_state <> 'accepted'
+               AND a.attempt_no > s.attempts_before_resume {where}
              ORDER BY s.id, a.attempt_no""",
         params,
     ):
@@ -343,6 +348,8 @@ def check_no_unrecorded_resubmit(run_id: UUID | str | None = None) -> list[Viola
              WHERE EXISTS (SELECT 1 FROM {ATTEMPT} b
                             WHERE b.sample_id = a.sample_id AND b.attempt_no > a.attempt_no)
                AND NOT (a.status = 'failed' AND (a.error_class <> '' OR a.error_message <> ''))
+               AND NOT EXISTS (SELECT 1 FROM {REOPEN} r WHERE r.sample_id = a.sample_id
+                                  AND r.attempts_before >= a.attempt_no)
                {where}
              ORDER BY s.id, a.attempt_no""",
         params,

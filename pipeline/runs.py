@@ -25,10 +25,12 @@ def finish_run_if_done(*, run_id: UUID) -> bool:
     with transaction.atomic():
         updated = Run.objects.filter(pk=run_id, finished_at=None).update(finished_at=Now())
         if updated == 1:
+            # Each finish after a resume (pipeline/resume.py) settles what that round held.
+            resumes = Run.objects.values_list("resumes", flat=True).get(pk=run_id)
             enqueue_outbox(
                 task="pipeline.run_finished",
                 payload={"run_id": str(run_id)},
-                dedupe_key=f"run-finished:{run_id}",
+                dedupe_key=f"run-finished:{run_id}" + (f":{resumes}" if resumes else ""),
             )
     return updated == 1
 

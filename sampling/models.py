@@ -155,6 +155,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
+    # How many times an operator resumed the run (pipeline/resume.py); each finish after a
+    # resume is its own run-finished event.
+    resumes = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
@@ -267,6 +270,10 @@ class Sample(models.Model):
     lease_owner = models.CharField(max_length=128, blank=True, default="")
     fencing_token = models.BigIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)  # submit attempts so far
+    # Re-opened by a resume this many times (the billing settlement round); the attempts made
+    # before the latest re-open belong to earlier rounds (retry budget, invariants).
+    resumes = models.PositiveSmallIntegerField(default=0)
+    attempts_before_resume = models.PositiveIntegerField(default=0)
     claims = models.PositiveIntegerField(default=0)  # claims of the current step (poison cap)
 
     upstream_id = models.CharField(max_length=200, blank=True, default="")
@@ -395,6 +402,34 @@ class Sample(models.Model):
     def reject_review(self) -> None:
         pass
 
+    # --- re-open (resume) ---------------------------------------------------------------
+    # The only way out of a terminal state: an operator's resume of the run asks the sample
+    # again as a new attempt. Written (and recorded as a SampleReopen) only by
+    # sampling.transitions.reopen_for_resume.
+    @transition(
+        field=submission_state,
+        source=[SubmissionState.PLANNED, SubmissionState.ACCEPTED, SubmissionState.UNCERTAIN],
+        target="planned",
+    )
+    def reopen_submission(self) -> None:
+        pass
+
+    @transition(
+        field=collection_state,
+        source=[CollectionState.QUEUED, CollectionState.COMPLETED, CollectionState.FAILED],
+        target="queued",
+    )
+    def reopen_collection(self) -> None:
+        pass
+
+    @transition(field=evidence_state, source="*", target="pending")
+    def reopen_evidence(self) -> None:
+        pass
+
+    @transition(field=analysis_state, source="*", target="pending")
+    def reopen_analysis(self) -> None:
+        pass
+
 
 class AttemptStatus(models.TextChoices):
     STARTED = "started"
@@ -431,6 +466,29 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.attempt_no} of sample {self.sample_id}"
+
+
+class SampleReopen(models.Model):
+    """A sample asked again by a resume of its run: the explicit, recorded way out of a
+    terminal state. What it was before is kept here; its earlier attempts and captures stay."""
+
+    sample = models.ForeignKey(Sample, on_delete=models.CASCADE, related_name="reopens")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    resume_no = models.PositiveSmallIntegerField()  # the run's resume that re-opened it
+    reason = models.CharField(max_length=64)  # failed, invalid:<why>, parked, review, ...
+    attempts_before = models.PositiveIntegerField()
+    states_before = models.JSONField()  # the four layers, queue state and reasons
+    actor = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["sample", "resume_no"]
+        constraints = [
+            models.UniqueConstraint(fields=["sample", "resume_no"], name="reopen_once_per_resume")
+        ]
+
+    def __str__(self) -> str:
+        return f"sample {self.sample_id} re-opened by resume {self.resume_no} ({self.reason})"
 
 
 class StaleReason(models.TextChoices):

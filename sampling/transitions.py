@@ -34,6 +34,7 @@ from .models import (
     EvidenceState,
     QueueState,
     Sample,
+    SampleReopen,
     StaleReason,
     StaleWrite,
     Step,
@@ -259,6 +260,73 @@ def decide_analysis_review(*, sample_id: int, approve: bool | None) -> tuple[Sam
         ) from error
     save_unchanged(sample, "analysis_state", read_queue_state=QueueState.DONE)
     return sample, before
+
+
+# --- resume: the one way out of a terminal state ---------------------------------------------
+
+_REOPENED_FIELDS = (
+    "submission_state",
+    "collection_state",
+    "evidence_state",
+    "analysis_state",
+    "upstream_id",
+    "failure_reason",
+    "validity",
+    "validity_reason",
+    "evidence_reason",
+    "analysis_reason",
+    "step",
+    "queue_state",
+    "resumes",
+    "attempts_before_resume",
+)
+
+
+def reopen_for_resume(sample: Sample, *, resume_no: int, reason: str, actor: str = "") -> None:
+    """Ask a finished (or parked) sample again, as a new attempt of the same sample: its layers
+    go back to the start, the next submit is attempt `attempts + 1`, and the re-open is
+    recorded with what the sample was. Earlier attempts and captures stay as they are. The
+    caller holds the run's and the sample's locks (sampling/locking.py); raises
+    ConcurrentChange if a worker took the sample in between."""
+    read_queue_state = sample.queue_state
+    if read_queue_state not in (QueueState.DONE, QueueState.PARKED):
+        raise ConcurrentChange(f"sample {sample.pk} is {read_queue_state}, not finished")
+    SampleReopen.objects.create(
+        sample=sample,
+        run_id=sample.run_id,
+        resume_no=resume_no,
+        reason=reason[:64],
+        attempts_before=sample.attempts,
+        states_before={name: getattr(sample, name) for name in _REOPENED_FIELDS[:12]},
+        actor=actor[:150],
+    )
+    # An attempt whose outcome was never known is closed with the reason it was left.
+    Attempt.objects.filter(
+        sample=sample, status__in=[AttemptStatus.STARTED, AttemptStatus.UNKNOWN]
+    ).update(
+        status=AttemptStatus.FAILED,
+        error_message=f"superseded by resume {resume_no}",
+        finished_at=Now(),
+    )
+    sample.reopen_submission()
+    sample.reopen_collection()
+    sample.reopen_evidence()
+    sample.reopen_analysis()
+    sample.upstream_id = ""
+    sample.failure_reason = sample.validity = sample.validity_reason = ""
+    sample.evidence_reason = sample.analysis_reason = ""
+    sample.step, sample.queue_state = Step.SUBMIT, QueueState.READY
+    sample.resumes += 1
+    sample.attempts_before_resume = sample.attempts
+    save_unchanged(
+        sample,
+        *_REOPENED_FIELDS,
+        read_queue_state=read_queue_state,
+        claims=0,
+        due_at=Now(),
+        accepted_at=None,
+        completed_at=None,
+    )
 
 
 def _values(sample: Sample, field_names: tuple[str, ...]) -> dict[str, Any]:
