@@ -54,6 +54,15 @@ def adapter_class(platform: str) -> type[Connector]:
     return cls
 
 
+def configured_model(platform: str) -> str | None:
+    """The model the deployment is configured to ask on `platform` now. A run freezes it in
+    its config snapshot at launch, so a later change of configuration never changes a run
+    mid-way (sampling.services.plan_run, pipeline.execution)."""
+    return os.environ.get(f"GEO_{platform.upper()}_MODEL") or settings.GEO_PLATFORM_MODELS.get(
+        platform
+    )
+
+
 def connector_config(platform: str) -> ConnectorConfig:
     cls = adapter_class(platform)
     env = platform.upper()
@@ -68,7 +77,7 @@ def connector_config(platform: str) -> ConnectorConfig:
         platform=platform,
         base_url=base_url,
         api_key=os.environ.get(f"GEO_{env}_API_KEY", "sim-key" if simulator else ""),
-        model=os.environ.get(f"GEO_{env}_MODEL") or settings.GEO_PLATFORM_MODELS.get(platform),
+        model=configured_model(platform),
         timeout_seconds=float(os.environ.get(f"GEO_{env}_TIMEOUT", "60")),
         egress_proxies=proxies or (None,),
         extra=_extra(env),

@@ -165,9 +165,16 @@ def _retry_policy() -> RetryPolicy:
     return RetryPolicy(max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS)
 
 
+def frozen_model(run: Run, platform: str) -> str | None:
+    """The model the run froze for the platform at launch (None for runs launched before
+    models were frozen: the connector's configured model)."""
+    return run.config_snapshot.get("models", {}).get(platform)
+
+
 def _request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
     snapshot = sample.run.config_snapshot
     return SampleRequest(
+        model=frozen_model(sample.run, sample.platform),
         sample_id=sample.pk,
         idempotency_key=idempotency_key,
         question=sample.question_revision.text,
@@ -210,6 +217,7 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
             attempt_no=s.attempts,
             idempotency_key=f"{s.run_id}:{s.pk}:{s.attempts}",
             fencing_token=ctx.token,
+            model=frozen_model(s.run, s.platform) or "",
         )
         s.begin_submit()
         save_fenced(s, ctx.token, "submission_state", "attempts")

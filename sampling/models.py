@@ -454,6 +454,7 @@ class Attempt(models.Model):
     upstream_id = models.CharField(max_length=200, blank=True, default="")
     request_id = models.CharField(max_length=200, blank=True, default="")
     egress = models.CharField(max_length=200, blank=True, default="")
+    model = models.CharField(max_length=100, blank=True, default="")  # the run's frozen model
     retry_after_seconds = models.FloatField(null=True, blank=True)
     started_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)

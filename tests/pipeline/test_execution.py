@@ -638,3 +638,27 @@ def test_a_retry_hint_past_the_total_budget_gives_up_with_that_reason(upstream: 
 
     assert outcome == "failed:rate_limited"
     assert "past the retry budget" in sample.failure_reason
+
+
+# --- frozen model ---------------------------------------------------------------------------------
+
+
+def test_a_run_keeps_the_model_it_was_launched_with(
+    upstream: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEO_OPENAI_MODEL", "model-at-launch")
+    sample = _sample()
+    monkeypatch.setenv("GEO_OPENAI_MODEL", "model-changed-later")
+    asked: list[str | None] = []
+
+    def submit(request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        asked.append(request.model)
+        return SubmitOutcome(upstream_id="up-1", result=_result())
+
+    upstream().submit = submit
+
+    _step(sample)
+
+    assert sample.run.config_snapshot["models"] == {"openai": "model-at-launch"}
+    assert asked == ["model-at-launch"]
+    assert Attempt.objects.get(sample=sample).model == "model-at-launch"
