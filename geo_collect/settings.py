@@ -201,6 +201,25 @@ GEO_PLATFORM_MODELS: dict[str, str] = {
     "collector": "consumer-ui",
 }
 
+# What a model's tokens cost us, per model: minor units of `currency` per million tokens.
+# Defaults are the vendors' list prices when this table was written; override the whole table
+# with GEO_MODEL_PRICES (JSON of the same shape). Used to cost every direct-API attempt
+# (billing/costs.py); a model missing here is recorded with its tokens and no cost.
+GEO_MODEL_PRICES: dict[str, dict[str, Any]] = json.loads(
+    os.environ.get("GEO_MODEL_PRICES", "null")
+) or {
+    "gpt-4.1-mini": {"currency": "USD", "input": 40, "output": 160},
+    "gpt-4o-mini-search-preview": {"currency": "USD", "input": 15, "output": 60},
+    "claude-sonnet-4-5": {"currency": "USD", "input": 300, "output": 1500},
+    "gemini-2.5-flash": {"currency": "USD", "input": 30, "output": 250},
+    "sonar": {"currency": "USD", "input": 100, "output": 100},
+    "deepseek-chat": {"currency": "USD", "input": 27, "output": 110},
+    "kimi-k2-turbo-preview": {"currency": "CNY", "input": 800, "output": 5800},
+    "doubao-seed-1-6": {"currency": "CNY", "input": 80, "output": 800},
+    "qwen-plus": {"currency": "CNY", "input": 80, "output": 200},
+    "llama3.2": {"currency": "USD", "input": 0, "output": 0},
+}
+
 # Admission control. Concurrency caps count leased samples per platform and group: upstream
 # calls (submit/verify/poll), evidence (provider evidence, screenshots) and analysis are
 # capped separately so screenshots never take the answer-collection slots.

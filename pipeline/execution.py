@@ -22,6 +22,7 @@ from django.db.models.functions import Now
 
 from analysis.services import analyse_sample
 from billing import services as billing
+from billing.costs import apply_cost, book_attempt_cost, price_usage
 from connectors.base import (
     ErrorClass,
     NormalizedResult,
@@ -31,6 +32,7 @@ from connectors.base import (
 )
 from connectors.registry import get_connector
 from connectors.retry import RetryPolicy
+from connectors.usage import extract_usage
 from evidence import services as evidence_services
 from evidence.models import Capture
 from evidence.screenshots import ScreenshotUnavailable, render_answer_page
@@ -240,11 +242,27 @@ def handle_submit(ctx: StepContext) -> str:
             _request_for(sample, attempt.idempotency_key), attempt_no=attempt.attempt_no
         )
     except UpstreamError as error:
-        return _record_submit_error(ctx, sample, attempt, error)
+        _price_attempt(attempt, error.raw)
+        return _booked(attempt, _record_submit_error(ctx, sample, attempt, error))
     failpoint("after_accept_before_record")
     if outcome.result is None:
         return _record_accepted(ctx, attempt, outcome)
-    return _record_direct_answer(ctx, sample, attempt, outcome)
+    _price_attempt(attempt, outcome.result.raw)
+    return _booked(attempt, _record_direct_answer(ctx, sample, attempt, outcome))
+
+
+def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
+    """A direct API bills the tokens of every attempt, answered or not: its usage x its
+    model's price goes on the attempt (saved with its outcome), then into the ledger."""
+    usage = extract_usage(raw) if raw else None
+    if usage is not None:
+        apply_cost(attempt, price_usage(model=attempt.model, usage=usage))
+
+
+def _booked(attempt: Attempt, outcome: str) -> str:
+    if attempt.cost:
+        book_attempt_cost(attempt_id=attempt.pk)  # idempotent; the run's end books any missed
+    return outcome
 
 
 def _close_attempt(

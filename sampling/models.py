@@ -455,6 +455,12 @@ class Attempt(models.Model):
     request_id = models.CharField(max_length=200, blank=True, default="")
     egress = models.CharField(max_length=200, blank=True, default="")
     model = models.CharField(max_length=100, blank=True, default="")  # the run's frozen model
+    # What this attempt cost upstream (direct model APIs: its tokens x the model's price,
+    # billing/costs.py); None when the upstream reported no usage or the model has no price.
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.BigIntegerField(null=True, blank=True)  # minor units of cost_currency
+    cost_currency = models.CharField(max_length=3, blank=True, default="")
     retry_after_seconds = models.FloatField(null=True, blank=True)
     started_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)

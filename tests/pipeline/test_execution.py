@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db.models.functions import Now
 
 from analysis.reports import build_run_report
+from billing.selectors import run_billing
 from connectors.base import (
     Capabilities,
     Connector,
@@ -662,3 +663,49 @@ def test_a_run_keeps_the_model_it_was_launched_with(
     assert sample.run.config_snapshot["models"] == {"openai": "model-at-launch"}
     assert asked == ["model-at-launch"]
     assert Attempt.objects.get(sample=sample).model == "model-at-launch"
+
+
+# --- every attempt has a cost ---------------------------------------------------------------------
+
+USAGE = b'{"usage": {"prompt_tokens": 1000000, "completion_tokens": 500000}}'
+
+
+def test_every_attempt_records_its_tokens_and_cost_in_the_ledger(
+    upstream: Any, settings: Any
+) -> None:
+    settings.GEO_MODEL_PRICES = {"priced-model": {"currency": "USD", "input": 40, "output": 160}}
+    sample = _sample()
+    Run.objects.filter(pk=sample.run_id).update(config_snapshot={
+        **sample.run.config_snapshot, "models": {"openai": "priced-model"}
+    })  # fmt: skip
+    truncated = _result("For a small", state="truncated", error={"class": "truncated"})
+    truncated.raw = USAGE
+    scripted = upstream(submit=SubmitOutcome(upstream_id="resp-1", result=truncated))
+    _step(sample)  # a truncated answer: retried, but its tokens were spent
+    answered = _result()
+    answered.raw = USAGE
+    scripted.script["submit"] = SubmitOutcome(upstream_id="resp-2", result=answered)
+    _step(sample)
+
+    attempts = list(Attempt.objects.filter(sample=sample).order_by("attempt_no"))
+    assert [(a.input_tokens, a.output_tokens, a.cost) for a in attempts] == [
+        (1000000, 500000, 40 + 80),
+        (1000000, 500000, 120),
+    ]
+    assert {a.cost_currency for a in attempts} == {"USD"}
+    assert run_billing(run_id=sample.run_id).upstream_costs == {"USD": 240}
+
+
+def test_a_model_without_a_price_keeps_its_tokens_and_books_nothing(
+    upstream: Any, settings: Any
+) -> None:
+    settings.GEO_MODEL_PRICES = {}
+    answered = _result()
+    answered.raw = USAGE
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=answered))
+
+    _, sample = _step(_sample())
+
+    attempt = Attempt.objects.get(sample=sample)
+    assert (attempt.input_tokens, attempt.cost) == (1000000, None)
+    assert run_billing(run_id=sample.run_id).upstream_costs == {}
