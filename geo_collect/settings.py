@@ -220,6 +220,10 @@ GEO_MODEL_PRICES: dict[str, dict[str, Any]] = json.loads(
     "llama3.2": {"currency": "USD", "input": 0, "output": 0},
 }
 
+# A schedule slot handled later than this after its time was missed (the dispatcher was
+# down); the campaign's missed-slot policy decides (pipeline/schedules.py).
+GEO_SCHEDULE_GRACE_SECONDS = int(os.environ.get("GEO_SCHEDULE_GRACE_SECONDS", "900"))
+
 # Admission control. Concurrency caps count leased samples per platform and group: upstream
 # calls (submit/verify/poll), evidence (provider evidence, screenshots) and analysis are
 # capped separately so screenshots never take the answer-collection slots.

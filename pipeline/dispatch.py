@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
@@ -30,6 +32,7 @@ from connectors.retry import OPERATIONS, RateLimit, RateLimiter
 from geo_collect.celery import app
 from geo_collect.failpoints import failpoint
 from pipeline.runs import finish_ended_runs
+from pipeline.schedules import launch_due_slots
 from pipeline.tasks import execute_step
 from sampling.leases import Claim, claim_ready, requeue_expired_leases
 from sampling.models import OutboxMessage, QueueState, Sample, Step, Tenant
@@ -66,6 +69,7 @@ def _group_cap(group: str) -> int:
 class DispatchReport:
     relayed: int = 0
     requeued: int = 0
+    scheduled: int = 0  # schedule slots handled (launched, caught up, skipped, refused)
     published: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -146,8 +150,11 @@ def _fair_shares(free: int, tenants: list[int], load: _Load) -> dict[int, int]:
 class Dispatcher:
     """Holds the rate limiters between ticks; one per dispatching process."""
 
-    def __init__(self, *, owner: str = "dispatcher") -> None:
+    def __init__(
+        self, *, owner: str = "dispatcher", clock: Callable[[], datetime] | None = None
+    ) -> None:
         self.owner = owner
+        self.clock = clock  # None: database time (a test passes a fake clock for schedules)
         self.limiter = RateLimiter(
             limits={
                 (platform, op): RateLimit(per_second=rate, burst=max(1.0, rate))
@@ -164,6 +171,7 @@ class Dispatcher:
         report = DispatchReport()
         report.relayed = relay_outbox()
         report.requeued = requeue_expired_leases()
+        report.scheduled = len(launch_due_slots(now=self.clock() if self.clock else None))
         finish_ended_runs()
         load = _load()
         for (platform, step), tenants in load.due.items():

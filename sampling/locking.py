@@ -3,6 +3,7 @@
 Every transaction that holds more than one row lock takes them in this order, so two
 transactions can never wait on each other in a cycle:
 
+0. a campaign's schedule (a scheduled slot's launch, pipeline/schedules.py);
 1. the campaign (a launch: one run per preview token);
 2. the run (cancel, quote hold, finish);
 3. the run's hold account in billing (the per-run billing mutex: settle, cancel, capture);

@@ -68,6 +68,61 @@ class Campaign(models.Model):
         return f"{self.tenant.slug}/{self.name}"
 
 
+class MissedSlotPolicy(models.TextChoices):
+    SKIP = "skip", "Skip missed slots"
+    CATCH_UP_ONE = "catch_up_one", "Run once for the missed slots"
+
+
+class Schedule(models.Model):
+    """A campaign run on a cron schedule in a timezone (e.g. `0 9 * * *` Asia/Shanghai). Each
+    slot launches a new run from the campaign's current config (pipeline/schedules.py);
+    `next_slot_at` is the first slot not yet handled, so a restarted dispatcher carries on."""
+
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, related_name="schedule")
+    cron = models.CharField(max_length=100, help_text="minute hour day-of-month month weekday")
+    timezone = models.CharField(max_length=64, default="UTC")
+    missed_policy = models.CharField(
+        max_length=16, choices=MissedSlotPolicy.choices, default=MissedSlotPolicy.SKIP
+    )
+    paused = models.BooleanField(default=False)
+    next_slot_at = models.DateTimeField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"{self.campaign} at '{self.cron}' {self.timezone}"
+
+
+class SlotOutcome(models.TextChoices):
+    LAUNCHED = "launched"
+    CAUGHT_UP = "caught_up"  # a missed slot launched late under catch_up_one
+    SKIPPED = "skipped"  # missed, and the policy does not run it
+    FAILED = "failed"  # the launch was refused (e.g. insufficient funds); reason says why
+
+
+class ScheduleSlot(models.Model):
+    """What happened at one slot of a schedule. Unique per campaign and slot time: a slot
+    never launches twice, whichever dispatcher handles it."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="slots")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    slot_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=SlotOutcome.choices)
+    run = models.OneToOneField(
+        "Run", null=True, blank=True, on_delete=models.PROTECT, related_name="schedule_slot"
+    )
+    reason = models.CharField(max_length=200, blank=True, default="")
+    handled_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["schedule", "slot_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "slot_at"], name="slot_once_per_campaign")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id} slot {self.slot_at:%Y-%m-%d %H:%M} {self.outcome}"
+
+
 class Competitor(models.Model):
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="competitors")
     name = models.CharField(max_length=200)
