@@ -262,6 +262,26 @@ def decide_analysis_review(*, sample_id: int, approve: bool | None) -> tuple[Sam
     return sample, before
 
 
+# --- late evidence -------------------------------------------------------------------------
+
+
+def mark_evidence_repaired(*, sample_id: int, note: str) -> Sample:
+    """Partial evidence completed later (pipeline/repair.py stored what was missing): the
+    evidence layer moves partial -> stored, with what was repaired kept in the reason."""
+    with transaction.atomic():
+        sample = lock_sample(sample_id)
+        if sample.queue_state != QueueState.DONE:
+            raise ConcurrentChange(f"sample {sample_id} is still being worked on")
+        sample.repair_evidence()
+        sample.evidence_reason = f"repaired ({note}); was: {sample.evidence_reason}"[
+            :REASON_LENGTH
+        ]
+        save_unchanged(
+            sample, "evidence_state", "evidence_reason", read_queue_state=QueueState.DONE
+        )
+    return sample
+
+
 # --- resume: the one way out of a terminal state ---------------------------------------------
 
 _REOPENED_FIELDS = (

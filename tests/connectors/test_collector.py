@@ -97,6 +97,18 @@ def test_missing_screenshot_is_partial_evidence(
     assert result.attachments == []
 
 
+def test_a_late_screenshot_is_there_when_fetched_again(
+    simulator: SimulatorHandle, collector_connector: Factory
+) -> None:
+    simulator.script({"match": "late picture", "fault": "screenshot_late"})
+    connector = collector_connector()
+    task_id = connector.submit(sample("late picture please", screenshot=True)).upstream_id
+    assert _poll_until_finished(connector, task_id) == "completed"
+    assert connector.fetch_evidence(task_id).warnings == [SCREENSHOT_UNAVAILABLE]
+    again = connector.fetch_evidence(task_id)
+    assert (again.evidence_state, [a.kind for a in again.attachments]) == ("stored", ["screenshot"])
+
+
 def test_no_screenshot_requested_is_not_partial(collector_connector: Factory) -> None:
     connector = collector_connector()
     task_id = connector.submit(sample("text only")).upstream_id

@@ -8,17 +8,21 @@ crashes and real protocols are proven by the real-process suites (tests/e2e, tes
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db.models.functions import Now
 
 from analysis.reports import build_run_report
 from billing.selectors import run_billing
 from connectors.base import (
+    Attachment,
     Capabilities,
     Connector,
     ConnectorConfig,
@@ -29,11 +33,13 @@ from connectors.base import (
     SubmitOutcome,
     UpstreamError,
 )
+from connectors.simulator.png import screenshot_png
 from evidence.models import Capture
 from evidence.services import decide_review
-from pipeline import execution
+from pipeline import execution, repair
 from pipeline.invariants import check_all
 from pipeline.launch import launch_run
+from pipeline.repair import repair_evidence
 from pipeline.runs import finish_run_if_done
 from sampling.leases import claim_sample, renew_lease
 from sampling.models import (
@@ -126,7 +132,8 @@ def _result(text: str = ANSWER, *, state: str = "completed", **extra: Any) -> No
 def upstream(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ScriptedUpstream]:
     def install(*, asynchronous: bool = False, **script: Any) -> ScriptedUpstream:
         scripted = ScriptedUpstream(asynchronous=asynchronous, **script)
-        monkeypatch.setattr(execution, "get_connector", lambda platform: scripted)
+        for module in (execution, repair):
+            monkeypatch.setattr(module, "get_connector", lambda platform: scripted)
         return scripted
 
     return install
@@ -709,3 +716,52 @@ def test_a_model_without_a_price_keeps_its_tokens_and_books_nothing(
     attempt = Attempt.objects.get(sample=sample)
     assert (attempt.input_tokens, attempt.cost) == (1000000, None)
     assert run_billing(run_id=sample.run_id).upstream_costs == {}
+
+
+# --- late evidence repair -------------------------------------------------------------------------
+
+
+def _finished_without_screenshot(upstream: Any) -> Sample:
+    scripted = upstream(
+        asynchronous=True, fetch_evidence=_result(warnings=["SCREENSHOT_UNAVAILABLE"])
+    )
+    sample = _accepted()
+    Run.objects.filter(pk=sample.run_id).update(config_snapshot={
+        **sample.run.config_snapshot, "screenshot_policy": "optional"
+    })  # fmt: skip
+    _step(sample, Step.EVIDENCE)
+    _, sample = _step(sample)  # analysis
+    assert (sample.queue_state, sample.evidence_state) == ("done", "partial")
+    scripted.script["fetch_evidence"] = _result(
+        attachments=[
+            Attachment(kind="screenshot", content=screenshot_png("desktop"), mime="image/png")
+        ]
+    )
+    return sample
+
+
+def test_repair_evidence_stores_a_late_screenshot_without_touching_the_text(upstream: Any) -> None:
+    sample = _finished_without_screenshot(upstream)
+    before = list(Capture.objects.filter(sample=sample).values())
+    out = StringIO()
+
+    call_command("repair_evidence", str(sample.run_id), stdout=out)
+
+    assert json.loads(out.getvalue())["repaired"] == 1
+    sample.refresh_from_db()
+    assert sample.evidence_state == "stored"
+    assert sample.evidence_reason.startswith("repaired (screenshot of revision 1)")
+    assert list(Capture.objects.filter(sample=sample).values()) == before  # text untouched
+    capture = Capture.objects.get(sample=sample)
+    assert capture.evidence_objects.filter(kind="screenshot").count() == 1
+
+
+def test_repair_evidence_reports_what_is_still_missing(upstream: Any) -> None:
+    sample = _finished_without_screenshot(upstream)
+    upstream(asynchronous=True, fetch_evidence=_result(warnings=["SCREENSHOT_UNAVAILABLE"]))
+
+    report = repair_evidence(run_id=sample.run_id)
+
+    assert report.as_json()["still_missing"] == 1
+    assert "still has no screenshot" in report.still_missing[sample.pk]
+    assert Sample.objects.get(pk=sample.pk).evidence_state == "partial"

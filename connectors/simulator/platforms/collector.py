@@ -4,7 +4,8 @@ Tasks advance by polls, not wall time, so tests are deterministic: with `polls_u
 = 2 the first poll says "queued", the second says "completed". A callback, when configured,
 finishes the task at once and is delivered (twice under `duplicate_callback`).
 Task faults are drawn per task at submit: `lose` (accepted, then 404 / "lost" everywhere),
-`task_failed`, `screenshot_missing`, `duplicate_callback`. HTTP faults apply to a whole batch
+`task_failed`, `screenshot_missing`, `screenshot_late` (missing from the first result only),
+`duplicate_callback`. HTTP faults apply to a whole batch
 request; `hang` on a batch accepts it first and then never answers (acceptance unknown).
 """
 
@@ -45,6 +46,7 @@ class _Task:
     finished: bool = False
     cancelled: bool = False
     callbacks_sent: int = 0
+    results_fetched: int = 0
 
     @property
     def lost(self) -> bool:
@@ -270,13 +272,15 @@ class CollectorProtocol(PlatformProtocol):
             status = task.status(int(self.settings["polls_until_done"]))
             if status in ("queued", "running"):
                 return _error(409, "task_not_finished", f"task is {status}", {"Retry-After": "1"})
+            task.results_fetched += 1
             return SimResponse.json(200, self._result_json(task, status))
 
     def _result_json(self, task: _Task, status: str) -> dict[str, Any]:
         completed = status == "completed"
         wants_shot = bool(task.spec.get("screenshot"))
         shot = None
-        if completed and wants_shot and task.fault != "screenshot_missing":
+        late = task.fault == "screenshot_late" and task.results_fetched <= 1
+        if completed and wants_shot and task.fault != "screenshot_missing" and not late:
             png = screenshot_png(str(task.spec.get("device", "desktop")), task.color)
             shot = {"mime": "image/png", "data_base64": base64.b64encode(png).decode()}
         missing = wants_shot and shot is None
