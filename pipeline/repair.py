@@ -11,6 +11,7 @@ transaction.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -74,10 +75,9 @@ def _repair_one(sample: Sample) -> None:
     if capture is None:
         raise _StillMissing("no completed capture")
     png = _fetch_screenshot(sample, capture)
-    try:
+    # EvidenceExists: stored by an earlier repair that stopped before the state change.
+    with contextlib.suppress(evidence_services.EvidenceExists):
         evidence_services.store_screenshot(sample_id=sample.pk, capture_id=capture.pk, png=png)
-    except evidence_services.EvidenceExists:
-        pass  # stored by an earlier repair that stopped before the state change
     mark_evidence_repaired(sample_id=sample.pk, note=f"screenshot of revision {capture.revision}")
 
 

@@ -273,9 +273,7 @@ def mark_evidence_repaired(*, sample_id: int, note: str) -> Sample:
         if sample.queue_state != QueueState.DONE:
             raise ConcurrentChange(f"sample {sample_id} is still being worked on")
         sample.repair_evidence()
-        sample.evidence_reason = f"repaired ({note}); was: {sample.evidence_reason}"[
-            :REASON_LENGTH
-        ]
+        sample.evidence_reason = f"repaired ({note}); was: {sample.evidence_reason}"[:REASON_LENGTH]
         save_unchanged(
             sample, "evidence_state", "evidence_reason", read_queue_state=QueueState.DONE
         )
