@@ -141,6 +141,19 @@ class TokenBucket:
                 return True
             return False
 
+    def take(self, wanted: int) -> int:
+        """Up to `wanted` whole tokens, as many as are banked now."""
+        with self._lock:
+            self._refill()
+            granted = min(wanted, int(self._tokens))
+            self._tokens -= granted
+            return max(0, granted)
+
+    def give_back(self, tokens: float) -> None:
+        """Return tokens taken but not used (work claimed was less than granted)."""
+        with self._lock:
+            self._tokens = min(self.capacity, self._tokens + tokens)
+
     def seconds_until_available(self, tokens: float = 1.0) -> float:
         with self._lock:
             self._refill()

@@ -234,6 +234,10 @@ GEO_ANALYSIS_CONCURRENCY = int(os.environ.get("GEO_ANALYSIS_CONCURRENCY", "16"))
 # GEO_RATE_LIMITS='{"openai": {"submit": 5, "poll": 20}}'; others get the default rate.
 GEO_RATE_LIMITS: dict[str, dict[str, float]] = json.loads(os.environ.get("GEO_RATE_LIMITS", "{}"))
 GEO_DEFAULT_RATE_LIMIT = float(os.environ.get("GEO_DEFAULT_RATE_LIMIT", "50"))
+# Alongside the per-platform rates: upstream calls per second over all platforms and tenants,
+# and the default per tenant (Tenant.max_calls_per_second overrides it). 0: not limited.
+GEO_GLOBAL_RATE_LIMIT = float(os.environ.get("GEO_GLOBAL_RATE_LIMIT", "0"))
+GEO_TENANT_RATE_LIMIT = float(os.environ.get("GEO_TENANT_RATE_LIMIT", "0"))
 # A step claimed this many times without finishing is parked with its reason (poison message).
 GEO_MAX_STEP_CLAIMS = int(os.environ.get("GEO_MAX_STEP_CLAIMS", "8"))
 # Shared secret of the collection provider's signed callbacks (POST /callbacks/collector/).

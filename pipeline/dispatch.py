@@ -31,6 +31,7 @@ from django.db.models.functions import Now
 from connectors.retry import OPERATIONS, RateLimit, RateLimiter
 from geo_collect.celery import app
 from geo_collect.failpoints import failpoint
+from pipeline.limits import CallBudget
 from pipeline.runs import finish_ended_runs
 from pipeline.schedules import launch_due_slots
 from pipeline.tasks import execute_step
@@ -103,6 +104,7 @@ class _Load:
     leased_by_group: Counter[tuple[str, str]]  # (platform, group) -> leased samples
     leased_by_tenant: Counter[int]
     tenant_caps: dict[int, int]
+    tenant_rates: dict[int, float | None] = field(default_factory=dict)
 
 
 def _load() -> _Load:
@@ -127,8 +129,13 @@ def _load() -> _Load:
         leased_by_group[(platform, _STEP_KIND[step][1])] += n
         leased_by_tenant[tenant_id] += n
     tenants = {t for tenants in due.values() for t in tenants}
-    caps = dict(Tenant.objects.filter(pk__in=tenants).values_list("pk", "max_concurrency"))
-    return _Load(due, leased_by_group, leased_by_tenant, caps)
+    caps: dict[int, int] = {}
+    rates: dict[int, float | None] = {}
+    for pk, cap, rate in Tenant.objects.filter(pk__in=tenants).values_list(
+        "pk", "max_concurrency", "max_calls_per_second"
+    ):
+        caps[pk], rates[pk] = cap, rate
+    return _Load(due, leased_by_group, leased_by_tenant, caps, rates)
 
 
 def _fair_shares(free: int, tenants: list[int], load: _Load) -> dict[int, int]:
@@ -155,6 +162,7 @@ class Dispatcher:
     ) -> None:
         self.owner = owner
         self.clock = clock  # None: database time (a test passes a fake clock for schedules)
+        self.calls = CallBudget()  # global and per-tenant, alongside the per-platform limiter
         self.limiter = RateLimiter(
             limits={
                 (platform, op): RateLimit(per_second=rate, burst=max(1.0, rate))
@@ -184,10 +192,15 @@ class Dispatcher:
         op, group = _STEP_KIND[step]
         free = _group_cap(group) - load.leased_by_group[(platform, group)]
         free = min(free, self._tokens(platform, op, free))
+        upstream = group == "upstream"  # calls that reach a platform count against budgets
+        if upstream:
+            free = self.calls.take_global(free)
         if free <= 0:
             return
         claims: list[Claim] = []
         for tenant_id, share in _fair_shares(free, tenants, load).items():
+            if upstream:
+                share = self.calls.take_tenant(tenant_id, share, load.tenant_rates.get(tenant_id))
             mine = claim_ready(
                 platform=platform,
                 steps=(step,),
@@ -196,8 +209,12 @@ class Dispatcher:
                 lease_seconds=settings.GEO_LEASE_SECONDS,
                 only_tenant=tenant_id,
             )
+            if upstream:
+                self.calls.give_back_tenant(tenant_id, share - len(mine))
             load.leased_by_tenant[tenant_id] += len(mine)
             claims += mine
+        if upstream:
+            self.calls.give_back_global(free - len(claims))
         load.leased_by_group[(platform, group)] += len(claims)
         _publish(claims, report)
 

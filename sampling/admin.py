@@ -242,9 +242,9 @@ def status_context(status: Status) -> dict[str, Any]:
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "max_concurrency", "created_at")
+    list_display = ("slug", "name", "max_concurrency", "max_calls_per_second", "created_at")
     search_fields = ("slug", "name")
-    fields = ("slug", "name", "max_concurrency")
+    fields = ("slug", "name", "max_concurrency", "max_calls_per_second")
 
 
 class LinesField(forms.Field):

@@ -20,6 +20,9 @@ class Tenant(models.Model):
     name = models.CharField(max_length=200)
     # Fair share: at most this many of the tenant's samples are leased at once.
     max_concurrency = models.PositiveIntegerField(default=50)
+    # Upstream calls per second for this tenant over every platform (pipeline/limits.py);
+    # empty: settings.GEO_TENANT_RATE_LIMIT (unset there too: not limited per tenant).
+    max_calls_per_second = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
 
     def __str__(self) -> str:
