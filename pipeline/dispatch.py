@@ -17,6 +17,7 @@ keeps a late duplicate from writing.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -28,13 +29,14 @@ from django.db import connection
 from django.db.models import Count
 from django.db.models.functions import Now
 
+from connectors.registry import get_connector
 from connectors.retry import OPERATIONS, RateLimit, RateLimiter
 from geo_collect.celery import app
 from geo_collect.failpoints import failpoint
 from pipeline.limits import CallBudget
 from pipeline.runs import finish_ended_runs
 from pipeline.schedules import launch_due_slots
-from pipeline.tasks import execute_step
+from pipeline.tasks import execute_step, execute_submit_batch
 from sampling.leases import Claim, claim_ready, requeue_expired_leases
 from sampling.models import OutboxMessage, QueueState, Sample, Step, Tenant
 
@@ -227,10 +229,23 @@ class Dispatcher:
         return granted
 
 
+@functools.cache
+def batch_limit(platform: str) -> int:
+    """How many submits of the platform go in one upstream call: the submission limit of a
+    platform that accepts batches (the collection provider), else one."""
+    capabilities = get_connector(platform).capabilities()
+    return capabilities.submission_limit if capabilities.asynchronous else 1
+
+
 def _publish(claims: list[Claim], report: DispatchReport) -> None:
     if claims:
         failpoint("after_commit_before_publish")
+    batched = [c for c in claims if c.step == Step.SUBMIT and batch_limit(c.platform) > 1]
+    _publish_batches(batched, report)
+    in_batches = {claim.sample_id for claim in batched}
     for claim in claims:
+        if claim.sample_id in in_batches:
+            continue
         queue = queue_for(step=claim.step, platform=claim.platform)
         try:
             execute_step.apply_async(args=(claim.sample_id, claim.token), queue=queue)
@@ -238,6 +253,24 @@ def _publish(claims: list[Claim], report: DispatchReport) -> None:
             log.warning("publish failed sample=%s: %s", claim.sample_id, exc)
             continue
         report.published[queue] += 1
+
+
+def _publish_batches(claims: list[Claim], report: DispatchReport) -> None:
+    by_platform: dict[str, list[Claim]] = defaultdict(list)
+    for claim in claims:
+        by_platform[claim.platform].append(claim)
+    for platform, mine in by_platform.items():
+        limit = batch_limit(platform)
+        queue = queue_for(step=Step.SUBMIT, platform=platform)
+        for start in range(0, len(mine), limit):
+            chunk = mine[start : start + limit]
+            held = [[claim.sample_id, claim.token] for claim in chunk]
+            try:
+                execute_submit_batch.apply_async(args=(held,), queue=queue)
+            except Exception as exc:  # the leases expire and the samples are claimed again
+                log.warning("publish of a batch of %s failed: %s", len(chunk), exc)
+                continue
+            report.published[queue] += len(chunk)
 
 
 _default: Dispatcher | None = None

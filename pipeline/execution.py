@@ -12,9 +12,10 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -95,36 +96,119 @@ def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
     context = StepContext(sample_id=sample_id, token=token, worker=worker)
     if sample.claims > settings.GEO_MAX_STEP_CLAIMS:
         return _park(context, reason=f"poison: step {sample.step} claimed {sample.claims} times")
+    with keep_lease(sample_id=sample_id, token=token):
+        return _guarded(context, sample, lambda: handler(context))
+
+
+def _guarded(ctx: StepContext, sample: Sample, work: Callable[[], str]) -> str:
     try:
-        with keep_lease(sample_id=sample_id, token=token):
-            return handler(context)
+        return work()
     except StaleToken:
-        log.warning("stale write refused sample=%s token=%s", sample_id, token)
+        log.warning("stale write refused sample=%s token=%s", ctx.sample_id, ctx.token)
         return "stale-write-refused"
     except DuplicateInFlight:
         return "duplicate-in-flight"
     except Exception:
         # A bug or an unexpected upstream shape: give the lease back with a backoff instead of
         # letting it run out; after GEO_MAX_STEP_CLAIMS tries the sample is parked with reason.
-        log.exception("step %s failed sample=%s token=%s", sample.step, sample_id, token)
-        return _retry_later(context, step=sample.step, delay=min(60.0, 2.0**sample.claims))
+        log.exception("step %s failed sample=%s token=%s", sample.step, ctx.sample_id, ctx.token)
+        return _retry_later(ctx, step=sample.step, delay=min(60.0, 2.0**sample.claims))
+
+
+# --- batch submit -------------------------------------------------------------------------
+
+_Begun = tuple[StepContext, Sample, Attempt]
+
+
+def run_submit_batch(*, held: list[tuple[int, int]], worker: str = "") -> dict[int, str]:
+    """Submit the due samples of one batch-accepting platform in one upstream call (the
+    dispatcher groups them, up to the platform's submission limit). Each sample keeps its own
+    attempt, idempotency key and fenced writes, and its own outcome: a batch may be accepted
+    in part. A sample not due for a plain submit any more (stale message, poison cap) takes
+    the single-sample path. Returns sample id -> what happened."""
+    outcomes: dict[int, str] = {}
+    begun: list[_Begun] = []
+    for sample_id, token in held:
+        sample = Sample.objects.filter(pk=sample_id).first()
+        due = (
+            sample is not None
+            and sample.step == Step.SUBMIT
+            and sample.fencing_token == token
+            and sample.queue_state == QueueState.LEASED
+            and sample.claims <= settings.GEO_MAX_STEP_CLAIMS
+        )
+        if not due or sample is None:
+            outcomes[sample_id] = run_step(sample_id=sample_id, token=token, worker=worker)
+            continue
+        ctx = StepContext(sample_id=sample_id, token=token, worker=worker)
+        outcome = _guarded(ctx, sample, partial(_begin_in_batch, ctx, begun))
+        if outcome:
+            outcomes[sample_id] = outcome
+    if begun:
+        with keep_leases([(ctx.sample_id, ctx.token) for ctx, _, _ in begun]):
+            outcomes.update(_submit_together(begun))
+    return outcomes
+
+
+def _begin_in_batch(ctx: StepContext, begun: list[_Begun]) -> str:
+    started = _begin_attempt(ctx)
+    if started is None:
+        return _not_begun(ctx)
+    sample = Sample.objects.select_related("run", "question_revision").get(pk=ctx.sample_id)
+    begun.append((ctx, sample, started[1]))
+    return ""
+
+
+def _submit_together(begun: list[_Begun]) -> dict[int, str]:
+    connector = get_connector(begun[0][1].platform)
+    requests = [_request_for(sample, attempt.idempotency_key) for _, sample, attempt in begun]
+    results: list[SubmitOutcome | UpstreamError]
+    try:
+        results = connector.submit_batch(
+            requests, attempt_no=min(attempt.attempt_no for _, _, attempt in begun)
+        )
+    except UpstreamError as error:  # the whole call failed: every task shares its fate
+        results = [error] * len(begun)
+    failpoint("after_accept_before_record")
+    return {
+        ctx.sample_id: _guarded(ctx, sample, partial(_record_task, ctx, sample, attempt, result))
+        for (ctx, sample, attempt), result in zip(begun, results, strict=True)
+    }
+
+
+def _record_task(
+    ctx: StepContext, sample: Sample, attempt: Attempt, result: SubmitOutcome | UpstreamError
+) -> str:
+    if isinstance(result, UpstreamError):
+        return _record_submit_error(ctx, sample, attempt, result)
+    return _record_accepted(ctx, attempt, result)
+
+
+def keep_lease(*, sample_id: int, token: int) -> AbstractContextManager[None]:
+    """Renew the lease in the background while a step works (long streams, slow uploads)."""
+    return keep_leases([(sample_id, token)])
 
 
 @contextmanager
-def keep_lease(*, sample_id: int, token: int) -> Iterator[None]:
-    """Renew the lease in the background while a step works (long streams, slow uploads)."""
+def keep_leases(held: list[tuple[int, int]]) -> Iterator[None]:
+    """Renew the leases of (sample id, token) pairs while one call works for all of them
+    (a batch submit); a lease taken over is no longer renewed."""
     lease = settings.GEO_LEASE_SECONDS
     stop = threading.Event()
 
     def renew() -> None:
+        live = list(held)
         try:
-            while not stop.wait(lease / 3):
-                if not renew_lease(sample_id=sample_id, token=token, lease_seconds=lease):
-                    return
+            while live and not stop.wait(lease / 3):
+                live = [
+                    (sample_id, token)
+                    for sample_id, token in live
+                    if renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
+                ]
         finally:
             connection.close()
 
-    thread = threading.Thread(target=renew, name=f"lease-{sample_id}", daemon=True)
+    thread = threading.Thread(target=renew, name=f"lease-{held[0][0]}", daemon=True)
     thread.start()
     try:
         yield
@@ -226,14 +310,19 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
     return s, attempt
 
 
+def _not_begun(ctx: StepContext) -> str:
+    """What `_begin_attempt` did instead of starting an attempt."""
+    sample = Sample.objects.get(pk=ctx.sample_id)
+    if sample.queue_state == QueueState.DONE:
+        _after_terminal(sample)
+        return "cancelled"
+    return "uncertain"
+
+
 def handle_submit(ctx: StepContext) -> str:
     begun = _begin_attempt(ctx)
     if begun is None:
-        sample = Sample.objects.get(pk=ctx.sample_id)
-        if sample.queue_state == QueueState.DONE:
-            _after_terminal(sample)
-            return "cancelled"
-        return "uncertain"
+        return _not_begun(ctx)
     sample, attempt = begun
     sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
     connector = get_connector(sample.platform)

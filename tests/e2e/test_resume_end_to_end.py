@@ -116,3 +116,31 @@ def test_resume_redoes_the_not_valid_completed_samples_and_keeps_the_rest(
     assert money.samples_charged == second.planned  # once each
     assert [v.message for v in check_all(run.pk)] == []
     assert verify_ledger().violations == []
+
+
+def test_collector_submits_go_in_batches_and_the_providers_quote_is_recorded(
+    simulator: Any, celery_worker: Any
+) -> None:
+    simulator.script({"match": "No capacity", "fault": "task_rejected", "times": 1})
+    data = make_campaign_data(questions=0, targets=TARGETS[1:], repeats=2)
+    data.update(
+        questions=[f"Batch question {i}: which CRM?" for i in range(5)]
+        + ["No capacity: which CRM?"],
+        screenshot_policy="none",
+    )
+    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    quote = (run.quote_snapshot or {})["provider_quotes"]["collector"]
+    assert quote["tasks"] == 12 and quote["total"] > 0 and quote["quote_id"]
+    celery_worker()
+
+    status = drive_until_finished(run.pk)
+
+    assert status.finished and status.planned == 12, status.as_json()
+    batch_calls = simulator.stats()["platforms"]["collector"]["paths"]["POST /v1/batches"]
+    assert batch_calls < 12  # several tasks per call
+    refused = Sample.objects.get(run=run, question_revision__text__startswith="No capacity",
+                                 repeat_index=0)  # fmt: skip
+    assert refused.collection_state == "failed"
+    assert "region_unavailable" in refused.failure_reason
+    _settled(run)  # the run-finished event, relayed and handled
+    assert [v.message for v in check_all(run.pk)] == []

@@ -765,3 +765,63 @@ def test_repair_evidence_reports_what_is_still_missing(upstream: Any) -> None:
     assert report.as_json()["still_missing"] == 1
     assert "still has no screenshot" in report.still_missing[sample.pk]
     assert Sample.objects.get(pk=sample.pk).evidence_state == "partial"
+
+
+# --- batch submit ---------------------------------------------------------------------------------
+
+
+def _claimed_collector_samples(n: int) -> list[tuple[int, int]]:
+    data = make_campaign_data(
+        questions=n,
+        targets=[
+            {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}
+        ],
+        repeats=1,
+    )
+    data["screenshot_policy"] = "none"
+    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    held = []
+    for sample in Sample.objects.filter(run=run).order_by("pk"):
+        claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
+        assert claim is not None
+        held.append((sample.pk, claim.token))
+    return held
+
+
+def test_a_batch_accepted_in_part_records_each_task_by_its_own_outcome(upstream: Any) -> None:
+    scripted = upstream(asynchronous=True)
+    sent: list[list[str]] = []
+
+    def submit_batch(requests: list[SampleRequest], **kwargs: Any) -> list[Any]:
+        sent.append([r.idempotency_key for r in requests])
+        refused = UpstreamError(ErrorClass.UNSUPPORTED, "region_unavailable: no capacity")
+        return [SubmitOutcome(upstream_id="task-1"), refused]
+
+    scripted.submit_batch = submit_batch  # type: ignore[method-assign]
+    held = _claimed_collector_samples(2)
+
+    outcomes = execution.run_submit_batch(held=held, worker="test")
+
+    (first, _), (second, _) = held
+    assert outcomes == {first: "accepted", second: "failed:unsupported"}
+    assert len(sent) == 1 and len(set(sent[0])) == 2  # one call, a key per task
+    accepted, refused = Sample.objects.get(pk=first), Sample.objects.get(pk=second)
+    assert (accepted.upstream_id, accepted.step) == ("task-1", "poll")
+    assert (refused.collection_state, refused.queue_state) == ("failed", "done")
+    assert Attempt.objects.get(sample=refused).error_class == "unsupported"
+
+
+def test_a_batch_whose_answer_was_lost_makes_every_task_uncertain(upstream: Any) -> None:
+    scripted = upstream(asynchronous=True)
+    lost = UpstreamError(ErrorClass.ACCEPTANCE_UNKNOWN, "read timed out")
+
+    def submit_batch(requests: list[SampleRequest], **kwargs: Any) -> list[Any]:
+        raise lost
+
+    scripted.submit_batch = submit_batch  # type: ignore[method-assign]
+    held = _claimed_collector_samples(3)
+
+    outcomes = execution.run_submit_batch(held=held, worker="test")
+
+    assert set(outcomes.values()) == {"uncertain"}
+    assert {s.step for s in Sample.objects.filter(pk__in=outcomes)} == {"verify"}
