@@ -20,6 +20,7 @@ from django.core.management import call_command
 from django.db.models.functions import Now
 
 from analysis.reports import build_run_report
+from billing.reconciliation import reconcile
 from billing.selectors import run_billing
 from connectors.base import (
     Attachment,
@@ -701,6 +702,8 @@ def test_every_attempt_records_its_tokens_and_cost_in_the_ledger(
     ]
     assert {a.cost_currency for a in attempts} == {"USD"}
     assert run_billing(run_id=sample.run_id).upstream_costs == {"USD": 240}
+    recorded = {r.upstream_id: r.recorded_cost for r in reconcile(run_id=sample.run_id).rows}
+    assert recorded == {"resp-1": 120, "resp-2": 120}  # each attempt, by its upstream id
 
 
 def test_a_model_without_a_price_keeps_its_tokens_and_books_nothing(
