@@ -780,12 +780,13 @@ def upstream_log_check(chaos: Chaos) -> tuple[list[str], dict[str, int]]:
         .values("sample__platform", "sample__question_revision__text")
         .annotate(
             recorded=Count("id", filter=~Q(upstream_id="")),
-            # Still unresolved, or resolved by a reviewer who could not learn the outcome
-            # (sampling.review): either way, an answer we may never have received.
+            # Still unresolved, or closed by a reviewer or a resume without learning the
+            # outcome (pipeline.review, pipeline.resume): an answer we may never have received.
             unresolved=Count(
                 "id",
                 filter=Q(status__in=["started", "unknown"])
-                | Q(status="failed", error_message__startswith="reviewed: "),
+                | Q(status="failed", error_message__startswith="reviewed: ")
+                | Q(status="failed", error_message__startswith="superseded by resume"),
             ),
         )
     )
