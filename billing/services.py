@@ -38,6 +38,7 @@ from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from sampling.models import CollectionState, Run, Sample, SubmissionState, Tenant
+from sampling.transitions import PARSE_FAILED
 
 from .models import (
     Account,
@@ -812,7 +813,9 @@ def settle_run(*, run_id: UUID | str) -> SettleOutcome:
             if sample.collection_state == CollectionState.COMPLETED and sample.validity == "valid":
                 _post_capture(run, hold, sample)
                 outcome.captured.append(sample.pk)
-            elif sample.collection_state == CollectionState.FAILED:
+            elif sample.collection_state == CollectionState.FAILED or (
+                sample.analysis_reason.startswith(PARSE_FAILED)  # no usable answer: released
+            ):
                 releases.append((sample, SettlementReason.FAILED))
             elif (
                 sample.collection_state == CollectionState.COMPLETED

@@ -20,6 +20,7 @@ from django.core.management import call_command
 from django.db.models.functions import Now
 
 from analysis.reports import build_run_report
+from billing.models import SampleSettlement
 from billing.reconciliation import reconcile
 from billing.selectors import run_billing
 from connectors.base import (
@@ -41,7 +42,7 @@ from pipeline import execution, repair
 from pipeline.invariants import check_all
 from pipeline.launch import launch_run
 from pipeline.repair import repair_evidence
-from pipeline.runs import finish_run_if_done
+from pipeline.runs import finish_run_if_done, on_run_finished
 from sampling.leases import claim_sample, renew_lease
 from sampling.models import (
     Attempt,
@@ -590,6 +591,9 @@ def test_an_answer_the_parser_does_not_understand_goes_to_analyst_review(upstrea
     assert Attempt.objects.get(sample=sample).status == AttemptStatus.ACCEPTED
     assert scripted.calls == ["submit"]  # never asked again
     finish_run_if_done(run_id=sample.run_id)  # on commit, which this test's transaction lacks
+    on_run_finished(run_id=sample.run_id)
+    # No usable answer: its share is released when the run ends, like a failed sample's.
+    assert SampleSettlement.objects.get(sample=sample).reason == "failed"
     assert [v.message for v in check_all(sample.run_id)] == []
 
 

@@ -130,7 +130,7 @@ def test_resume_asks_exactly_the_not_valid_completed_samples_again(upstream: Any
     assert money.balanced and money.held == 0
     assert money.samples_charged == 4  # each once
     unit = SampleSettlement.objects.filter(sample=valid).get().reserved
-    assert money.reheld == 2 * unit  # the refused and the login page were released; re-held
+    assert money.reheld == 3 * unit  # all three were released at the first end; held again
     assert [v.message for v in check_all(run.pk)] == []
     assert verify_ledger().violations == []
 
