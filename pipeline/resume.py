@@ -95,6 +95,8 @@ def resume_run(*, run_id: UUID | str, dry_run: bool = False, actor: str = "") ->
     with transaction.atomic():
         run = lock_run(run_id)
         plan = _checked(plan_resume(run_id=run.pk))
+        if not plan.redo:
+            return plan  # every sample is valid and completed: nothing to re-open
         resume_no = run.resumes + 1
         rehold_released(run=run, sample_ids=list(plan.redo), resume_no=resume_no)
         for sample_id, reason in plan.redo.items():
