@@ -94,10 +94,20 @@ def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
     if handler is None:
         return "nothing-to-do"
     context = StepContext(sample_id=sample_id, token=token, worker=worker)
+    if not _start_lease(sample_id, token):
+        return "stale-message"
     if sample.claims > settings.GEO_MAX_STEP_CLAIMS:
         return _park(context, reason=f"poison: step {sample.step} claimed {sample.claims} times")
     with keep_lease(sample_id=sample_id, token=token):
         return _guarded(context, sample, lambda: handler(context))
+
+
+def _start_lease(sample_id: int, token: int) -> bool:
+    """The lease runs from the claim; its message may have waited in the queue past it.
+    Before any work, renew it if nobody swept or took it over meanwhile."""
+    return renew_lease(
+        sample_id=sample_id, token=token, lease_seconds=settings.GEO_LEASE_SECONDS, starting=True
+    )
 
 
 def _guarded(ctx: StepContext, sample: Sample, work: Callable[[], str]) -> str:
@@ -139,6 +149,9 @@ def run_submit_batch(*, held: list[tuple[int, int]], worker: str = "") -> dict[i
         )
         if not due or sample is None:
             outcomes[sample_id] = run_step(sample_id=sample_id, token=token, worker=worker)
+            continue
+        if not _start_lease(sample_id, token):
+            outcomes[sample_id] = "stale-message"
             continue
         ctx = StepContext(sample_id=sample_id, token=token, worker=worker)
         outcome = _guarded(ctx, sample, partial(_begin_in_batch, ctx, begun))
