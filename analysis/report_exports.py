@@ -94,6 +94,11 @@ def report_csv(report: RunReport) -> str:
         writer.writerow(
             _rate_row("over_time", p.run_id, "brand_citation_share", report.brand, p.citation_share)
         )
+    for e in report.evidence:
+        missing = e.missing_rate
+        writer.writerow(_rate_row("evidence", e.platform, "evidence_missing_rate", "", missing))
+        for reason, n in e.reasons.items():
+            writer.writerow(["evidence", e.platform, "evidence_missing_reason", reason, n])
     for check in report.checks:
         writer.writerow(["check", check.name, "passed", "", check.detail])
     return out.getvalue()

@@ -59,6 +59,7 @@ from sampling.models import Run, Sample
 from sampling.selectors import FAILED, INVALID, REVIEW, SUCCEEDED, TERMINAL, run_status
 
 from .domains import cited_domain_share, top_cited_domains
+from .evidence_summary import EvidenceSummary, evidence_by_platform
 from .models import AnalysisRevision, Mention
 from .report_sql import HeadToHead, SentimentStat, head_to_head, sentiment_distribution
 from .second_count import SecondCount, second_count
@@ -553,6 +554,7 @@ class RunReport:
     revision: dict[str, Any] = field(default_factory=dict)
     sentiment: list[SentimentStat] = field(default_factory=list)
     head_to_head: list[HeadToHead] = field(default_factory=list)
+    evidence: list[EvidenceSummary] = field(default_factory=list)
 
     @property
     def entities(self) -> list[str]:
@@ -579,6 +581,7 @@ class RunReport:
             "analysis_revision": self.revision,
             "sentiment": [s.as_dict() for s in self.sentiment],
             "head_to_head": [h.as_dict() for h in self.head_to_head],
+            "evidence_by_platform": [e.as_dict() for e in self.evidence],
         }
 
 
@@ -713,4 +716,5 @@ def build_run_report(
         revision=_revision_summary(chosen),
         sentiment=sentiment_distribution(run, chosen.pk, [brand, *competitors]) if chosen else [],
         head_to_head=head_to_head(run, chosen.pk) if chosen else [],
+        evidence=evidence_by_platform(run_id=run.pk),
     )

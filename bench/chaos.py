@@ -11,7 +11,11 @@ tenants, and while they execute:
   dies at that point; it is then started again unarmed);
 * SIGKILLs and restarts the dispatcher once;
 * pauses the provider worker (SIGSTOP) past its leases once, then resumes it;
-* restarts Redis once (SIGKILL; no persistence, so every queued message is lost).
+* restarts Redis once (SIGKILL; no persistence, so every queued message is lost);
+* a scheduled campaign whose one slot falls during the run: the dispatcher launches it once,
+  however often it is killed (the slot is recorded once per campaign and time);
+* once every run has ended, resumes the runs that did not fully succeed
+  (`manage.py resume_run`, after its dry run) and lets the redone samples run too.
 
 When no sample has automatic work left it runs check_invariants and check_ledger, checks the
 simulator's own log against our records (every upstream task and answer is recorded, or its
@@ -50,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "geo_collect.settings")
 
-CHAOS_DB = "geo_chaos"
+CHAOS_DB = os.environ.get("GEO_CHAOS_DB", "geo_chaos")  # one per engineer sharing a server
 # Outside the source tree: logs, storage and the report survive a `make clean` elsewhere.
 WORK = Path(os.environ.get("GEO_CHAOS_DIR", "/tmp/geo-chaos"))
 # Sized for a 2-core machine: the dispatcher leases at most ~38 steps at once (7 platforms x 4,
@@ -260,6 +264,8 @@ class Chaos:
         self.upstream_answers: list[dict[str, Any]] = []  # the simulator's log, read at the end
         self.paused_until: tuple[Proc, float] | None = None
         self.redis_restarted_at = 0.0
+        self.scheduled_campaign: Any = None
+        self.resumed: dict[str, dict[str, Any]] = {}  # run id -> its dry-run plan
 
     # -- set-up --------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -424,7 +430,70 @@ class Chaos:
                 "screenshot_policy": shots,
             }
             runs.append(launch_run(campaign=save_campaign(spec=parse_campaign_spec(data))))
+        self.schedule_one_slot(version)
         return runs
+
+    def schedule_one_slot(self, version: Any) -> None:
+        """A small campaign scheduled daily at the minute after next (UTC): one slot in the
+        run, launched by the dispatcher whatever happens to it."""
+        from datetime import timedelta
+
+        from sampling.dbtime import db_now
+        from sampling.planning import parse_campaign_spec
+        from sampling.schedules import save_schedule
+        from sampling.services import save_campaign
+
+        now = db_now()
+        slot = now + timedelta(minutes=2)
+        data = {
+            "tenant": "gamma",
+            "name": "gamma-scheduled",
+            "brand": BRAND,
+            "competitors": COMPETITORS,
+            "questions": [f"Scheduled question {i}: which CRM vendor?" for i in range(8)],
+            "targets": [_target("openai"), _target("collector")],
+            "repeats": 2,
+            "screenshot_policy": "none",
+        }
+        self.scheduled_campaign = save_campaign(spec=parse_campaign_spec(data))
+        save_schedule(
+            campaign=self.scheduled_campaign,
+            cron=f"{slot.minute} {slot.hour} * * *",
+            timezone="UTC",
+            missed_policy="catch_up_one",
+            now=now,
+        )
+        self.injected.note(f"schedule slot at {slot:%H:%M} UTC for gamma-scheduled")
+
+    def collect_scheduled(self, runs: list[Any]) -> bool:
+        """Add the scheduled slot's run once launched. True once its slot was handled."""
+        from sampling.models import ScheduleSlot
+
+        slots = ScheduleSlot.objects.filter(campaign=self.scheduled_campaign)
+        for slot in slots.exclude(run=None).select_related("run"):
+            if all(run.pk != slot.run_id for run in runs):
+                runs.append(slot.run)
+                log(f"scheduled slot launched run {slot.run_id}")
+        return slots.exists()
+
+    def resume_unfinished(self, runs: list[Any]) -> int:
+        """Once: resume every run that did not fully succeed, checking the dry run's count
+        against what the resume re-opened. Returns how many runs were resumed."""
+        from pipeline.resume import resume_run
+        from sampling.selectors import run_status
+
+        if self.resumed:
+            return 0
+        for run in runs:
+            if run_status(run_id=run.pk).outcome.value != "partially_succeeded":
+                continue
+            plan = resume_run(run_id=run.pk, dry_run=True).as_json()
+            applied = resume_run(run_id=run.pk, actor="chaos").as_json()
+            if applied != plan:
+                self.problems.append(f"run {run.pk}: resume did {applied}, dry run said {plan}")
+            self.resumed[str(run.pk)] = plan
+            self.injected.note(f"resume run {run.pk}: {json.dumps(plan)}")
+        return len(self.resumed)
 
     # -- injections ------------------------------------------------------------------------
     def kill_random_worker(self) -> None:
@@ -589,11 +658,15 @@ class Chaos:
             if line != last_line:
                 log(line)
                 last_line = line
-            if active == 0 and self.paused_until is None and self.ended(runs):
+            slot_handled = self.collect_scheduled(runs)
+            if active == 0 and self.paused_until is None and slot_handled and self.ended(runs):
                 # No work left to reach a point still armed, or to reach an event's threshold:
                 # the summary reports what did not happen.
                 if self.review_parked(runs):
                     continue  # the reviewer's decisions let the runs finish
+                self.wait_settled(runs)
+                if self.resume_unfinished(runs):
+                    continue  # the redone samples run like any others
                 self.wait_settled(runs)
                 return True
             time.sleep(1.0)
@@ -634,7 +707,7 @@ class Chaos:
     def wait_settled(self, runs: list[Any], timeout: float = 60.0) -> None:
         """A finished run is settled by its run-finished message: every sample charged or
         released. A run that is not settled within `timeout` is reported."""
-        from billing.models import SampleSettlement
+        from billing.selectors import unsettled_samples
         from sampling.models import Run
 
         deadline = time.monotonic() + timeout
@@ -643,7 +716,7 @@ class Chaos:
                 run
                 for run in runs
                 if Run.objects.filter(pk=run.pk).exclude(finished_at=None).exists()
-                and SampleSettlement.objects.filter(run=run).count() < run.planned_samples
+                and unsettled_samples(run).exists()
             ]
             if not unsettled or time.monotonic() > deadline:
                 break
@@ -651,7 +724,7 @@ class Chaos:
         for run in unsettled:
             self.problems.append(
                 f"run {run.pk} finished but was not settled within {timeout:.0f}s "
-                f"({SampleSettlement.objects.filter(run=run).count()}/{run.planned_samples})"
+                f"({unsettled_samples(run).count()} of {run.planned_samples} still held)"
             )
 
     def shutdown(self) -> None:
@@ -707,12 +780,13 @@ def upstream_log_check(chaos: Chaos) -> tuple[list[str], dict[str, int]]:
         .values("sample__platform", "sample__question_revision__text")
         .annotate(
             recorded=Count("id", filter=~Q(upstream_id="")),
-            # Still unresolved, or resolved by a reviewer who could not learn the outcome
-            # (sampling.review): either way, an answer we may never have received.
+            # Still unresolved, or closed by a reviewer or a resume without learning the
+            # outcome (pipeline.review, pipeline.resume): an answer we may never have received.
             unresolved=Count(
                 "id",
                 filter=Q(status__in=["started", "unknown"])
-                | Q(status="failed", error_message__startswith="reviewed: "),
+                | Q(status="failed", error_message__startswith="reviewed: ")
+                | Q(status="failed", error_message__startswith="superseded by resume"),
             ),
         )
     )
@@ -749,6 +823,27 @@ def dispatcher_requeued() -> int:
             if part.startswith("requeued="):
                 total += int(part.split("=", 1)[1])
     return total
+
+
+def schedule_and_resume_check(chaos: Chaos) -> list[str]:
+    """The scheduled slot launched exactly one run; each resume re-opened exactly what its dry
+    run counted (never-run samples need no re-open) and charged no sample twice."""
+    from pipeline.invariants import check_one_charge_per_sample
+    from sampling.models import SampleReopen, ScheduleSlot
+
+    problems: list[str] = []
+    slots = list(ScheduleSlot.objects.filter(campaign=chaos.scheduled_campaign))
+    print(f"schedule: {[(f'{s.slot_at:%H:%M}', s.outcome, str(s.run_id)) for s in slots]}")
+    if len(slots) != 1 or slots[0].run_id is None:
+        problems.append(f"the scheduled slot was handled as {slots}, not as one launched run")
+    for run_id, plan in chaos.resumed.items():
+        reopened = SampleReopen.objects.filter(run_id=run_id).count()
+        expected = plan["redo"] - plan["by_reason"].get("never_run", 0)
+        print(f"resume {run_id}: dry run {json.dumps(plan)}, re-opened {reopened}")
+        if reopened != expected:
+            problems.append(f"run {run_id}: resume re-opened {reopened}, dry run said {expected}")
+        problems += [v.message for v in check_one_charge_per_sample(run_id)]
+    return problems
 
 
 def report(chaos: Chaos, runs: list[Any], finished_in_time: bool, seconds: float) -> int:
@@ -795,6 +890,7 @@ def report(chaos: Chaos, runs: list[Any], finished_in_time: bool, seconds: float
     )
     for sample in Sample.objects.filter(queue_state="parked").order_by("pk"):
         out(f"    parked sample {sample.pk} {sample.platform}: {sample.failure_reason}")
+    failures += schedule_and_resume_check(chaos)
     poison = Sample.objects.filter(queue_state="parked", failure_reason__startswith="poison")
     if poison.exists():
         failures.append(f"{poison.count()} samples parked as poison messages")

@@ -196,10 +196,16 @@ def verify_ledger() -> LedgerReport:
         )
         captured, released = int(settled["c"] or 0), int(settled["r"] or 0)
         held = int(Posting.objects.filter(account=hold).aggregate(t=Sum("amount"))["t"] or 0)
-        if reserved != captured + released + held:
+        reheld = int(
+            Posting.objects.filter(account=hold, entry__kind=EntryKind.REHOLD).aggregate(
+                t=Sum("amount")
+            )["t"]
+            or 0
+        )
+        if reserved + reheld != captured + released + held:
             v.append(
-                f"run {run.pk}: reserved {reserved} != captured {captured} + released "
-                f"{released} + held {held}"
+                f"run {run.pk}: reserved {reserved} + re-held {reheld} != captured {captured} "
+                f"+ released {released} + held {held}"
             )
         refunded = -int(
             Posting.objects.filter(

@@ -56,11 +56,18 @@ def content_hash(
         "refs": refs,
         "legs": sorted([code, amount] for code, amount in legs),
         "settlements": sorted(
-            [s.sample_id, s.reason, s.reserved, s.captured, s.released] for s in settlements
+            [s.sample_id, s.reason, s.reserved, s.captured, s.released, *_round(s)]
+            for s in settlements
         ),
     }
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _round(line: SettlementShape) -> list[int]:
+    """A resumed sample's settlement round; round 0 hashes as before rounds existed."""
+    value = getattr(line, "round", 0)
+    return [value] if value else []
 
 
 def link_hash(*, prev: str, content: str, idempotency_key: str, memo: str) -> str:

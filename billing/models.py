@@ -159,6 +159,7 @@ class Account(models.Model):
 class EntryKind(models.TextChoices):
     TOP_UP = "top_up", "Top-up"
     RESERVE = "reserve", "Reserve (hold on launch)"
+    REHOLD = "rehold", "Re-hold (a released sample asked again by a resume)"
     CAPTURE = "capture", "Capture (completed sample)"
     RELEASE = "release", "Release (rest of a hold)"
     REFUND = "refund", "Refund"
@@ -234,12 +235,15 @@ class SettlementReason(models.TextChoices):
 
 
 class SampleSettlement(AppendOnlyModel):
-    """How one sample's reserved share was disposed of. Unique per sample: a sample is charged
-    (or released) at most once, whatever is repeated."""
+    """How one sample's reserved share was disposed of. Unique per sample and round: a sample
+    is settled once per round and charged at most once, whatever is repeated. A round is a
+    resume of the run that asked a released sample again (`Sample.resumes`); its share was
+    held again first (a `rehold` entry), so each round settles what it held."""
 
     entry = models.ForeignKey(JournalEntry, on_delete=models.PROTECT, related_name="settlements")
     run = models.ForeignKey("sampling.Run", on_delete=models.PROTECT, related_name="+")
-    sample = models.OneToOneField("sampling.Sample", on_delete=models.PROTECT, related_name="+")
+    sample = models.ForeignKey("sampling.Sample", on_delete=models.PROTECT, related_name="+")
+    round = models.PositiveSmallIntegerField(default=0)
     reason = models.CharField(max_length=16, choices=SettlementReason.choices)
     reserved = models.BigIntegerField()
     captured = models.BigIntegerField()
@@ -255,6 +259,12 @@ class SampleSettlement(AppendOnlyModel):
             models.CheckConstraint(
                 condition=Q(reserved=models.F("captured") + models.F("released")),
                 name="settlement_reserved_is_captured_plus_released",
+            ),
+            models.UniqueConstraint(fields=["sample", "round"], name="settlement_once_per_round"),
+            models.UniqueConstraint(
+                fields=["sample"],
+                condition=Q(reason=SettlementReason.COMPLETED),
+                name="settlement_charged_once",
             ),
         ]
 

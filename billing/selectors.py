@@ -10,7 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import Sum
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
 from sampling.models import Run, Sample, SubmissionState, Tenant
 
@@ -110,6 +110,7 @@ class RunBilling:
     refunded: int
     samples_charged: int
     upstream_costs: dict[str, int] = field(default_factory=dict)
+    reheld: int = 0  # released shares held again for samples a resume asked again
 
     @property
     def released(self) -> int:
@@ -122,8 +123,8 @@ class RunBilling:
 
     @property
     def balanced(self) -> bool:
-        """reserved = captured + released + still held."""
-        return self.reserved == self.captured + self.released + self.held
+        """reserved + re-held = captured + released + still held."""
+        return self.reserved + self.reheld == self.captured + self.released + self.held
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -158,8 +159,7 @@ def _run_billing(*, run_id: UUID | str) -> RunBilling:
     def released(reason: str) -> int:
         return _sum(settlements.filter(reason=reason), "released")
 
-    settled_ids = settlements.values("sample_id")
-    awaiting = Sample.objects.filter(run=run).exclude(pk__in=settled_ids)
+    awaiting = unsettled_samples(run)
     costs: dict[str, int] = {}
     for row in (
         Posting.objects.filter(
@@ -198,4 +198,18 @@ def _run_billing(*, run_id: UUID | str) -> RunBilling:
         ),
         samples_charged=settlements.filter(reason=SettlementReason.COMPLETED).count(),
         upstream_costs=costs,
+        reheld=_sum(
+            Posting.objects.filter(
+                entry__run=run, entry__kind=EntryKind.REHOLD, account__kind=AccountKind.HOLD
+            )
+        ),
     )
+
+
+def unsettled_samples(run: Run) -> QuerySet[Sample]:
+    """The run's samples whose share is still held: not charged, and not settled in their
+    current round (a resume re-opens released samples into a new round)."""
+    settled = SampleSettlement.objects.filter(sample_id=OuterRef("pk")).filter(
+        Q(reason=SettlementReason.COMPLETED) | Q(round=OuterRef("resumes"))
+    )
+    return Sample.objects.filter(run=run).exclude(Exists(settled))

@@ -70,6 +70,24 @@ class UpstreamError(Exception):
 
 
 @dataclass(frozen=True)
+class Quote:
+    """What a provider says a set of tasks will cost it, before they are submitted."""
+
+    quote_id: str
+    currency: str
+    total: int  # minor units
+    unit_costs: tuple[int, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "quote_id": self.quote_id,
+            "currency": self.currency,
+            "total": self.total,
+            "tasks": len(self.unit_costs),
+        }
+
+
+@dataclass(frozen=True)
 class Capabilities:
     platform: str
     devices: frozenset[str]
@@ -248,6 +266,27 @@ class Connector(abc.ABC):
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
         """Ask the question. Raises UpstreamError; ACCEPTANCE_UNKNOWN when the request was
         sent but no answer came back."""
+
+    def submit_batch(
+        self,
+        requests: list[SampleRequest],
+        *,
+        attempt_no: int = 1,
+        idempotency_key: str | None = None,
+    ) -> list[SubmitOutcome | UpstreamError]:
+        """Ask several questions; one outcome per request, in order. Platforms that accept
+        batches (the collection provider) send them in one call; others ask one by one."""
+        outcomes: list[SubmitOutcome | UpstreamError] = []
+        for request in requests:
+            try:
+                outcomes.append(self.submit(request, attempt_no=attempt_no))
+            except UpstreamError as error:
+                outcomes.append(error)
+        return outcomes
+
+    def quote(self, requests: list[SampleRequest]) -> Quote | None:
+        """The provider's own price for these tasks, where it gives one (None: it does not)."""
+        return None
 
     def poll(self, upstream_id: str) -> PollOutcome:
         """Asynchronous platforms only."""

@@ -59,6 +59,14 @@ def adapter_class(platform: str) -> type[Connector]:
     return cls
 
 
+def configured_model(platform: str) -> str | None:
+    """The model the deployment is configured to ask on `platform` now. A run freezes it in
+    its config snapshot at launch, so a later change of configuration never changes a run
+    mid-way (sampling.services.plan_run, pipeline.execution)."""
+    given: dict[str, str] = settings.GEO_PLATFORMS.get(platform, {})
+    return given.get("MODEL") or settings.GEO_PLATFORM_MODELS.get(platform)
+
+
 def connector_config(platform: str) -> ConnectorConfig:
     cls = adapter_class(platform)
     given = settings.GEO_PLATFORMS.get(platform, {})
@@ -73,7 +81,7 @@ def connector_config(platform: str) -> ConnectorConfig:
         platform=platform,
         base_url=base_url,
         api_key=given.get("API_KEY", "sim-key" if simulator else ""),
-        model=given.get("MODEL") or settings.GEO_PLATFORM_MODELS.get(platform),
+        model=configured_model(platform),
         timeout_seconds=float(given.get("TIMEOUT", "60")),
         egress_proxies=proxies or (None,),
         extra=_extra(platform, given),

@@ -84,14 +84,20 @@ class RetryPolicy:
     def _honour_hint(
         self, hint: float, elapsed_seconds: float, rng: random.Random
     ) -> RetryDecision:
-        # Retrying earlier than told only earns another 429, so a hint beyond max_delay ends
-        # the retries instead of being shortened.
-        if hint > self.max_delay:
-            return RetryDecision(
-                False, 0.0, f"retry hint {hint:.1f}s exceeds max delay {self.max_delay:.1f}s", FAIL
-            )
+        # Retrying earlier than told only earns another 429, so the hint is never shortened.
+        # A hint longer than the per-attempt cap (max_delay) is still honoured: the caller
+        # schedules the sample for later in the database rather than sleeping; only a wait
+        # past the total budget gives up, with that reason.
         # A little jitter above the hint keeps many workers from returning in the same instant.
         delay = hint + rng.uniform(0, min(1.0, hint * 0.1))
+        if elapsed_seconds + delay > self.max_total_seconds:
+            return RetryDecision(
+                False,
+                0.0,
+                f"rate limited: the retry hint of {hint:.1f}s is past the retry budget of "
+                f"{self.max_total_seconds:.0f}s",
+                FAIL,
+            )
         return self._within_budget(delay, elapsed_seconds, RETRY, f"rate limited: wait {hint:.3f}s")
 
     def _within_budget(
@@ -134,6 +140,19 @@ class TokenBucket:
                 self._tokens -= tokens
                 return True
             return False
+
+    def take(self, wanted: int) -> int:
+        """Up to `wanted` whole tokens, as many as are banked now."""
+        with self._lock:
+            self._refill()
+            granted = min(wanted, int(self._tokens))
+            self._tokens -= granted
+            return max(0, granted)
+
+    def give_back(self, tokens: float) -> None:
+        """Return tokens taken but not used (work claimed was less than granted)."""
+        with self._lock:
+            self._tokens = min(self.capacity, self._tokens + tokens)
 
     def seconds_until_available(self, tokens: float = 1.0) -> float:
         with self._lock:

@@ -230,6 +230,28 @@ def platform_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
 
 
 GEO_PLATFORMS = platform_settings(os.environ)
+# What a model's tokens cost us, per model: minor units of `currency` per million tokens.
+# Defaults are the vendors' list prices when this table was written; override the whole table
+# with GEO_MODEL_PRICES (JSON of the same shape). Used to cost every direct-API attempt
+# (billing/costs.py); a model missing here is recorded with its tokens and no cost.
+GEO_MODEL_PRICES: dict[str, dict[str, Any]] = json.loads(
+    os.environ.get("GEO_MODEL_PRICES", "null")
+) or {
+    "gpt-4.1-mini": {"currency": "USD", "input": 40, "output": 160},
+    "gpt-4o-mini-search-preview": {"currency": "USD", "input": 15, "output": 60},
+    "claude-sonnet-4-5": {"currency": "USD", "input": 300, "output": 1500},
+    "gemini-2.5-flash": {"currency": "USD", "input": 30, "output": 250},
+    "sonar": {"currency": "USD", "input": 100, "output": 100},
+    "deepseek-chat": {"currency": "USD", "input": 27, "output": 110},
+    "kimi-k2-turbo-preview": {"currency": "CNY", "input": 800, "output": 5800},
+    "doubao-seed-1-6": {"currency": "CNY", "input": 80, "output": 800},
+    "qwen-plus": {"currency": "CNY", "input": 80, "output": 200},
+    "llama3.2": {"currency": "USD", "input": 0, "output": 0},
+}
+
+# A schedule slot handled later than this after its time was missed (the dispatcher was
+# down); the campaign's missed-slot policy decides (pipeline/schedules.py).
+GEO_SCHEDULE_GRACE_SECONDS = int(os.environ.get("GEO_SCHEDULE_GRACE_SECONDS", "900"))
 
 # Admission control. Concurrency caps count leased samples per platform and group: upstream
 # calls (submit/verify/poll), evidence (provider evidence, screenshots) and analysis are
@@ -241,6 +263,10 @@ GEO_ANALYSIS_CONCURRENCY = int(os.environ.get("GEO_ANALYSIS_CONCURRENCY", "16"))
 # GEO_RATE_LIMITS='{"openai": {"submit": 5, "poll": 20}}'; others get the default rate.
 GEO_RATE_LIMITS: dict[str, dict[str, float]] = json.loads(os.environ.get("GEO_RATE_LIMITS", "{}"))
 GEO_DEFAULT_RATE_LIMIT = float(os.environ.get("GEO_DEFAULT_RATE_LIMIT", "50"))
+# Alongside the per-platform rates: upstream calls per second over all platforms and tenants,
+# and the default per tenant (Tenant.max_calls_per_second overrides it). 0: not limited.
+GEO_GLOBAL_RATE_LIMIT = float(os.environ.get("GEO_GLOBAL_RATE_LIMIT", "0"))
+GEO_TENANT_RATE_LIMIT = float(os.environ.get("GEO_TENANT_RATE_LIMIT", "0"))
 # A step claimed this many times without finishing is parked with its reason (poison message).
 GEO_MAX_STEP_CLAIMS = int(os.environ.get("GEO_MAX_STEP_CLAIMS", "8"))
 # Shared secret of the collection provider's signed callbacks (POST /callbacks/collector/).

@@ -17,20 +17,26 @@ keeps a late duplicate from writing.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count
 from django.db.models.functions import Now
 
+from connectors.registry import get_connector
 from connectors.retry import OPERATIONS, RateLimit, RateLimiter
 from geo_collect.celery import app
 from geo_collect.failpoints import failpoint
+from pipeline.limits import CallBudget
 from pipeline.runs import finish_ended_runs
-from pipeline.tasks import execute_step
+from pipeline.schedules import launch_due_slots
+from pipeline.tasks import execute_step, execute_submit_batch
 from sampling.leases import Claim, claim_ready, requeue_expired_leases
 from sampling.models import OutboxMessage, QueueState, Sample, Step, Tenant
 
@@ -66,6 +72,7 @@ def _group_cap(group: str) -> int:
 class DispatchReport:
     relayed: int = 0
     requeued: int = 0
+    scheduled: int = 0  # schedule slots handled (launched, caught up, skipped, refused)
     published: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -99,6 +106,7 @@ class _Load:
     leased_by_group: Counter[tuple[str, str]]  # (platform, group) -> leased samples
     leased_by_tenant: Counter[int]
     tenant_caps: dict[int, int]
+    tenant_rates: dict[int, float | None] = field(default_factory=dict)
 
 
 def _load() -> _Load:
@@ -123,8 +131,13 @@ def _load() -> _Load:
         leased_by_group[(platform, _STEP_KIND[step][1])] += n
         leased_by_tenant[tenant_id] += n
     tenants = {t for tenants in due.values() for t in tenants}
-    caps = dict(Tenant.objects.filter(pk__in=tenants).values_list("pk", "max_concurrency"))
-    return _Load(due, leased_by_group, leased_by_tenant, caps)
+    caps: dict[int, int] = {}
+    rates: dict[int, float | None] = {}
+    for pk, cap, rate in Tenant.objects.filter(pk__in=tenants).values_list(
+        "pk", "max_concurrency", "max_calls_per_second"
+    ):
+        caps[pk], rates[pk] = cap, rate
+    return _Load(due, leased_by_group, leased_by_tenant, caps, rates)
 
 
 def _fair_shares(free: int, tenants: list[int], load: _Load) -> dict[int, int]:
@@ -146,8 +159,12 @@ def _fair_shares(free: int, tenants: list[int], load: _Load) -> dict[int, int]:
 class Dispatcher:
     """Holds the rate limiters between ticks; one per dispatching process."""
 
-    def __init__(self, *, owner: str = "dispatcher") -> None:
+    def __init__(
+        self, *, owner: str = "dispatcher", clock: Callable[[], datetime] | None = None
+    ) -> None:
         self.owner = owner
+        self.clock = clock  # None: database time (a test passes a fake clock for schedules)
+        self.calls = CallBudget()  # global and per-tenant, alongside the per-platform limiter
         self.limiter = RateLimiter(
             limits={
                 (platform, op): RateLimit(per_second=rate, burst=max(1.0, rate))
@@ -164,6 +181,7 @@ class Dispatcher:
         report = DispatchReport()
         report.relayed = relay_outbox()
         report.requeued = requeue_expired_leases()
+        report.scheduled = len(launch_due_slots(now=self.clock() if self.clock else None))
         finish_ended_runs()
         load = _load()
         for (platform, step), tenants in load.due.items():
@@ -176,10 +194,15 @@ class Dispatcher:
         op, group = _STEP_KIND[step]
         free = _group_cap(group) - load.leased_by_group[(platform, group)]
         free = min(free, self._tokens(platform, op, free))
+        upstream = group == "upstream"  # calls that reach a platform count against budgets
+        if upstream:
+            free = self.calls.take_global(free)
         if free <= 0:
             return
         claims: list[Claim] = []
         for tenant_id, share in _fair_shares(free, tenants, load).items():
+            if upstream:
+                share = self.calls.take_tenant(tenant_id, share, load.tenant_rates.get(tenant_id))
             mine = claim_ready(
                 platform=platform,
                 steps=(step,),
@@ -188,8 +211,12 @@ class Dispatcher:
                 lease_seconds=settings.GEO_LEASE_SECONDS,
                 only_tenant=tenant_id,
             )
+            if upstream:
+                self.calls.give_back_tenant(tenant_id, share - len(mine))
             load.leased_by_tenant[tenant_id] += len(mine)
             claims += mine
+        if upstream:
+            self.calls.give_back_global(free - len(claims))
         load.leased_by_group[(platform, group)] += len(claims)
         _publish(claims, report)
 
@@ -202,10 +229,23 @@ class Dispatcher:
         return granted
 
 
+@functools.cache
+def batch_limit(platform: str) -> int:
+    """How many submits of the platform go in one upstream call: the submission limit of a
+    platform that accepts batches (the collection provider), else one."""
+    capabilities = get_connector(platform).capabilities()
+    return capabilities.submission_limit if capabilities.asynchronous else 1
+
+
 def _publish(claims: list[Claim], report: DispatchReport) -> None:
     if claims:
         failpoint("after_commit_before_publish")
+    batched = [c for c in claims if c.step == Step.SUBMIT and batch_limit(c.platform) > 1]
+    _publish_batches(batched, report)
+    in_batches = {claim.sample_id for claim in batched}
     for claim in claims:
+        if claim.sample_id in in_batches:
+            continue
         queue = queue_for(step=claim.step, platform=claim.platform)
         try:
             execute_step.apply_async(args=(claim.sample_id, claim.token), queue=queue)
@@ -213,6 +253,24 @@ def _publish(claims: list[Claim], report: DispatchReport) -> None:
             log.warning("publish failed sample=%s: %s", claim.sample_id, exc)
             continue
         report.published[queue] += 1
+
+
+def _publish_batches(claims: list[Claim], report: DispatchReport) -> None:
+    by_platform: dict[str, list[Claim]] = defaultdict(list)
+    for claim in claims:
+        by_platform[claim.platform].append(claim)
+    for platform, mine in by_platform.items():
+        limit = batch_limit(platform)
+        queue = queue_for(step=Step.SUBMIT, platform=platform)
+        for start in range(0, len(mine), limit):
+            chunk = mine[start : start + limit]
+            held = [[claim.sample_id, claim.token] for claim in chunk]
+            try:
+                execute_submit_batch.apply_async(args=(held,), queue=queue)
+            except Exception as exc:  # the leases expire and the samples are claimed again
+                log.warning("publish of a batch of %s failed: %s", len(chunk), exc)
+                continue
+            report.published[queue] += len(chunk)
 
 
 _default: Dispatcher | None = None

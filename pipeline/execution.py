@@ -12,9 +12,10 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -22,6 +23,7 @@ from django.db.models.functions import Now
 
 from analysis.services import analyse_sample
 from billing import services as billing
+from billing.costs import apply_cost, book_attempt_cost, price_usage
 from connectors.base import (
     ErrorClass,
     NormalizedResult,
@@ -31,6 +33,7 @@ from connectors.base import (
 )
 from connectors.registry import get_connector
 from connectors.retry import RetryPolicy
+from connectors.usage import extract_usage
 from evidence import services as evidence_services
 from evidence.models import Capture
 from evidence.screenshots import ScreenshotUnavailable, render_answer_page
@@ -49,7 +52,13 @@ from sampling.models import (
     Step,
     SubmissionState,
 )
-from sampling.transitions import StaleToken, fenced, save_fenced
+from sampling.transitions import (
+    StaleToken,
+    end_uncollected,
+    fenced,
+    hold_unparsed,
+    save_fenced,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,38 +95,134 @@ def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
     if handler is None:
         return "nothing-to-do"
     context = StepContext(sample_id=sample_id, token=token, worker=worker)
+    if not _start_lease(sample_id, token):
+        return "stale-message"
     if sample.claims > settings.GEO_MAX_STEP_CLAIMS:
         return _park(context, reason=f"poison: step {sample.step} claimed {sample.claims} times")
+    with keep_lease(sample_id=sample_id, token=token):
+        return _guarded(context, sample, lambda: handler(context))
+
+
+def _start_lease(sample_id: int, token: int) -> bool:
+    """The lease runs from the claim; its message may have waited in the queue past it.
+    Before any work, renew it if nobody swept or took it over meanwhile."""
+    return renew_lease(
+        sample_id=sample_id, token=token, lease_seconds=settings.GEO_LEASE_SECONDS, starting=True
+    )
+
+
+def _guarded(ctx: StepContext, sample: Sample, work: Callable[[], str]) -> str:
     try:
-        with keep_lease(sample_id=sample_id, token=token):
-            return handler(context)
+        return work()
     except StaleToken:
-        log.warning("stale write refused sample=%s token=%s", sample_id, token)
+        log.warning("stale write refused sample=%s token=%s", ctx.sample_id, ctx.token)
         return "stale-write-refused"
     except DuplicateInFlight:
         return "duplicate-in-flight"
     except Exception:
         # A bug or an unexpected upstream shape: give the lease back with a backoff instead of
         # letting it run out; after GEO_MAX_STEP_CLAIMS tries the sample is parked with reason.
-        log.exception("step %s failed sample=%s token=%s", sample.step, sample_id, token)
-        return _retry_later(context, step=sample.step, delay=min(60.0, 2.0**sample.claims))
+        log.exception("step %s failed sample=%s token=%s", sample.step, ctx.sample_id, ctx.token)
+        return _retry_later(ctx, step=sample.step, delay=min(60.0, 2.0**sample.claims))
+
+
+# --- batch submit -------------------------------------------------------------------------
+
+_Begun = tuple[StepContext, Sample, Attempt]
+
+
+def run_submit_batch(*, held: list[tuple[int, int]], worker: str = "") -> dict[int, str]:
+    """Submit the due samples of one batch-accepting platform in one upstream call (the
+    dispatcher groups them, up to the platform's submission limit). Each sample keeps its own
+    attempt, idempotency key and fenced writes, and its own outcome: a batch may be accepted
+    in part. A sample not due for a plain submit any more (stale message, poison cap) takes
+    the single-sample path. Returns sample id -> what happened."""
+    outcomes: dict[int, str] = {}
+    begun: list[_Begun] = []
+    for sample_id, token in held:
+        sample = Sample.objects.filter(pk=sample_id).first()
+        due = (
+            sample is not None
+            and sample.step == Step.SUBMIT
+            and sample.fencing_token == token
+            and sample.queue_state == QueueState.LEASED
+            and sample.claims <= settings.GEO_MAX_STEP_CLAIMS
+        )
+        if not due or sample is None:
+            outcomes[sample_id] = run_step(sample_id=sample_id, token=token, worker=worker)
+            continue
+        if not _start_lease(sample_id, token):
+            outcomes[sample_id] = "stale-message"
+            continue
+        ctx = StepContext(sample_id=sample_id, token=token, worker=worker)
+        outcome = _guarded(ctx, sample, partial(_begin_in_batch, ctx, begun))
+        if outcome:
+            outcomes[sample_id] = outcome
+    if begun:
+        with keep_leases([(ctx.sample_id, ctx.token) for ctx, _, _ in begun]):
+            outcomes.update(_submit_together(begun))
+    return outcomes
+
+
+def _begin_in_batch(ctx: StepContext, begun: list[_Begun]) -> str:
+    started = _begin_attempt(ctx)
+    if started is None:
+        return _not_begun(ctx)
+    sample = Sample.objects.select_related("run", "question_revision").get(pk=ctx.sample_id)
+    begun.append((ctx, sample, started[1]))
+    return ""
+
+
+def _submit_together(begun: list[_Begun]) -> dict[int, str]:
+    connector = get_connector(begun[0][1].platform)
+    requests = [_request_for(sample, attempt.idempotency_key) for _, sample, attempt in begun]
+    results: list[SubmitOutcome | UpstreamError]
+    try:
+        results = connector.submit_batch(
+            requests, attempt_no=min(attempt.attempt_no for _, _, attempt in begun)
+        )
+    except UpstreamError as error:  # the whole call failed: every task shares its fate
+        results = [error] * len(begun)
+    failpoint("after_accept_before_record")
+    return {
+        ctx.sample_id: _guarded(ctx, sample, partial(_record_task, ctx, sample, attempt, result))
+        for (ctx, sample, attempt), result in zip(begun, results, strict=True)
+    }
+
+
+def _record_task(
+    ctx: StepContext, sample: Sample, attempt: Attempt, result: SubmitOutcome | UpstreamError
+) -> str:
+    if isinstance(result, UpstreamError):
+        return _record_submit_error(ctx, sample, attempt, result)
+    return _record_accepted(ctx, attempt, result)
+
+
+def keep_lease(*, sample_id: int, token: int) -> AbstractContextManager[None]:
+    """Renew the lease in the background while a step works (long streams, slow uploads)."""
+    return keep_leases([(sample_id, token)])
 
 
 @contextmanager
-def keep_lease(*, sample_id: int, token: int) -> Iterator[None]:
-    """Renew the lease in the background while a step works (long streams, slow uploads)."""
+def keep_leases(held: list[tuple[int, int]]) -> Iterator[None]:
+    """Renew the leases of (sample id, token) pairs while one call works for all of them
+    (a batch submit); a lease taken over is no longer renewed."""
     lease = settings.GEO_LEASE_SECONDS
     stop = threading.Event()
 
     def renew() -> None:
+        live = list(held)
         try:
-            while not stop.wait(lease / 3):
-                if not renew_lease(sample_id=sample_id, token=token, lease_seconds=lease):
-                    return
+            while live and not stop.wait(lease / 3):
+                live = [
+                    (sample_id, token)
+                    for sample_id, token in live
+                    if renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
+                ]
         finally:
             connection.close()
 
-    thread = threading.Thread(target=renew, name=f"lease-{sample_id}", daemon=True)
+    thread = threading.Thread(target=renew, name=f"lease-{held[0][0]}", daemon=True)
     thread.start()
     try:
         yield
@@ -145,8 +250,14 @@ _QUEUE_FIELDS = ("step", "queue_state", "due_at", "lease_until", "lease_owner", 
 
 
 def _seconds_since_first_attempt(sample: Sample) -> float:
-    """The retry budget counts from the first attempt, in database time."""
-    first = sample.attempt_set.order_by("attempt_no").values_list("started_at", flat=True).first()
+    """The retry budget counts from the first attempt of this round (a resume starts a new
+    one), in database time."""
+    first = (
+        sample.attempt_set.filter(attempt_no__gt=sample.attempts_before_resume)
+        .order_by("attempt_no")
+        .values_list("started_at", flat=True)
+        .first()
+    )
     return (db_now() - first).total_seconds() if first else 0.0
 
 
@@ -154,9 +265,16 @@ def _retry_policy() -> RetryPolicy:
     return RetryPolicy(max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS)
 
 
+def frozen_model(run: Run, platform: str) -> str | None:
+    """The model the run froze for the platform at launch (None for runs launched before
+    models were frozen: the connector's configured model)."""
+    return run.config_snapshot.get("models", {}).get(platform)
+
+
 def _request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
     snapshot = sample.run.config_snapshot
     return SampleRequest(
+        model=frozen_model(sample.run, sample.platform),
         sample_id=sample.pk,
         idempotency_key=idempotency_key,
         question=sample.question_revision.text,
@@ -189,10 +307,9 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
             return None
         if Run.objects.filter(pk=s.run_id).exclude(cancelled_at=None).exists():
             # Cancelled before the upstream was asked: never send it (billing released it).
-            s.fail_collection()
-            s.failure_reason = "cancelled by operator"
+            changed = end_uncollected(s, reason="cancelled by operator")
             _release(s, step=Step.NONE)
-            save_fenced(s, ctx.token, "collection_state", "failure_reason", *_QUEUE_FIELDS)
+            save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
             return None
         s.attempts += 1
         attempt = Attempt.objects.create(
@@ -200,20 +317,26 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
             attempt_no=s.attempts,
             idempotency_key=f"{s.run_id}:{s.pk}:{s.attempts}",
             fencing_token=ctx.token,
+            model=frozen_model(s.run, s.platform) or "",
         )
         s.begin_submit()
         save_fenced(s, ctx.token, "submission_state", "attempts")
     return s, attempt
 
 
+def _not_begun(ctx: StepContext) -> str:
+    """What `_begin_attempt` did instead of starting an attempt."""
+    sample = Sample.objects.get(pk=ctx.sample_id)
+    if sample.queue_state == QueueState.DONE:
+        _after_terminal(sample)
+        return "cancelled"
+    return "uncertain"
+
+
 def handle_submit(ctx: StepContext) -> str:
     begun = _begin_attempt(ctx)
     if begun is None:
-        sample = Sample.objects.get(pk=ctx.sample_id)
-        if sample.queue_state == QueueState.DONE:
-            _after_terminal(sample)
-            return "cancelled"
-        return "uncertain"
+        return _not_begun(ctx)
     sample, attempt = begun
     sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
     connector = get_connector(sample.platform)
@@ -224,11 +347,27 @@ def handle_submit(ctx: StepContext) -> str:
             )
         )
     except UpstreamError as error:
-        return _record_submit_error(ctx, sample, attempt, error)
+        _price_attempt(attempt, error.raw)
+        return _booked(attempt, _record_submit_error(ctx, sample, attempt, error))
     failpoint("after_accept_before_record")
     if outcome.result is None:
         return _record_accepted(ctx, attempt, outcome)
-    return _record_direct_answer(ctx, sample, attempt, outcome)
+    _price_attempt(attempt, outcome.result.raw)
+    return _booked(attempt, _record_direct_answer(ctx, sample, attempt, outcome))
+
+
+def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
+    """A direct API bills the tokens of every attempt, answered or not: its usage x its
+    model's price goes on the attempt (saved with its outcome), then into the ledger."""
+    usage = extract_usage(raw) if raw else None
+    if usage is not None:
+        apply_cost(attempt, price_usage(model=attempt.model, usage=usage))
+
+
+def _booked(attempt: Attempt, outcome: str) -> str:
+    if attempt.cost:
+        book_attempt_cost(attempt_id=attempt.pk)  # idempotent; the run's end books any missed
+    return outcome
 
 
 def _close_attempt(
@@ -318,17 +457,21 @@ def _record_direct_answer(
     archived = _archive(sample, result)
     failpoint("after_store_before_complete")
     failed = result.collection_state != CollectionState.COMPLETED
+    # An answer the parser did not understand was still an answer: the attempt was accepted.
+    unparsed = failed and _error_class(result) == ErrorClass.PARSE_FAILED
     with fenced(
         sample_id=ctx.sample_id, token=ctx.token, operation="answer", worker=ctx.worker
     ) as s:
         _close_attempt(
             attempt,
             outcome=outcome,
-            status=AttemptStatus.FAILED if failed else AttemptStatus.ACCEPTED,
+            status=AttemptStatus.FAILED if failed and not unparsed else AttemptStatus.ACCEPTED,
         )
         evidence_services.record_capture(
             sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
         )
+        if unparsed:
+            return _hold_unparsed(ctx, s, outcome.upstream_id, message=_error_message(result))
         if failed:
             return _answer_failed(ctx, s, attempt, result)
         s.accept()
@@ -359,12 +502,37 @@ def _record_direct_answer(
     return "answered"
 
 
+def _error_class(result: NormalizedResult) -> ErrorClass:
+    return ErrorClass((result.error or {}).get("class", ErrorClass.TRUNCATED))
+
+
+def _error_message(result: NormalizedResult, default: str = "") -> str:
+    return str((result.error or {}).get("message", default))
+
+
+def _hold_unparsed(ctx: StepContext, s: Sample, upstream_id: str | None, *, message: str) -> str:
+    """The upstream answered in a format the parser does not understand: the raw is already
+    archived; the sample goes to the analyst review queue with the parser's error and is never
+    asked again automatically. Call inside the fenced block."""
+    if s.submission_state == SubmissionState.SUBMITTING:
+        s.accept()
+        s.accepted_at = Now()
+    s.upstream_id = upstream_id or s.upstream_id
+    changed = hold_unparsed(s, error=message or "format not understood")
+    _release(s, step=Step.NONE)
+    save_fenced(
+        s, ctx.token, "submission_state", "accepted_at", "upstream_id", *changed, *_QUEUE_FIELDS
+    )
+    _after_terminal(s)
+    return "parse-failed:review"
+
+
 def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: NormalizedResult) -> str:
     """Truncated stream or mid-stream error: the raw is kept (already archived); the question
     is asked again as a new attempt while the retry budget lasts."""
-    error_class = ErrorClass((result.error or {}).get("class", ErrorClass.TRUNCATED))
+    error_class = _error_class(result)
     attempt.error_class = error_class.value
-    attempt.error_message = str((result.error or {}).get("message", ""))[:2000]
+    attempt.error_message = _error_message(result)[:2000]
     attempt.save(update_fields=["error_class", "error_message"])
     # No usable answer came back, so the question counts as not yet asked: a new attempt may
     # ask it again. The raw of this attempt is already archived as its own capture revision.
@@ -372,6 +540,11 @@ def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: Normal
     return _retry_or_fail(
         ctx, s, error_class, attempt_no=attempt.attempt_no, message=attempt.error_message
     )
+
+
+_RETRYABLE = frozenset(
+    {ErrorClass.RATE_LIMITED, ErrorClass.TRANSIENT, ErrorClass.TRUNCATED, ErrorClass.LOST}
+)
 
 
 def _retry_or_fail(
@@ -387,7 +560,7 @@ def _retry_or_fail(
     error_class = error.error_class if isinstance(error, UpstreamError) else error
     decision = _retry_policy().decide(
         error,
-        attempt_no=attempt_no,
+        attempt_no=attempt_no - s.attempts_before_resume,  # the attempts of this round
         elapsed_seconds=_seconds_since_first_attempt(s),
         rng=random.Random(),
     )
@@ -395,12 +568,12 @@ def _retry_or_fail(
         _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
         save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
         return f"retry:{error_class.value}"
-    s.fail_collection()
-    s.failure_reason = f"{error_class.value}: {message}"[:200]
+    reason = f"{error_class.value}: {message}"
+    if error_class in _RETRYABLE:  # it gave up on a retryable error: say why (budget, attempts)
+        reason = f"{reason} ({decision.reason})"
+    changed = end_uncollected(s, reason=reason)
     _release(s, step=Step.NONE)
-    save_fenced(
-        s, ctx.token, "submission_state", "collection_state", "failure_reason", *_QUEUE_FIELDS
-    )
+    save_fenced(s, ctx.token, "submission_state", *changed, *_QUEUE_FIELDS)
     _after_terminal(s)
     return f"failed:{error_class.value}"
 
@@ -531,10 +704,9 @@ def handle_poll(ctx: StepContext) -> str:
 
 def _fail_accepted(ctx: StepContext, *, reason: str) -> str:
     with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="fail", worker=ctx.worker) as s:
-        s.fail_collection()
-        s.failure_reason = reason[:200]
+        changed = end_uncollected(s, reason=reason)
         _release(s, step=Step.NONE)
-        save_fenced(s, ctx.token, "collection_state", "failure_reason", *_QUEUE_FIELDS)
+        save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
     _after_terminal(s)
     return "failed"
 
@@ -601,11 +773,15 @@ def handle_evidence(ctx: StepContext) -> str:
         capture = evidence_services.record_capture(
             sample_id=s.pk, attempt_no=s.attempts, archived=archived, token=ctx.token
         )
+        if result.collection_state != CollectionState.COMPLETED and (
+            _error_class(result) == ErrorClass.PARSE_FAILED
+        ):
+            return _hold_unparsed(ctx, s, None, message=_error_message(result))
         if result.collection_state != CollectionState.COMPLETED:
-            s.fail_collection()
-            s.failure_reason = str((result.error or {}).get("message", "collection failed"))[:200]
+            message = _error_message(result, "collection failed")
+            changed = end_uncollected(s, reason=message)
             _release(s, step=Step.NONE)
-            save_fenced(s, ctx.token, "collection_state", "failure_reason", *_QUEUE_FIELDS)
+            save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
             terminal = True
         else:
             if s.collection_state == CollectionState.QUEUED:

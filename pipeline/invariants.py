@@ -24,7 +24,7 @@ from analysis.models import Mention
 from analysis.reports import ReportIntegrityError, build_run_report
 from billing.models import JournalEntry, SampleSettlement
 from evidence.models import Capture
-from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
+from sampling.models import Attempt, OutboxMessage, Run, Sample, SampleReopen, StaleWrite
 from sampling.selectors import run_status
 
 LIMIT = 50  # violations reported per check; the rest are counted in one line
@@ -33,6 +33,7 @@ SAMPLE = Sample._meta.db_table
 RUN = Run._meta.db_table
 ATTEMPT = Attempt._meta.db_table
 STALE = StaleWrite._meta.db_table
+REOPEN = SampleReopen._meta.db_table
 OUTBOX = OutboxMessage._meta.db_table
 CAPTURE = Capture._meta.db_table
 MENTION = Mention._meta.db_table
@@ -248,20 +249,23 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
     capture; a capture's upstream task is one of the sample's attempts."""
     name = "accepted_recorded"
     where, params = _run_filter("s.run_id", run_id)
+    # Attempts before the sample's latest re-open (pipeline/resume.py) belong to an earlier
+    # round: their acceptance is history, recorded in sampling_samplereopen.
+    this_round = "a.sample_id = s.id AND a.attempt_no > s.attempts_before_resume"
     found: list[Violation] = []
     found += _sample_violations(
         name,
         f"""SELECT s.id, s.run_id, s.upstream_id, s.accepted_at,
-                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE {this_round}
                        AND a.status = 'accepted' AND a.upstream_id = s.upstream_id),
-                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                   (SELECT COUNT(*) FROM {ATTEMPT} a WHERE {this_round}
                        AND a.status = 'accepted')
               FROM {SAMPLE} s
              WHERE s.submission_state = 'accepted' {where}
                AND (s.upstream_id = '' OR s.accepted_at IS NULL
-                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE {this_round}
                           AND a.status = 'accepted' AND a.upstream_id = s.upstream_id) <> 1
-                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE a.sample_id = s.id
+                    OR (SELECT COUNT(*) FROM {ATTEMPT} a WHERE {this_round}
                           AND a.status = 'accepted') <> 1)
              ORDER BY s.id""",
         params,
@@ -275,7 +279,8 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
         name,
         f"""SELECT s.id, s.run_id, s.submission_state, a.attempt_no, a.upstream_id
               FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
-             WHERE a.status = 'accepted' AND s.submission_state <> 'accepted' {where}
+             WHERE a.status = 'accepted' AND s.submission_state <> 'accepted'
+               AND a.attempt_no > s.attempts_before_resume {where}
              ORDER BY s.id, a.attempt_no""",
         params,
         lambda sid, rid, state, attempt_no, upstream_id: (
@@ -290,7 +295,9 @@ def check_accepted_have_records(run_id: UUID | str | None = None) -> list[Violat
                      AND s.submission_state <> 'accepted')
                     OR (s.collection_state = 'completed' AND NOT EXISTS (
                         SELECT 1 FROM {CAPTURE} c WHERE c.sample_id = s.id
-                           AND c.collection_state = 'completed'))) {where}
+                           AND c.collection_state = 'completed')
+                        -- an answer the parser did not understand: kept raw, in review
+                        AND s.analysis_reason NOT LIKE 'parse_failed%%')) {where}
              ORDER BY s.id""",
         params,
     ):
@@ -341,6 +348,8 @@ def check_no_unrecorded_resubmit(run_id: UUID | str | None = None) -> list[Viola
              WHERE EXISTS (SELECT 1 FROM {ATTEMPT} b
                             WHERE b.sample_id = a.sample_id AND b.attempt_no > a.attempt_no)
                AND NOT (a.status = 'failed' AND (a.error_class <> '' OR a.error_message <> ''))
+               AND NOT EXISTS (SELECT 1 FROM {REOPEN} r WHERE r.sample_id = a.sample_id
+                                  AND r.attempts_before >= a.attempt_no)
                {where}
              ORDER BY s.id, a.attempt_no""",
         params,
@@ -492,6 +501,12 @@ def check_queue_states(run_id: UUID | str | None = None) -> list[Violation]:
             "s.submission_state = 'uncertain' AND s.step <> 'verify'"
             " AND NOT (s.queue_state = 'done' AND s.collection_state = 'failed'"
             " AND s.failure_reason LIKE 'reviewed: %%')"
+        ),
+        # A failed collection ends evidence and analysis too (sampling.transitions): nothing
+        # may still say "analysing" for a sample that will never be analysed.
+        "collection failed but evidence or analysis still pending": (
+            "s.queue_state = 'done' AND s.collection_state = 'failed'"
+            " AND (s.evidence_state = 'pending' OR s.analysis_state = 'pending')"
         ),
         "submitting outside a submit step": (
             "s.submission_state = 'submitting'"

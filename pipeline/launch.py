@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from django.db import transaction
 
 from billing import services as billing
+from connectors.base import SampleRequest, UpstreamError
+from connectors.registry import connector_config, get_connector
 from sampling.models import Campaign, Run
-from sampling.services import plan_run
+from sampling.planning import CampaignSpec
+from sampling.services import campaign_as_spec, plan_run
+
+log = logging.getLogger(__name__)
+
+UNCONFIGURED = ".invalid"  # an adapter's placeholder base URL: no provider to ask
 
 
 def launch_run(*, campaign: Campaign, submission_limit: int | None = None) -> Run:
@@ -14,9 +24,49 @@ def launch_run(*, campaign: Campaign, submission_limit: int | None = None) -> Ru
 
     The quote is snapshotted and its maximum held in the same transaction as the plan: a
     launch the tenant cannot pay for raises (billing InsufficientFunds / NoActivePrice) and
-    writes nothing.
+    writes nothing. Providers that price tasks themselves (the collection provider) are asked
+    first, outside the transaction; their quote is recorded in the quote snapshot.
     """
+    provider_quotes = _provider_quotes(campaign_as_spec(campaign=campaign))
     with transaction.atomic():
         run = plan_run(campaign=campaign, submission_limit=submission_limit)
         billing.quote_and_reserve(run=run)
+        if provider_quotes:
+            run.quote_snapshot = {**(run.quote_snapshot or {}), "provider_quotes": provider_quotes}
+            Run.objects.filter(pk=run.pk).update(quote_snapshot=run.quote_snapshot)
     return run
+
+
+def _provider_quotes(spec: CampaignSpec) -> dict[str, Any]:
+    """platform -> the provider's quote for the run's tasks on it (or why there is none)."""
+    quotes: dict[str, Any] = {}
+    per_target = len(spec.questions) * spec.repeats
+    for platform in dict.fromkeys(t.platform for t in spec.targets):
+        if connector_config(platform).base_url.endswith(UNCONFIGURED):
+            continue
+        connector = get_connector(platform)
+        if not connector.capabilities().asynchronous:  # direct APIs price by tokens, later
+            continue
+        requests = [
+            SampleRequest(
+                sample_id=0,
+                idempotency_key="quote",
+                question="",
+                device=t.device,
+                region=t.region,
+                mode=t.mode,
+                screenshot=spec.screenshot_policy != "none",
+            )
+            for t in spec.targets
+            if t.platform == platform
+            for _ in range(per_target)
+        ]
+        try:
+            quote = connector.quote(requests)
+        except UpstreamError as error:
+            log.warning("provider quote for %s failed: %s", platform, error)
+            quotes[platform] = {"unavailable": f"{error.error_class.value}: {error.message}"}
+            continue
+        if quote is not None:
+            quotes[platform] = quote.as_json()
+    return quotes

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from billing import services as billing
+from billing.costs import book_run_attempt_costs
 from sampling.locking import lock_run
 from sampling.models import QueueState, Run, Sample, SubmissionState
 from sampling.selectors import run_status
@@ -25,10 +26,12 @@ def finish_run_if_done(*, run_id: UUID) -> bool:
     with transaction.atomic():
         updated = Run.objects.filter(pk=run_id, finished_at=None).update(finished_at=Now())
         if updated == 1:
+            # Each finish after a resume (pipeline/resume.py) settles what that round held.
+            resumes = Run.objects.values_list("resumes", flat=True).get(pk=run_id)
             enqueue_outbox(
                 task="pipeline.run_finished",
                 payload={"run_id": str(run_id)},
-                dedupe_key=f"run-finished:{run_id}",
+                dedupe_key=f"run-finished:{run_id}" + (f":{resumes}" if resumes else ""),
             )
     return updated == 1
 
@@ -48,6 +51,7 @@ def on_run_finished(*, run_id: UUID | str) -> None:
     """What follows a run's end, delivered through the outbox (at least once, so idempotent):
     billing charges what completed and releases the rest of the hold."""
     billing.settle_run(run_id=run_id)
+    book_run_attempt_costs(run_id=run_id)
     status = run_status(run_id=run_id)
     log.info("run finished run=%s outcome=%s %s", run_id, status.outcome, status.as_json())
 

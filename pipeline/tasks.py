@@ -21,6 +21,16 @@ def execute_step(sample_id: int, token: int) -> str:
     return outcome
 
 
+@shared_task(name="pipeline.execute_submit_batch")
+def execute_submit_batch(held: list[list[int]]) -> dict[int, str]:
+    """Submit (sample id, token) pairs of one platform in one upstream call."""
+    outcomes = execution.run_submit_batch(
+        held=[(sample_id, token) for sample_id, token in held], worker=_WORKER
+    )
+    failpoint("after_complete_before_ack")
+    return outcomes
+
+
 @shared_task(name="pipeline.run_finished")
 def run_finished(run_id: str) -> None:
     runs.on_run_finished(run_id=run_id)

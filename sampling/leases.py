@@ -114,10 +114,16 @@ UPDATE sampling_sample {_TAKE_LEASE.format(lease_end=_lease_end("%(lease)s"))}
     return Claim(*row) if row else None
 
 
-def renew_lease(*, sample_id: int, token: int, lease_seconds: int) -> bool:
-    """Extend a lease we still hold. False means it was taken over: stop working."""
+def renew_lease(*, sample_id: int, token: int, lease_seconds: int, starting: bool = False) -> bool:
+    """Extend a lease we still hold. False means it ran out or was taken over: stop working.
+
+    While working, a lease that ran out is never revived (the fenced write would refuse it
+    anyway). `starting=True` is the worker's renewal before it does anything: a lease that
+    ran out while its message waited in the queue, and that nobody swept or took over, is
+    renewed then, since no work was done under it."""
+    live = "" if starting else f"AND lease_until > {_now()}"
     sql = f"""UPDATE sampling_sample SET lease_until = {_lease_end("%s")}
-              WHERE id = %s AND fencing_token = %s AND queue_state = 'leased'"""
+              WHERE id = %s AND fencing_token = %s AND queue_state = 'leased' {live}"""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [lease_seconds, sample_id, token])
         return cursor.rowcount == 1

@@ -3,6 +3,7 @@
 Every transaction that holds more than one row lock takes them in this order, so two
 transactions can never wait on each other in a cycle:
 
+0. a campaign's schedule (a scheduled slot's launch, pipeline/schedules.py);
 1. the campaign (a launch: one run per preview token);
 2. the run (cancel, quote hold, finish);
 3. the run's hold account in billing (the per-run billing mutex: settle, cancel, capture);
@@ -19,6 +20,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models.functions import Now
+
 from .models import Campaign, Run, Sample
 
 
@@ -32,3 +36,10 @@ def lock_run(run_id: UUID | str) -> Run:
 
 def lock_sample(sample_id: int) -> Sample:
     return Sample.objects.select_for_update().get(pk=sample_id)
+
+
+def lock_leased_sample(sample_id: int) -> tuple[Sample, bool]:
+    """Lock a sample and tell whether its lease is still running, in database time."""
+    live = ExpressionWrapper(Q(lease_until__gt=Now()), output_field=BooleanField())
+    sample = Sample.objects.select_for_update().annotate(lease_live=live).get(pk=sample_id)
+    return sample, bool(sample.lease_live)

@@ -20,6 +20,9 @@ class Tenant(models.Model):
     name = models.CharField(max_length=200)
     # Fair share: at most this many of the tenant's samples are leased at once.
     max_concurrency = models.PositiveIntegerField(default=50)
+    # Upstream calls per second for this tenant over every platform (pipeline/limits.py);
+    # empty: settings.GEO_TENANT_RATE_LIMIT (unset there too: not limited per tenant).
+    max_calls_per_second = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
 
     def __str__(self) -> str:
@@ -66,6 +69,61 @@ class Campaign(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant.slug}/{self.name}"
+
+
+class MissedSlotPolicy(models.TextChoices):
+    SKIP = "skip", "Skip missed slots"
+    CATCH_UP_ONE = "catch_up_one", "Run once for the missed slots"
+
+
+class Schedule(models.Model):
+    """A campaign run on a cron schedule in a timezone (e.g. `0 9 * * *` Asia/Shanghai). Each
+    slot launches a new run from the campaign's current config (pipeline/schedules.py);
+    `next_slot_at` is the first slot not yet handled, so a restarted dispatcher carries on."""
+
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, related_name="schedule")
+    cron = models.CharField(max_length=100, help_text="minute hour day-of-month month weekday")
+    timezone = models.CharField(max_length=64, default="UTC")
+    missed_policy = models.CharField(
+        max_length=16, choices=MissedSlotPolicy.choices, default=MissedSlotPolicy.SKIP
+    )
+    paused = models.BooleanField(default=False)
+    next_slot_at = models.DateTimeField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"{self.campaign} at '{self.cron}' {self.timezone}"
+
+
+class SlotOutcome(models.TextChoices):
+    LAUNCHED = "launched"
+    CAUGHT_UP = "caught_up"  # a missed slot launched late under catch_up_one
+    SKIPPED = "skipped"  # missed, and the policy does not run it
+    FAILED = "failed"  # the launch was refused (e.g. insufficient funds); reason says why
+
+
+class ScheduleSlot(models.Model):
+    """What happened at one slot of a schedule. Unique per campaign and slot time: a slot
+    never launches twice, whichever dispatcher handles it."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="slots")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    slot_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=SlotOutcome.choices)
+    run = models.OneToOneField(
+        "Run", null=True, blank=True, on_delete=models.PROTECT, related_name="schedule_slot"
+    )
+    reason = models.CharField(max_length=200, blank=True, default="")
+    handled_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["schedule", "slot_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "slot_at"], name="slot_once_per_campaign")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id} slot {self.slot_at:%Y-%m-%d %H:%M} {self.outcome}"
 
 
 class Competitor(models.Model):
@@ -155,6 +213,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
+    # How many times an operator resumed the run (pipeline/resume.py); each finish after a
+    # resume is its own run-finished event.
+    resumes = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
@@ -267,6 +328,10 @@ class Sample(models.Model):
     lease_owner = models.CharField(max_length=128, blank=True, default="")
     fencing_token = models.BigIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)  # submit attempts so far
+    # Re-opened by a resume this many times (the billing settlement round); the attempts made
+    # before the latest re-open belong to earlier rounds (retry budget, invariants).
+    resumes = models.PositiveSmallIntegerField(default=0)
+    attempts_before_resume = models.PositiveIntegerField(default=0)
     claims = models.PositiveIntegerField(default=0)  # claims of the current step (poison cap)
 
     upstream_id = models.CharField(max_length=200, blank=True, default="")
@@ -276,6 +341,9 @@ class Sample(models.Model):
     validity = models.CharField(max_length=16, blank=True, default="")  # "", valid, invalid
     validity_reason = models.CharField(max_length=64, blank=True, default="")
     evidence_reason = models.CharField(max_length=200, blank=True, default="")
+    # Why analysis ended where it did when that is not a validity verdict: no answer was
+    # collected, or the parser did not understand the answer's format (its error).
+    analysis_reason = models.CharField(max_length=200, blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -392,6 +460,34 @@ class Sample(models.Model):
     def reject_review(self) -> None:
         pass
 
+    # --- re-open (resume) ---------------------------------------------------------------
+    # The only way out of a terminal state: an operator's resume of the run asks the sample
+    # again as a new attempt. Written (and recorded as a SampleReopen) only by
+    # sampling.transitions.reopen_for_resume.
+    @transition(
+        field=submission_state,
+        source=[SubmissionState.PLANNED, SubmissionState.ACCEPTED, SubmissionState.UNCERTAIN],
+        target="planned",
+    )
+    def reopen_submission(self) -> None:
+        pass
+
+    @transition(
+        field=collection_state,
+        source=[CollectionState.QUEUED, CollectionState.COMPLETED, CollectionState.FAILED],
+        target="queued",
+    )
+    def reopen_collection(self) -> None:
+        pass
+
+    @transition(field=evidence_state, source="*", target="pending")
+    def reopen_evidence(self) -> None:
+        pass
+
+    @transition(field=analysis_state, source="*", target="pending")
+    def reopen_analysis(self) -> None:
+        pass
+
 
 class AttemptStatus(models.TextChoices):
     STARTED = "started"
@@ -416,6 +512,13 @@ class Attempt(models.Model):
     upstream_id = models.CharField(max_length=200, blank=True, default="")
     request_id = models.CharField(max_length=200, blank=True, default="")
     egress = models.CharField(max_length=200, blank=True, default="")
+    model = models.CharField(max_length=100, blank=True, default="")  # the run's frozen model
+    # What this attempt cost upstream (direct model APIs: its tokens x the model's price,
+    # billing/costs.py); None when the upstream reported no usage or the model has no price.
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.BigIntegerField(null=True, blank=True)  # minor units of cost_currency
+    cost_currency = models.CharField(max_length=3, blank=True, default="")
     retry_after_seconds = models.FloatField(null=True, blank=True)
     started_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -430,14 +533,44 @@ class Attempt(models.Model):
         return f"attempt {self.attempt_no} of sample {self.sample_id}"
 
 
+class SampleReopen(models.Model):
+    """A sample asked again by a resume of its run: the explicit, recorded way out of a
+    terminal state. What it was before is kept here; its earlier attempts and captures stay."""
+
+    sample = models.ForeignKey(Sample, on_delete=models.CASCADE, related_name="reopens")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    resume_no = models.PositiveSmallIntegerField()  # the run's resume that re-opened it
+    reason = models.CharField(max_length=64)  # failed, invalid:<why>, parked, review, ...
+    attempts_before = models.PositiveIntegerField()
+    states_before = models.JSONField()  # the four layers, queue state and reasons
+    actor = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["sample", "resume_no"]
+        constraints = [
+            models.UniqueConstraint(fields=["sample", "resume_no"], name="reopen_once_per_resume")
+        ]
+
+    def __str__(self) -> str:
+        return f"sample {self.sample_id} re-opened by resume {self.resume_no} ({self.reason})"
+
+
+class StaleReason(models.TextChoices):
+    TOKEN = "token", "a newer claim took the sample over"
+    LEASE_EXPIRED = "lease_expired", "the lease ran out before the write"
+
+
 class StaleWrite(models.Model):
-    """A result write refused because its fencing token was no longer current."""
+    """A result write refused because its fencing token was no longer current, or its lease
+    had run out (not yet swept, but the step may already be due for someone else)."""
 
     sample = models.ForeignKey(Sample, on_delete=models.CASCADE, related_name="stale_writes")
     operation = models.CharField(max_length=32)
     presented_token = models.BigIntegerField()
     current_token = models.BigIntegerField()
     worker = models.CharField(max_length=128, blank=True, default="")
+    reason = models.CharField(max_length=16, choices=StaleReason.choices, default=StaleReason.TOKEN)
     created_at = models.DateTimeField(db_default=Now())
 
     def __str__(self) -> str:

@@ -10,6 +10,8 @@ from typing import Any
 
 from django.db import transaction
 
+from connectors.registry import configured_model
+
 from .bulk import copy_insert
 from .dbtime import db_now
 from .models import (
@@ -233,6 +235,8 @@ def _config_snapshot(
             for r in revisions
         ],
         "targets": [t.as_json() for t in spec.targets],
+        # The model per platform, frozen: every attempt of the run asks this one.
+        "models": {t.platform: configured_model(t.platform) for t in spec.targets},
         "repeats": spec.repeats,
         "screenshot_policy": spec.screenshot_policy,
         "priority": spec.priority,

@@ -32,6 +32,7 @@ class SettlementLine:
     reserved: int
     captured: int
     released: int
+    round: int = 0  # the sample's settlement round (Sample.resumes)
 
 
 def _replay(existing: JournalEntry, content_hash: str, key: str) -> JournalEntry:

@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import F, Q
 
 from billing.models import (
     Account,
@@ -22,7 +23,9 @@ from billing.models import (
     SampleSettlement,
     SettlementReason,
 )
+from billing.selectors import unsettled_samples
 from sampling.models import CollectionState, Run, Sample, SubmissionState
+from sampling.transitions import PARSE_FAILED
 
 from .accounts import account_code, available_account, hold_account, revenue_account
 from .errors import BillingError, InsufficientBalance, InsufficientFunds
@@ -104,6 +107,7 @@ def _capture_line(quote: dict[str, Any], sample: Sample) -> SettlementLine:
         reserved=unit,
         captured=charge,
         released=unit - charge,
+        round=sample.resumes,
     )
 
 
@@ -139,7 +143,10 @@ def capture_sample(*, sample_id: int) -> JournalEntry | None:
             log.warning("capture: run %s holds nothing; sample %s not charged", run_id, sample_id)
             return None
         settled = SampleSettlement.objects.filter(sample_id=sample_id).select_related("entry")
-        existing = settled.first()
+        # Charged in any round, or settled in this one (a resume may re-open a released one).
+        existing = settled.filter(
+            Q(reason=SettlementReason.COMPLETED) | Q(round=F("sample__resumes"))
+        ).first()
         if existing is not None:
             if existing.reason != SettlementReason.COMPLETED:
                 log.warning(
@@ -171,12 +178,15 @@ def _release(
     lines = []
     for sample, reason in samples:
         unit = int(_quote_line(quote, sample)["unit_price"])
-        lines.append(SettlementLine(sample.pk, reason, unit, 0, unit))
+        lines.append(SettlementLine(sample.pk, reason, unit, 0, unit, sample.resumes))
     total = sum(line.released for line in lines)
     if total == 0:
         return None
     digest = hashlib.sha256(
-        ",".join(str(line.sample_id) for line in sorted(lines, key=lambda x: x.sample_id)).encode()
+        ",".join(
+            "/".join(map(str, [line.sample_id, *([line.round] if line.round else [])]))
+            for line in sorted(lines, key=lambda x: x.sample_id)
+        ).encode()
     ).hexdigest()[:24]
     return post_entry(
         idempotency_key=f"release:run:{run.pk}:{purpose}:{digest}",
@@ -190,8 +200,7 @@ def _release(
 
 
 def _unsettled(run: Run) -> Any:
-    settled = SampleSettlement.objects.filter(run=run).values("sample_id")
-    return Sample.objects.filter(run=run).exclude(pk__in=settled)
+    return unsettled_samples(run)
 
 
 def settle_run(*, run_id: UUID | str) -> SettleOutcome:
@@ -208,7 +217,9 @@ def settle_run(*, run_id: UUID | str) -> SettleOutcome:
             if sample.collection_state == CollectionState.COMPLETED and sample.validity == "valid":
                 _post_capture(run, hold, sample)
                 outcome.captured.append(sample.pk)
-            elif sample.collection_state == CollectionState.FAILED:
+            elif sample.collection_state == CollectionState.FAILED or (
+                sample.analysis_reason.startswith(PARSE_FAILED)  # no usable answer: released
+            ):
                 releases.append((sample, SettlementReason.FAILED))
             elif (
                 sample.collection_state == CollectionState.COMPLETED

@@ -58,6 +58,7 @@ from ..base import (
     ErrorClass,
     NormalizedResult,
     PollOutcome,
+    Quote,
     SampleRequest,
     SubmitOutcome,
     UpstreamError,
@@ -87,12 +88,14 @@ _POLL_FAILURES = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Quote:
-    quote_id: str
-    currency: str
-    total: int  # minor units
-    unit_costs: tuple[int, ...]
+# A task refused inside an accepted batch follows its own error class.
+_REFUSAL_CLASSES = {
+    "rate_limited": ErrorClass.RATE_LIMITED,
+    "temporarily_unavailable": ErrorClass.TRANSIENT,
+    "quota_exceeded": ErrorClass.AUTH,
+    "region_unavailable": ErrorClass.UNSUPPORTED,
+    "invalid_task": ErrorClass.INVALID,
+}
 
 
 @dataclass(frozen=True)
@@ -240,7 +243,7 @@ class CollectorConnector(Connector):
             "screenshot": request.screenshot,
         }
 
-    def quote(self, requests: list[SampleRequest]) -> Quote:
+    def quote(self, requests: list[SampleRequest]) -> Quote | None:
         specs = [
             {k: v for k, v in self._task_spec(r).items() if k not in ("client_key", "question")}
             for r in requests
@@ -254,9 +257,12 @@ class CollectorConnector(Connector):
         )
 
     def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        return self.submit_batch(
+        [outcome] = self.submit_batch(
             [request], attempt_no=attempt_no, idempotency_key=request.idempotency_key
-        )[0]
+        )
+        if isinstance(outcome, UpstreamError):
+            raise outcome
+        return outcome
 
     def submit_batch(
         self,
@@ -264,9 +270,13 @@ class CollectorConnector(Connector):
         *,
         attempt_no: int = 1,
         idempotency_key: str | None = None,
-    ) -> list[SubmitOutcome]:
-        """Submit up to the submission limit; outcomes in the order of `requests`. Resending
-        the same requests (same key) is safe: the provider returns the same tasks."""
+    ) -> list[SubmitOutcome | UpstreamError]:
+        """Submit up to the submission limit in one call; one outcome per request, in order.
+        A batch may be accepted in part: an accepted task is a SubmitOutcome with its task id,
+        a refused one the UpstreamError of its own error class, and a task the answer does not
+        mention is ACCEPTANCE_UNKNOWN (recovery looks it up by its client key). Resending the
+        same requests (same key) is safe: the provider returns the same tasks. A failure of
+        the whole call raises."""
         if not requests:
             return []
         if len(requests) > SUBMISSION_LIMIT:
@@ -284,31 +294,43 @@ class CollectorConnector(Connector):
             headers={"Idempotency-Key": header_safe(idempotency_key or batch_key(requests))},
         )
         payload = self._json(exchange)
-        task_ids = {
-            str(task.get("client_key")): str(task.get("task_id"))
+        answered = {
+            str(task.get("client_key")): task
             for task in payload.get("tasks", [])
-            if isinstance(task, dict) and task.get("task_id")
+            if isinstance(task, dict)
         }
         request_id = request_id_from(exchange.headers, exchange.body)
-        missing = [r.idempotency_key for r in requests if r.idempotency_key not in task_ids]
-        if missing:
-            # Accepted, but we cannot tell which task is ours: recovery must look them up.
-            raise UpstreamError(
-                ErrorClass.ACCEPTANCE_UNKNOWN,
-                f"batch answer lacks task ids for {len(missing)} client keys",
-                status_code=exchange.status_code,
-                request_id=request_id,
-                raw=exchange.body,
-                egress=exchange.egress,
-            )
         return [
-            SubmitOutcome(
-                upstream_id=task_ids[r.idempotency_key],
-                request_id=request_id,
-                egress=exchange.egress,
-            )
+            self._task_outcome(answered.get(r.idempotency_key), exchange, request_id)
             for r in requests
         ]
+
+    @staticmethod
+    def _task_outcome(
+        task: dict[str, Any] | None, exchange: HttpExchange, request_id: str | None
+    ) -> SubmitOutcome | UpstreamError:
+        if task is not None and task.get("task_id"):
+            return SubmitOutcome(
+                upstream_id=str(task["task_id"]), request_id=request_id, egress=exchange.egress
+            )
+        if task is None:
+            # The batch was accepted, but we cannot tell which task is ours: look it up.
+            return UpstreamError(
+                ErrorClass.ACCEPTANCE_UNKNOWN,
+                "batch answer lacks this client key",
+                status_code=exchange.status_code,
+                request_id=request_id,
+                egress=exchange.egress,
+            )
+        error = _as_dict(task.get("error"))
+        code = str(error.get("code", "rejected"))
+        return UpstreamError(
+            _REFUSAL_CLASSES.get(code, ErrorClass.INVALID),
+            f"{code}: {error.get('message', 'task refused in an accepted batch')}",
+            status_code=exchange.status_code,
+            request_id=request_id,
+            egress=exchange.egress,
+        )
 
     def poll(self, upstream_id: str) -> PollOutcome:
         try:

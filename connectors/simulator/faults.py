@@ -15,7 +15,9 @@ Script entry:
 
 Fault names (each protocol declares which it implements): rate_limit, server_error,
 overloaded, hang, auth_error, login_page, error_page, truncate, midstream_error;
-collector tasks: lose, task_failed, screenshot_missing, duplicate_callback.
+collector tasks: lose, task_failed, task_rejected (refused inside an accepted batch),
+screenshot_missing, screenshot_late (missing from the first result fetch only),
+duplicate_callback.
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ HTTP_FAULTS = frozenset(
     {"rate_limit", "server_error", "overloaded", "hang", "auth_error", "login_page", "error_page"}
 )
 STREAM_FAULTS = frozenset({"truncate", "midstream_error"})
-TASK_FAULTS = frozenset({"lose", "task_failed", "screenshot_missing", "duplicate_callback"})
+TASK_FAULTS = frozenset(
+    {
+        "lose",
+        "task_failed",
+        "task_rejected",
+        "screenshot_missing",
+        "screenshot_late",
+        "duplicate_callback",
+    }
+)
 ALL_FAULTS = HTTP_FAULTS | STREAM_FAULTS | TASK_FAULTS
 
 DEFAULT_PROFILE: dict[str, Any] = {

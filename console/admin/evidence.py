@@ -310,7 +310,11 @@ def _int_or_none(value: str) -> int | None:
 def _reasons(sample: Sample) -> list[str]:
     reasons = []
     if sample.analysis_state == AnalysisState.REVIEW:
-        note = analysis_review_note(sample_id=sample.pk) or sample.validity_reason
+        note = (
+            analysis_review_note(sample_id=sample.pk)
+            or sample.validity_reason
+            or sample.analysis_reason  # e.g. the parser's error
+        )
         reasons.append(f"analysis in review{': ' + note if note else ''}")
     if sample.evidence_state == EvidenceState.PARTIAL:
         reasons.append(f"partial evidence: {sample.evidence_reason or 'unspecified'}")

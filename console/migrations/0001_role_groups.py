@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         ("sampling", "0002_callback_delivery"),
         ("evidence", "0002_review_membership_revision"),
         ("analysis", "0001_initial"),
-        ("billing", "0003_default_price_version"),
+        ("billing", "0004_default_price_version"),
     ]
 
     operations = [migrations.RunPython(create_role_groups, migrations.RunPython.noop)]

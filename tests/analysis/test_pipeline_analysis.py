@@ -15,9 +15,8 @@ from analysis.services import analyse_sample
 from console.admin.analysis import highlighted_sentence
 from evidence.models import Capture
 from sampling.models import Campaign, Sample
-from sampling.planning import parse_campaign_spec
 from sampling.services import launch_run, save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 
 pytestmark = pytest.mark.django_db
 TARGET = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
@@ -26,7 +25,7 @@ TARGET = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "w
 def _campaign() -> Campaign:
     data = make_campaign_data(questions=1, targets=TARGET, repeats=1, name="apple")
     data["competitors"].append({"name": "Apple", "aliases": ["苹果"], "domains": ["apple.com"]})
-    return save_campaign(spec=parse_campaign_spec(data))
+    return save_campaign(spec=spec_with_tenant(data))
 
 
 def _answered(text: str) -> tuple[Sample, Capture]:

@@ -17,7 +17,7 @@ from connectors.adapters.collector import (
     parse_callback,
     verify_callback_signature,
 )
-from connectors.base import ErrorClass, UpstreamError
+from connectors.base import ErrorClass, SubmitOutcome, UpstreamError
 from connectors.simulator import SimulatorHandle
 from connectors.simulator.png import png_size
 
@@ -41,8 +41,9 @@ def test_batch_submit_is_idempotent(
     requests = [sample("best crm", sample_id=1), sample("best erp", sample_id=2)]
     first = connector.submit_batch(requests)
     again = connector.submit_batch(requests)
-    assert [o.upstream_id for o in first] == [o.upstream_id for o in again]
-    assert len({o.upstream_id for o in first}) == 2
+    assert all(isinstance(o, SubmitOutcome) for o in first + again)
+    assert [o.upstream_id for o in first] == [o.upstream_id for o in again]  # type: ignore[union-attr]
+    assert len({o.upstream_id for o in first}) == 2  # type: ignore[union-attr]
     assert simulator.stats()["platforms"]["collector"]["paths"]["POST /v1/batches"] == 2
     assert len(simulator.answers("collector")) == 2  # the replay created nothing
 
@@ -95,6 +96,18 @@ def test_missing_screenshot_is_partial_evidence(
     assert result.evidence_state == "partial"
     assert result.warnings == [SCREENSHOT_UNAVAILABLE]
     assert result.attachments == []
+
+
+def test_a_late_screenshot_is_there_when_fetched_again(
+    simulator: SimulatorHandle, collector_connector: Factory
+) -> None:
+    simulator.script({"match": "late picture", "fault": "screenshot_late"})
+    connector = collector_connector()
+    task_id = connector.submit(sample("late picture please", screenshot=True)).upstream_id
+    assert _poll_until_finished(connector, task_id) == "completed"
+    assert connector.fetch_evidence(task_id).warnings == [SCREENSHOT_UNAVAILABLE]
+    again = connector.fetch_evidence(task_id)
+    assert (again.evidence_state, [a.kind for a in again.attachments]) == ("stored", ["screenshot"])
 
 
 def test_no_screenshot_requested_is_not_partial(collector_connector: Factory) -> None:
@@ -154,6 +167,20 @@ def test_cancel(collector_connector: Factory) -> None:
     finished = connector.submit(sample("too late to cancel")).upstream_id
     _poll_until_finished(connector, finished)
     assert connector.cancel(finished) is False
+
+
+def test_a_batch_accepted_in_part_gives_each_task_its_own_outcome(
+    simulator: SimulatorHandle, collector_connector: Factory
+) -> None:
+    simulator.script({"match": "no capacity", "fault": "task_rejected", "times": 1})
+    requests = [sample("best crm", sample_id=1), sample("no capacity here", sample_id=2)]
+
+    accepted, refused = collector_connector().submit_batch(requests)
+
+    assert isinstance(accepted, SubmitOutcome) and accepted.upstream_id
+    assert isinstance(refused, UpstreamError)
+    assert refused.error_class is ErrorClass.UNSUPPORTED
+    assert refused.message.startswith("region_unavailable")
 
 
 def test_batch_over_the_limit_is_rejected_before_sending(

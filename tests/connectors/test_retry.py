@@ -68,16 +68,18 @@ def test_rate_limited_waits_as_told() -> None:
     assert 2.5 <= decision.delay_seconds <= 2.5 + 0.25
 
 
-def test_rate_limited_hint_beyond_max_delay_stops_retrying() -> None:
+def test_rate_limited_hint_beyond_max_delay_waits_within_the_total_budget() -> None:
     error = UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=30)
     decision = decide(error)
-    assert not decision.retry
-    assert "exceeds max delay" in decision.reason
+    assert decision.retry
+    assert 30 <= decision.delay_seconds <= 31
 
 
-def test_rate_limited_hint_beyond_total_budget_stops_retrying() -> None:
+def test_rate_limited_hint_beyond_total_budget_stops_retrying_with_that_reason() -> None:
     error = UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=5)
-    assert not decide(error, elapsed=58).retry
+    decision = decide(error, elapsed=58)
+    assert not decision.retry
+    assert "past the retry budget of 60s" in decision.reason
 
 
 def test_rate_limited_without_hint_backs_off() -> None:

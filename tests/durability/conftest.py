@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -314,9 +315,14 @@ def collector_tasks(simulator: SimulatorHandle) -> list[dict[str, Any]]:
 
 def outcomes(proc: Proc) -> list[str]:
     """The step outcomes a worker logged ("Task pipeline.execute_step[..] succeeded in ..s:
-    'outcome'")."""
+    'outcome'"), and each sample's outcome of a batch submit ("Task
+    pipeline.execute_submit_batch[..] succeeded in ..s: {id: 'outcome', ...}")."""
     found = []
     for line in proc.text().splitlines():
-        if "pipeline.execute_step" in line and " succeeded in " in line:
+        if " succeeded in " not in line:
+            continue
+        if "pipeline.execute_step" in line:
             found.append(line.rsplit(": ", 1)[-1].strip().strip("'"))
+        elif "pipeline.execute_submit_batch" in line:
+            found += re.findall(r"\d+: '([^']*)'", line)
     return found

@@ -129,23 +129,27 @@ def test_dispatcher_killed_after_outbox_commit_before_publish(
 def test_worker_killed_after_accept_before_record_is_verified_by_key(
     procs: Procs, simulator: SimulatorHandle
 ) -> None:
-    """The collector can be asked by idempotency key: the sample ends accepted through
-    verification, with exactly the one upstream task that was created before the crash."""
+    """The collector can be asked by idempotency key: each sample of the batch in flight ends
+    accepted through verification, with exactly the one upstream task created before the
+    crash."""
     run = launch(targets=[COLLECTOR], questions=3)
     doomed = procs.worker("w1", concurrency=1, env={"GEO_FAILPOINTS": "after_accept_before_record"})
     wait_killed(doomed)
 
-    in_flight = Sample.objects.get(run=run, submission_state="submitting")
-    assert list(in_flight.attempt_set.values_list("status", flat=True)) == ["started"]
-    assert len(collector_tasks(simulator)) >= 1  # the provider accepted it
+    in_flight = list(Sample.objects.filter(run=run, submission_state="submitting"))
+    assert in_flight  # the samples of the batch the provider accepted in one call
+    for sample in in_flight:
+        assert list(sample.attempt_set.values_list("status", flat=True)) == ["started"]
+    assert len(collector_tasks(simulator)) >= len(in_flight)  # the provider accepted them
 
     rescuer = procs.worker("w2")
     drive(run_finished(run))
 
-    in_flight.refresh_from_db()
-    assert (in_flight.submission_state, in_flight.collection_state) == ("accepted", "completed")
-    assert outcomes(rescuer).count("uncertain") == 1
-    assert outcomes(rescuer).count("verified-accepted") == 1
+    for sample in in_flight:
+        sample.refresh_from_db()
+        assert (sample.submission_state, sample.collection_state) == ("accepted", "completed")
+    assert outcomes(rescuer).count("uncertain") == len(in_flight)
+    assert outcomes(rescuer).count("verified-accepted") == len(in_flight)
     _one_accepted_attempt_each(run)
     _one_task_per_sample(simulator, run)
     assert run_status_json(run)["outcome"] == "all_succeeded"

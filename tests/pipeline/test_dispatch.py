@@ -107,3 +107,28 @@ def test_a_run_whose_last_sample_ended_unnoticed_is_finished_by_the_next_tick() 
 
     assert Run.objects.get(pk=run.pk).finished_at is not None
     assert OutboxMessage.objects.filter(task="pipeline.run_finished").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_tenant_rate_limit_caps_its_calls_and_not_the_others(settings: Any) -> None:
+    settings.GEO_PLATFORM_CONCURRENCY = 8
+    _launch("big", 50)
+    _launch("small", 50)
+    Tenant.objects.filter(slug="big").update(max_calls_per_second=3)
+
+    Dispatcher(owner="t").tick()
+
+    assert _leased_by_tenant() == {"big": 3, "small": 4}  # a burst of 3; small keeps its share
+
+
+@pytest.mark.django_db
+def test_the_global_rate_limit_caps_every_tenant_together(settings: Any) -> None:
+    settings.GEO_PLATFORM_CONCURRENCY = 8
+    settings.GEO_GLOBAL_RATE_LIMIT = 5
+    _launch("big", 50)
+    _launch("small", 50)
+
+    report = Dispatcher(owner="t").tick()
+
+    assert report.claimed == 5  # the burst of the global budget, under the platform's 8
+    assert set(_leased_by_tenant()) == {"big", "small"}  # shared between the tenants

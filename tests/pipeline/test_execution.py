@@ -8,14 +8,23 @@ crashes and real protocols are proven by the real-process suites (tests/e2e, tes
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from datetime import timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db.models.functions import Now
 
+from analysis.reports import build_run_report
+from billing.models import SampleSettlement
+from billing.reconciliation import reconcile
+from billing.selectors import run_billing
 from connectors.base import (
+    Attachment,
     Capabilities,
     Connector,
     ConnectorConfig,
@@ -26,10 +35,15 @@ from connectors.base import (
     SubmitOutcome,
     UpstreamError,
 )
+from connectors.simulator.png import screenshot_png
 from evidence.models import Capture
-from pipeline import execution
+from evidence.services import decide_review
+from pipeline import execution, repair
+from pipeline.invariants import check_all
 from pipeline.launch import launch_run
-from sampling.leases import claim_sample
+from pipeline.repair import repair_evidence
+from pipeline.runs import finish_run_if_done, on_run_finished
+from sampling.leases import claim_sample, renew_lease
 from sampling.models import (
     Attempt,
     AttemptStatus,
@@ -41,6 +55,7 @@ from sampling.models import (
     SubmissionState,
 )
 from sampling.services import save_campaign
+from sampling.transitions import ReviewNotAllowed
 from tests.conftest import make_campaign_data, spec_with_tenant
 
 pytestmark = pytest.mark.django_db
@@ -118,7 +133,8 @@ def _result(text: str = ANSWER, *, state: str = "completed", **extra: Any) -> No
 def upstream(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ScriptedUpstream]:
     def install(*, asynchronous: bool = False, **script: Any) -> ScriptedUpstream:
         scripted = ScriptedUpstream(asynchronous=asynchronous, **script)
-        monkeypatch.setattr(execution, "get_connector", lambda platform: scripted)
+        for module in (execution, repair):
+            monkeypatch.setattr(module, "get_connector", lambda platform: scripted)
         return scripted
 
     return install
@@ -216,7 +232,24 @@ def test_an_auth_failure_fails_the_sample_without_retrying(upstream: Any) -> Non
     assert outcome == "failed:auth"
     assert (sample.collection_state, sample.queue_state) == ("failed", "done")
     assert sample.failure_reason == "auth: invalid key"
-    assert sample.evidence_state == "pending" and sample.analysis_state == "pending"
+    # Nothing will ever be analysed: evidence and analysis end too, with the reason.
+    assert (sample.evidence_state, sample.evidence_reason) == (
+        "failed",
+        "no answer collected: auth: invalid key",
+    )
+    assert (sample.analysis_state, sample.analysis_reason) == ("failed", "not_collected")
+
+
+def test_the_report_shows_missing_evidence_per_platform_with_the_reason(upstream: Any) -> None:
+    upstream(submit=UpstreamError(ErrorClass.AUTH, "invalid key", status_code=401))
+    _, sample = _step(_sample())
+
+    report = build_run_report(run_id=sample.run_id, with_trend=False).as_dict()
+
+    [openai] = report["evidence_by_platform"]
+    assert (openai["platform"], openai["failed"], openai["pending"]) == ("openai", 1, 0)
+    assert openai["evidence_missing_rate"]["value"] == 1.0
+    assert openai["reasons"] == {"no answer collected": 1}
 
 
 def test_an_unknown_acceptance_makes_the_sample_uncertain_and_verifies_next(upstream: Any) -> None:
@@ -490,3 +523,311 @@ def test_analysis_of_a_login_page_marks_it_invalid(upstream: Any) -> None:
     assert outcome == "analysed:failed"
     assert sample.validity == "invalid"
     assert sample.validity_reason
+
+
+# --- lease checked on completion ----------------------------------------------------------------
+
+
+def test_a_writer_whose_lease_ran_out_is_refused_even_before_the_sweep(upstream: Any) -> None:
+    sample = _sample()
+
+    def slow(request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        # The worker stalled past its lease; nobody swept or claimed the sample yet.
+        Sample.objects.filter(pk=sample.pk).update(lease_until=Now() - timedelta(seconds=1))
+        return SubmitOutcome(upstream_id="resp-1", result=_result())
+
+    scripted = upstream()
+    scripted.submit = slow  # type: ignore[method-assign]
+
+    outcome, after = _step(sample)
+
+    assert outcome == "stale-write-refused"
+    refused = StaleWrite.objects.get(sample=sample)
+    assert (refused.reason, refused.operation) == ("lease_expired", "answer")
+    assert refused.presented_token == refused.current_token == after.fencing_token
+    assert (after.collection_state, after.queue_state) == ("queued", "leased")
+    assert not Capture.objects.filter(sample=sample, collection_state="completed").exists()
+
+
+def test_an_expired_lease_is_never_renewed() -> None:
+    sample = _sample()
+    claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
+    assert claim is not None
+    assert renew_lease(sample_id=sample.pk, token=claim.token, lease_seconds=60)
+    Sample.objects.filter(pk=sample.pk).update(lease_until=Now() - timedelta(seconds=1))
+
+    assert not renew_lease(sample_id=sample.pk, token=claim.token, lease_seconds=60)
+
+
+# --- parse failures go to a person ----------------------------------------------------------------
+
+
+def _unparsed() -> NormalizedResult:
+    return _result(
+        "",
+        state="failed",
+        error={
+            "class": "parse_failed",
+            "message": "not a Responses body (content-type 'text/html')",
+        },
+    )
+
+
+def test_an_answer_the_parser_does_not_understand_goes_to_analyst_review(upstream: Any) -> None:
+    scripted = upstream(submit=SubmitOutcome(upstream_id="up-1", result=_unparsed()))
+    sample = _sample()
+
+    outcome, sample = _step(sample)
+
+    assert outcome == "parse-failed:review"
+    assert (sample.submission_state, sample.collection_state) == ("accepted", "completed")
+    assert (sample.evidence_state, sample.analysis_state) == ("partial", "review")
+    assert sample.analysis_reason == (
+        "parse_failed: not a Responses body (content-type 'text/html')"
+    )
+    assert (sample.step, sample.queue_state) == ("none", "done")
+    assert Capture.objects.get(sample=sample).evidence_objects.filter(kind="raw").exists()
+    assert Attempt.objects.get(sample=sample).status == AttemptStatus.ACCEPTED
+    assert scripted.calls == ["submit"]  # never asked again
+    finish_run_if_done(run_id=sample.run_id)  # on commit, which this test's transaction lacks
+    on_run_finished(run_id=sample.run_id)
+    # No usable answer: its share is released when the run ends, like a failed sample's.
+    assert SampleSettlement.objects.get(sample=sample).reason == "failed"
+    assert [v.message for v in check_all(sample.run_id)] == []
+
+
+def test_a_provider_result_the_parser_does_not_understand_goes_to_review(upstream: Any) -> None:
+    upstream(asynchronous=True, fetch_evidence=_unparsed())
+
+    outcome, sample = _step(_accepted(), Step.EVIDENCE)
+
+    assert outcome == "parse-failed:review"
+    assert (sample.collection_state, sample.analysis_state) == ("completed", "review")
+    assert sample.analysis_reason.startswith("parse_failed: ")
+
+
+def test_an_unparsed_answer_cannot_be_accepted_by_the_analyst_only_rejected(upstream: Any) -> None:
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_unparsed()))
+    _, sample = _step(_sample())
+
+    with pytest.raises(ReviewNotAllowed, match="could not be parsed"):
+        decide_review(sample_id=sample.pk, decision="accepted", reviewer_id=None)
+    decide_review(sample_id=sample.pk, decision="rejected", reviewer_id=None)
+
+    assert Sample.objects.get(pk=sample.pk).analysis_state == "failed"
+
+
+# --- Retry-After inside the budget ----------------------------------------------------------------
+
+
+def test_a_retry_hint_longer_than_the_per_attempt_cap_schedules_the_sample_later(
+    upstream: Any,
+) -> None:
+    upstream(submit=UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=120.0))
+
+    outcome, sample = _step(_sample())
+
+    assert outcome == "retry:rate_limited"
+    assert (sample.step, sample.queue_state) == ("submit", "ready")
+    waits = Sample.objects.filter(pk=sample.pk, due_at__gte=Now() + timedelta(seconds=115))
+    assert waits.exists()  # waits in the database, not in a worker
+
+
+def test_a_retry_hint_past_the_total_budget_gives_up_with_that_reason(upstream: Any) -> None:
+    upstream(submit=UpstreamError(ErrorClass.RATE_LIMITED, "slow down", retry_after=120.0))
+    sample = _sample()
+    Attempt.objects.create(
+        sample=sample,
+        attempt_no=1,
+        idempotency_key="first",
+        fencing_token=0,
+        status=AttemptStatus.FAILED,
+        started_at=Now() - timedelta(seconds=850),
+    )
+    Sample.objects.filter(pk=sample.pk).update(attempts=1)
+
+    outcome, sample = _step(sample)
+
+    assert outcome == "failed:rate_limited"
+    assert "past the retry budget" in sample.failure_reason
+
+
+# --- frozen model ---------------------------------------------------------------------------------
+
+
+def test_a_run_keeps_the_model_it_was_launched_with(
+    upstream: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEO_OPENAI_MODEL", "model-at-launch")
+    sample = _sample()
+    monkeypatch.setenv("GEO_OPENAI_MODEL", "model-changed-later")
+    asked: list[str | None] = []
+
+    def submit(request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        asked.append(request.model)
+        return SubmitOutcome(upstream_id="up-1", result=_result())
+
+    upstream().submit = submit
+
+    _step(sample)
+
+    assert sample.run.config_snapshot["models"] == {"openai": "model-at-launch"}
+    assert asked == ["model-at-launch"]
+    assert Attempt.objects.get(sample=sample).model == "model-at-launch"
+
+
+# --- every attempt has a cost ---------------------------------------------------------------------
+
+USAGE = b'{"usage": {"prompt_tokens": 1000000, "completion_tokens": 500000}}'
+
+
+def test_every_attempt_records_its_tokens_and_cost_in_the_ledger(
+    upstream: Any, settings: Any
+) -> None:
+    settings.GEO_MODEL_PRICES = {"priced-model": {"currency": "USD", "input": 40, "output": 160}}
+    sample = _sample()
+    Run.objects.filter(pk=sample.run_id).update(config_snapshot={
+        **sample.run.config_snapshot, "models": {"openai": "priced-model"}
+    })  # fmt: skip
+    truncated = _result("For a small", state="truncated", error={"class": "truncated"})
+    truncated.raw = USAGE
+    scripted = upstream(submit=SubmitOutcome(upstream_id="resp-1", result=truncated))
+    _step(sample)  # a truncated answer: retried, but its tokens were spent
+    answered = _result()
+    answered.raw = USAGE
+    scripted.script["submit"] = SubmitOutcome(upstream_id="resp-2", result=answered)
+    _step(sample)
+
+    attempts = list(Attempt.objects.filter(sample=sample).order_by("attempt_no"))
+    assert [(a.input_tokens, a.output_tokens, a.cost) for a in attempts] == [
+        (1000000, 500000, 40 + 80),
+        (1000000, 500000, 120),
+    ]
+    assert {a.cost_currency for a in attempts} == {"USD"}
+    assert run_billing(run_id=sample.run_id).upstream_costs == {"USD": 240}
+    recorded = {r.upstream_id: r.recorded_cost for r in reconcile(run_id=sample.run_id).rows}
+    assert recorded == {"resp-1": 120, "resp-2": 120}  # each attempt, by its upstream id
+
+
+def test_a_model_without_a_price_keeps_its_tokens_and_books_nothing(
+    upstream: Any, settings: Any
+) -> None:
+    settings.GEO_MODEL_PRICES = {}
+    answered = _result()
+    answered.raw = USAGE
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=answered))
+
+    _, sample = _step(_sample())
+
+    attempt = Attempt.objects.get(sample=sample)
+    assert (attempt.input_tokens, attempt.cost) == (1000000, None)
+    assert run_billing(run_id=sample.run_id).upstream_costs == {}
+
+
+# --- late evidence repair -------------------------------------------------------------------------
+
+
+def _finished_without_screenshot(upstream: Any) -> Sample:
+    scripted = upstream(
+        asynchronous=True, fetch_evidence=_result(warnings=["SCREENSHOT_UNAVAILABLE"])
+    )
+    sample = _accepted()
+    Run.objects.filter(pk=sample.run_id).update(config_snapshot={
+        **sample.run.config_snapshot, "screenshot_policy": "optional"
+    })  # fmt: skip
+    _step(sample, Step.EVIDENCE)
+    _, sample = _step(sample)  # analysis
+    assert (sample.queue_state, sample.evidence_state) == ("done", "partial")
+    scripted.script["fetch_evidence"] = _result(
+        attachments=[
+            Attachment(kind="screenshot", content=screenshot_png("desktop"), mime="image/png")
+        ]
+    )
+    return sample
+
+
+def test_repair_evidence_stores_a_late_screenshot_without_touching_the_text(upstream: Any) -> None:
+    sample = _finished_without_screenshot(upstream)
+    before = list(Capture.objects.filter(sample=sample).values())
+    out = StringIO()
+
+    call_command("repair_evidence", str(sample.run_id), stdout=out)
+
+    assert json.loads(out.getvalue())["repaired"] == 1
+    sample.refresh_from_db()
+    assert sample.evidence_state == "stored"
+    assert sample.evidence_reason.startswith("repaired (screenshot of revision 1)")
+    assert list(Capture.objects.filter(sample=sample).values()) == before  # text untouched
+    capture = Capture.objects.get(sample=sample)
+    assert capture.evidence_objects.filter(kind="screenshot").count() == 1
+
+
+def test_repair_evidence_reports_what_is_still_missing(upstream: Any) -> None:
+    sample = _finished_without_screenshot(upstream)
+    upstream(asynchronous=True, fetch_evidence=_result(warnings=["SCREENSHOT_UNAVAILABLE"]))
+
+    report = repair_evidence(run_id=sample.run_id)
+
+    assert report.as_json()["still_missing"] == 1
+    assert "still has no screenshot" in report.still_missing[sample.pk]
+    assert Sample.objects.get(pk=sample.pk).evidence_state == "partial"
+
+
+# --- batch submit ---------------------------------------------------------------------------------
+
+
+def _claimed_collector_samples(n: int) -> list[tuple[int, int]]:
+    data = make_campaign_data(
+        questions=n,
+        targets=[
+            {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}
+        ],
+        repeats=1,
+    )
+    data["screenshot_policy"] = "none"
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    held = []
+    for sample in Sample.objects.filter(run=run).order_by("pk"):
+        claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
+        assert claim is not None
+        held.append((sample.pk, claim.token))
+    return held
+
+
+def test_a_batch_accepted_in_part_records_each_task_by_its_own_outcome(upstream: Any) -> None:
+    scripted = upstream(asynchronous=True)
+    sent: list[list[str]] = []
+
+    def submit_batch(requests: list[SampleRequest], **kwargs: Any) -> list[Any]:
+        sent.append([r.idempotency_key for r in requests])
+        refused = UpstreamError(ErrorClass.UNSUPPORTED, "region_unavailable: no capacity")
+        return [SubmitOutcome(upstream_id="task-1"), refused]
+
+    scripted.submit_batch = submit_batch  # type: ignore[method-assign]
+    held = _claimed_collector_samples(2)
+
+    outcomes = execution.run_submit_batch(held=held, worker="test")
+
+    (first, _), (second, _) = held
+    assert outcomes == {first: "accepted", second: "failed:unsupported"}
+    assert len(sent) == 1 and len(set(sent[0])) == 2  # one call, a key per task
+    accepted, refused = Sample.objects.get(pk=first), Sample.objects.get(pk=second)
+    assert (accepted.upstream_id, accepted.step) == ("task-1", "poll")
+    assert (refused.collection_state, refused.queue_state) == ("failed", "done")
+    assert Attempt.objects.get(sample=refused).error_class == "unsupported"
+
+
+def test_a_batch_whose_answer_was_lost_makes_every_task_uncertain(upstream: Any) -> None:
+    scripted = upstream(asynchronous=True)
+    lost = UpstreamError(ErrorClass.ACCEPTANCE_UNKNOWN, "read timed out")
+
+    def submit_batch(requests: list[SampleRequest], **kwargs: Any) -> list[Any]:
+        raise lost
+
+    scripted.submit_batch = submit_batch  # type: ignore[method-assign]
+    held = _claimed_collector_samples(3)
+
+    outcomes = execution.run_submit_batch(held=held, worker="test")
+
+    assert set(outcomes.values()) == {"uncertain"}
+    assert {s.step for s in Sample.objects.filter(pk__in=outcomes)} == {"verify"}

@@ -4,7 +4,9 @@ Tasks advance by polls, not wall time, so tests are deterministic: with `polls_u
 = 2 the first poll says "queued", the second says "completed". A callback, when configured,
 finishes the task at once and is delivered (twice under `duplicate_callback`).
 Task faults are drawn per task at submit: `lose` (accepted, then 404 / "lost" everywhere),
-`task_failed`, `screenshot_missing`, `duplicate_callback`. HTTP faults apply to a whole batch
+`task_failed`, `task_rejected` (refused inside an accepted batch: partial acceptance),
+`screenshot_missing`, `screenshot_late` (missing from the first result only),
+`duplicate_callback`. HTTP faults apply to a whole batch
 request; `hang` on a batch accepts it first and then never answers (acceptance unknown).
 """
 
@@ -45,6 +47,7 @@ class _Task:
     finished: bool = False
     cancelled: bool = False
     callbacks_sent: int = 0
+    results_fetched: int = 0
 
     @property
     def lost(self) -> bool:
@@ -60,11 +63,15 @@ class _Task:
         return "queued" if self.polls <= 1 else "running"
 
 
+_REJECT = frozenset({"task_rejected"})
+
+
 @dataclass
 class _Batch:
     batch_id: str
     digest: str
     task_ids: list[str] = field(default_factory=list)
+    rejected: dict[int, str] = field(default_factory=dict)  # position -> client key
 
 
 def _error(
@@ -183,7 +190,11 @@ class CollectorProtocol(PlatformProtocol):
                 return _error(422, "idempotency_key_reused", "key was used with another body")
             return SimResponse.json(200, self._batch_json(batch), {"Idempotent-Replayed": "true"})
         batch = _Batch(batch_id=f"bat_{digest[:16]}", digest=digest)
-        for spec in specs:
+        for position, spec in enumerate(specs):
+            question = str(spec.get("question", ""))
+            if self.sim.draw(self.name, "reject\n" + question, _REJECT).fault:
+                batch.rejected[position] = str(spec.get("client_key") or "")
+                continue
             batch.task_ids.append(self._task_for(spec, body.get("callback_url")))
         self.batches[key] = batch
         return SimResponse.json(202, self._batch_json(batch))
@@ -191,6 +202,15 @@ class CollectorProtocol(PlatformProtocol):
     def _batch_json(self, batch: _Batch) -> dict[str, Any]:
         polls_until_done = int(self.settings["polls_until_done"])
         tasks = [self.tasks[task_id] for task_id in batch.task_ids]
+        refused = [
+            {
+                "client_key": client_key,
+                "task_id": None,
+                "status": "rejected",
+                "error": {"code": "region_unavailable", "message": "no capacity for this target"},
+            }
+            for client_key in batch.rejected.values()
+        ]
         return {
             "batch_id": batch.batch_id,
             "tasks": [
@@ -201,7 +221,8 @@ class CollectorProtocol(PlatformProtocol):
                     "status": "queued" if task.lost else task.status(polls_until_done),
                 }
                 for task in tasks
-            ],
+            ]
+            + refused,
         }
 
     def _task_for(self, spec: dict[str, Any], callback_url: Any) -> str:
@@ -270,13 +291,15 @@ class CollectorProtocol(PlatformProtocol):
             status = task.status(int(self.settings["polls_until_done"]))
             if status in ("queued", "running"):
                 return _error(409, "task_not_finished", f"task is {status}", {"Retry-After": "1"})
+            task.results_fetched += 1
             return SimResponse.json(200, self._result_json(task, status))
 
     def _result_json(self, task: _Task, status: str) -> dict[str, Any]:
         completed = status == "completed"
         wants_shot = bool(task.spec.get("screenshot"))
         shot = None
-        if completed and wants_shot and task.fault != "screenshot_missing":
+        late = task.fault == "screenshot_late" and task.results_fetched <= 1
+        if completed and wants_shot and task.fault != "screenshot_missing" and not late:
             png = screenshot_png(str(task.spec.get("device", "desktop")), task.color)
             shot = {"mime": "image/png", "data_base64": base64.b64encode(png).decode()}
         missing = wants_shot and shot is None

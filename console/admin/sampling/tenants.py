@@ -15,9 +15,9 @@ from sampling.planning import normalize_text
 
 @admin.register(Tenant)
 class TenantAdmin(TenantScopedAdmin):
-    list_display = ("slug", "name", "max_concurrency", "created_at")
+    list_display = ("slug", "name", "max_concurrency", "max_calls_per_second", "created_at")
     search_fields = ("slug", "name")
-    fields = ("slug", "name", "max_concurrency")
+    fields = ("slug", "name", "max_concurrency", "max_calls_per_second")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_superuser)

@@ -29,6 +29,6 @@ def create_default_price_version(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("billing", "0002_ledger_triggers")]
+    dependencies = [("billing", "0003_ledger_chain")]
 
     operations = [migrations.RunPython(create_default_price_version, migrations.RunPython.noop)]

@@ -1,0 +1,74 @@
+"""Evidence completeness per platform: how many samples have all their evidence, how many only
+part of it (and why: a screenshot the platform could not take, a render that failed), how
+many none because no answer was collected. The evidence-missing rate is over planned samples,
+like every rate in the report (analysis/reports.py)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from sampling.models import EvidenceState, Sample
+
+from .stats import Rate, rate
+
+MISSING_STATES = (EvidenceState.PARTIAL, EvidenceState.FAILED)
+
+
+@dataclass(frozen=True)
+class EvidenceSummary:
+    platform: str
+    planned: int
+    stored: int
+    partial: int
+    failed: int
+    pending: int
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def missing_rate(self) -> Rate:
+        return rate(self.partial + self.failed, self.planned)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "platform": self.platform,
+            "planned": self.planned,
+            "stored": self.stored,
+            "partial": self.partial,
+            "failed": self.failed,
+            "pending": self.pending,
+            "evidence_missing_rate": self.missing_rate.as_dict(),
+            "reasons": self.reasons,
+        }
+
+
+def evidence_by_platform(*, run_id: UUID | str) -> list[EvidenceSummary]:
+    states: dict[str, Counter[str]] = defaultdict(Counter)
+    reasons: dict[str, Counter[str]] = defaultdict(Counter)
+    rows = Sample.objects.filter(run_id=run_id).values_list(
+        "platform", "evidence_state", "evidence_reason"
+    )
+    for platform, state, reason in rows:
+        states[platform][state] += 1
+        if state in MISSING_STATES:
+            reasons[platform][_reason_kind(reason)] += 1
+    return [
+        EvidenceSummary(
+            platform=platform,
+            planned=sum(tally.values()),
+            stored=tally[EvidenceState.STORED],
+            partial=tally[EvidenceState.PARTIAL],
+            failed=tally[EvidenceState.FAILED],
+            pending=tally[EvidenceState.PENDING],
+            reasons=dict(sorted(reasons[platform].items())),
+        )
+        for platform, tally in sorted(states.items())
+    ]
+
+
+def _reason_kind(reason: str) -> str:
+    """The stable head of a reason ("SCREENSHOT_UNAVAILABLE", "no answer collected"), so the
+    counts group by cause rather than by each upstream message."""
+    return reason.split(":", 1)[0].strip() or "unknown"

@@ -1,0 +1,96 @@
+"""Launching the runs of scheduled campaigns, slot by slot (sampling/schedules.py has the cron
+math and the schedule's configuration).
+
+The dispatcher calls `launch_due_slots` on every tick with its clock. Each due slot launches a
+new run (its own run id) from the campaign's current config and holds its quote, like any
+launch (pipeline/launch.py). The slot's record and its run are written in one transaction, and
+slots are unique per campaign and time, so a slot never launches twice, however many
+dispatchers run or restart. A slot older than the grace period when it is handled was missed
+(the dispatcher was down): under `skip` it is recorded as skipped; under `catch_up_one` the
+latest missed slot launches once, late, and older ones are skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from sampling.dbtime import db_now
+from sampling.models import MissedSlotPolicy, Schedule, ScheduleSlot, SlotOutcome
+from sampling.planning import PlanError
+from sampling.schedules import next_slot, parse_cron, slots_between
+
+from .launch import launch_run
+
+log = logging.getLogger(__name__)
+
+MAX_SLOTS_RECORDED = 1000  # a long outage of a per-minute schedule: the latest ones
+
+
+def launch_due_slots(*, now: datetime | None = None) -> list[ScheduleSlot]:
+    """Handle every due slot of every active schedule; returns the slots recorded now."""
+    now = now or db_now()
+    due = Schedule.objects.filter(paused=False, next_slot_at__lte=now).values_list("pk", flat=True)
+    handled: list[ScheduleSlot] = []
+    for schedule_id in list(due):
+        handled += _handle_schedule(schedule_id, now)
+    return handled
+
+
+def _handle_schedule(schedule_id: int, now: datetime) -> list[ScheduleSlot]:
+    with transaction.atomic():
+        # Lock order: the schedule comes before its campaign (sampling/locking.py).
+        schedule = (
+            Schedule.objects.select_for_update(skip_locked=True)
+            .select_related("campaign")
+            .filter(pk=schedule_id, paused=False, next_slot_at__lte=now)
+            .first()
+        )
+        if schedule is None:  # another dispatcher has it, or it was handled meanwhile
+            return []
+        cron = parse_cron(schedule.cron)
+        slots = slots_between(cron, schedule.timezone, start=schedule.next_slot_at, end=now)
+        recorded = [
+            _record_slot(schedule, slot_at, outcome)
+            for slot_at, outcome in _decide(schedule, slots, now)[-MAX_SLOTS_RECORDED:]
+        ]
+        schedule.next_slot_at = next_slot(cron, schedule.timezone, after=now)
+        schedule.save(update_fields=["next_slot_at"])
+    return [slot for slot in recorded if slot is not None]
+
+
+def _decide(schedule: Schedule, slots: list[datetime], now: datetime) -> list[tuple[datetime, str]]:
+    grace = timedelta(seconds=settings.GEO_SCHEDULE_GRACE_SECONDS)
+    missed = [slot for slot in slots if now - slot > grace]
+    decisions = [(slot, SlotOutcome.SKIPPED.value) for slot in missed]
+    if missed and schedule.missed_policy == MissedSlotPolicy.CATCH_UP_ONE:
+        decisions[-1] = (missed[-1], SlotOutcome.CAUGHT_UP.value)
+    decisions += [(slot, SlotOutcome.LAUNCHED.value) for slot in slots[len(missed) :]]
+    return decisions
+
+
+def _record_slot(schedule: Schedule, slot_at: datetime, outcome: str) -> ScheduleSlot | None:
+    """The slot's record, with its run when it launches; None when it was already recorded."""
+    try:
+        with transaction.atomic():
+            run, reason = None, "missed: the dispatcher did not run at this time"
+            if outcome != SlotOutcome.SKIPPED:
+                try:
+                    with transaction.atomic():
+                        run, reason = launch_run(campaign=schedule.campaign), ""
+                except (PlanError, ValueError) as refused:  # BillingError is a ValueError
+                    outcome, reason = SlotOutcome.FAILED.value, str(refused)[:200]
+                    log.warning("scheduled launch refused %s %s: %s", schedule, slot_at, reason)
+            return ScheduleSlot.objects.create(
+                schedule=schedule,
+                campaign_id=schedule.campaign_id,
+                slot_at=slot_at,
+                outcome=outcome,
+                run=run,
+                reason=reason,
+            )
+    except IntegrityError:
+        return None  # recorded already: never launched twice
