@@ -8,6 +8,8 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models.functions import Now
 
+from geo_collect import metrics
+
 from .models import QueueState, Run, Sample, Step, SubmissionState
 from .services import enqueue_outbox
 
@@ -50,6 +52,7 @@ def on_run_finished(*, run_id: UUID | str) -> None:
     billing_hooks.settle_run(run_id=run_id)
     status = run_status(run_id=run_id)
     log.info("run finished run=%s outcome=%s %s", run_id, status.outcome, status.as_json())
+    metrics.run_finished(outcome=status.outcome.value)
 
 
 def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> int:

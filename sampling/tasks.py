@@ -8,6 +8,7 @@ import socket
 from celery import shared_task
 
 from geo_collect.failpoints import failpoint
+from ops.recording import observe_step
 
 from . import execution, runs
 
@@ -16,7 +17,7 @@ _WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 @shared_task(name="sampling.execute_step")
 def execute_step(sample_id: int, token: int) -> str:
-    outcome = execution.run_step(sample_id=sample_id, token=token, worker=_WORKER)
+    outcome = observe_step(execution.run_step, sample_id=sample_id, token=token, worker=_WORKER)
     failpoint("after_complete_before_ack")
     return outcome
 
