@@ -24,6 +24,7 @@ import os
 import uuid
 from pathlib import Path
 from queue import Empty
+from time import monotonic
 from typing import Any
 
 from kombu.transport import TRANSPORT_ALIASES, filesystem
@@ -44,13 +45,14 @@ class Channel(filesystem.Channel):
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
-    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
-        name = f"{int(filesystem.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+    # kombu's two base classes name the argument differently (payload / message).
+    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        name = f"{int(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         tmp = self._folder("tmp") / name
         tmp.write_bytes(dumps(payload).encode())
         os.replace(tmp, Path(self.data_folder_out) / name)
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: str, timeout: float | None = None) -> Any:
         wanted = f"{queue}.msg"
         taken = self._folder("taken")
         for name in sorted(os.listdir(self.data_folder_in)):

@@ -49,8 +49,8 @@ RETRIES = Counter(
 )
 STALE_WRITES = Counter(
     "geo_stale_writes_refused",
-    "Writes refused because their fencing token was no longer current.",
-    ["operation"],
+    "Writes refused because their fencing token was no longer current (table StaleWrite has "
+    "each one with its operation).",
 )
 LEASES_EXPIRED = Counter(
     "geo_leases_expired",
@@ -69,9 +69,12 @@ EVIDENCE_RECORDED = Counter(
 
 
 class ClaimLike(Protocol):
-    platform: str
-    step: str
-    waited_seconds: float
+    @property
+    def platform(self) -> str: ...
+    @property
+    def step(self) -> str: ...
+    @property
+    def waited_seconds(self) -> float: ...
 
 
 def observe_claims(claims: Iterable[ClaimLike]) -> None:
@@ -79,8 +82,8 @@ def observe_claims(claims: Iterable[ClaimLike]) -> None:
         QUEUE_WAIT.labels(claim.platform, claim.step).observe(max(0.0, claim.waited_seconds))
 
 
-def stale_write_refused(*, operation: str) -> None:
-    STALE_WRITES.labels(operation).inc()
+def stale_write_refused() -> None:
+    STALE_WRITES.inc()
 
 
 def leases_expired(count: int) -> int:

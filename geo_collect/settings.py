@@ -182,7 +182,7 @@ if REDIS_URL:
 else:
     for sub in ("out", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "geofs://"  # geo_collect/broker.py: atomic filesystem messages
+    CELERY_BROKER_URL = "geofs://localhost"  # geo_collect/broker.py: atomic filesystem messages
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "out"),
         "data_folder_out": str(BROKER_DIR / "out"),

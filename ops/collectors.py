@@ -55,7 +55,7 @@ def reconciliation_differences() -> tuple[int, dict[str, int]]:
     """Rows of the last day's reconciliation that do not match, and the absolute amount
     they differ by, per currency (minor units)."""
     report = reconcile(start=timezone.now() - RECONCILIATION_WINDOW)
-    count, amounts = 0, {}
+    count, amounts = 0, dict[str, int]()
     for row in report.rows:
         if row.status == MATCHED:
             continue

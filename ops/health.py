@@ -12,7 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from geo_collect.celery import app
 
-BROKER_TIMEOUT_SECONDS = 3.0
+BROKER_TIMEOUT_SECONDS = 3
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> I
         if current:
             yield sample
             return
-    metrics.stale_write_refused(operation=operation)
+    metrics.stale_write_refused()
     StaleWrite.objects.create(
         sample_id=sample_id,
         operation=operation,

@@ -24,7 +24,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         destination = [options["name"]] if options["name"] else None
         try:
-            replies = app.control.ping(destination=destination, timeout=options["timeout"])
+            replies = app.control.ping(destination=destination, timeout=options["timeout"]) or []
         except Exception as error:  # the broker itself is unreachable
             raise CommandError(f"broker unreachable: {type(error).__name__}: {error}") from None
         nodes = sorted(node for reply in replies for node in reply)
