@@ -185,15 +185,19 @@ class Supervisor:
     stall_seconds: float = 120.0
     say: Callable[[str], None] = print
     on_restart: Callable[[ManagedProcess], None] | None = None
+    clock: Callable[[], float] = time.monotonic
     restarts: int = 0
     _marker: Hashable = None
-    _moved_at: float = field(default_factory=time.monotonic)
+    _moved_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._moved_at = self.clock()
 
     def start(self) -> None:
         for child in self.children:
             child.start()
             self.say(f"started {child.name} (pid {child.pid})")
-        self._moved_at = time.monotonic()
+        self._moved_at = self.clock()
 
     def tick(self) -> None:
         for child in self.children:
@@ -204,12 +208,12 @@ class Supervisor:
                 self.say(f"{child.name} exited with {code}; restarted (pid {child.pid})")
                 if self.on_restart is not None:
                     self.on_restart(child)
-        if time.monotonic() - self._moved_at > self.stall_seconds:
+        if self.clock() - self._moved_at > self.stall_seconds:
             raise Stalled(self.report(f"no progress for {self.stall_seconds:.0f}s"))
 
     def progress(self, marker: Hashable) -> None:
         if marker != self._marker:
-            self._marker, self._moved_at = marker, time.monotonic()
+            self._marker, self._moved_at = marker, self.clock()
 
     def report(self, headline: str, *, lines: int = 20) -> str:
         parts = [headline]

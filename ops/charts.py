@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
-from django.db.models import Count, DateTimeField, Max
+from django.db.models import Count, DateTimeField, Max, QuerySet
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
@@ -54,29 +54,26 @@ def _binned(rows: Iterable[tuple[str, datetime, float]], window: Window) -> dict
     return dict(sorted(series.items()))
 
 
-def throughput(window: Window) -> dict[str, list[float]]:
-    """Samples whose answer was collected, per platform."""
-    rows = (
-        Sample.objects.filter(completed_at__gte=window.start)
-        .annotate(minute=TruncMinute("completed_at"))
-        .values_list("platform", "minute")
+def _per_minute(queryset: QuerySet[Any], *, at: str, by: str) -> list[tuple[str, Any, int]]:
+    """(value of `by`, minute of `at`, rows) for the rows of `queryset`."""
+    return list(
+        queryset.annotate(minute=TruncMinute(at))
+        .values_list(by, "minute")
         .annotate(n=Count("id"))
         .order_by()
     )
-    return _binned(rows, window)
+
+
+def throughput(window: Window) -> dict[str, list[float]]:
+    """Samples whose answer was collected, per platform."""
+    collected = Sample.objects.filter(completed_at__gte=window.start)
+    return _binned(_per_minute(collected, at="completed_at", by="platform"), window)
 
 
 def error_classes(window: Window) -> dict[str, list[float]]:
     """Attempts that ended in an error, per error class."""
-    rows = (
-        Attempt.objects.filter(started_at__gte=window.start)
-        .exclude(error_class="")
-        .annotate(minute=TruncMinute("started_at"))
-        .values_list("error_class", "minute")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    return _binned(rows, window)
+    failed = Attempt.objects.filter(started_at__gte=window.start).exclude(error_class="")
+    return _binned(_per_minute(failed, at="started_at", by="error_class"), window)
 
 
 def queue_wait(window: Window) -> dict[str, list[float]]:
