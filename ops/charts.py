@@ -146,16 +146,20 @@ def operations_context(*, hours: int) -> dict[str, Any]:
 # --- drawing ------------------------------------------------------------------------------
 
 
-def _legend(names: Iterable[str], y: float) -> str:
-    parts, x = [], PAD
+def _legend(names: Iterable[str], top: float) -> tuple[str, int]:
+    """Colour keys in rows that fit the width; returns the SVG and the number of rows."""
+    parts, x, y = [], PAD, top
     for i, name in enumerate(names):
+        width = 24 + 7 * len(name)
+        if x + width > WIDTH and x > PAD:
+            x, y = PAD, y + 16
         color = COLORS[i % len(COLORS)]
         parts.append(
             f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{color}"/>'
             f'<text x="{x + 14}" y="{y}" font-size="11">{escape(name)}</text>'
         )
-        x += 24 + 7 * len(name)
-    return "".join(parts)
+        x += width
+    return "".join(parts), int((y - top) / 16) + 1
 
 
 def line_chart(series: dict[str, list[float]], labels: list[str]) -> SafeString:
@@ -182,13 +186,14 @@ def line_chart(series: dict[str, list[float]], labels: list[str]) -> SafeString:
     )
     axes = (
         f'<line x1="{PAD}" y1="{PAD + plot_h}" x2="{WIDTH - PAD}" y2="{PAD + plot_h}" '
-        f'stroke="#999"/><text x="4" y="{PAD}" font-size="10">{top:g}</text>'
+        f'stroke="#999"/><text x="4" y="{PAD}" font-size="10">{top:.4g}</text>'
         f'<text x="4" y="{PAD + plot_h}" font-size="10">0</text>'
     )
+    legend, rows = _legend(series, HEIGHT + 10)
+    height = HEIGHT + 16 * rows
     svg = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 {WIDTH} {HEIGHT + 16}" '
-        f'width="{WIDTH}" height="{HEIGHT + 16}">{axes}{"".join(lines)}{ticks}'
-        f"{_legend(series, HEIGHT + 10)}</svg>"
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 {WIDTH} {height}" '
+        f'width="{WIDTH}" height="{height}">{axes}{"".join(lines)}{ticks}{legend}</svg>'
     )
     return mark_safe(svg)  # noqa: S308  (every text in it is escaped above)
 
