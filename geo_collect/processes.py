@@ -255,9 +255,12 @@ class Supervisor:
 
 
 # The demo's one worker has `threads` threads; the dispatcher leases little more than that at a
-# time (a lease starts at the claim, not when the worker takes the message, so a claim that
-# waits in the queue past its lease is wasted work).
-DEMO_CAPS = {
+# time, and for long: a lease starts at the claim, not when the worker takes the message, and
+# on a loaded machine a claim can wait in the queue for minutes; a lease that ran out there is
+# wasted work. A long lease costs the demo nothing: when its only worker dies, the supervisor
+# ends every lease at once (demo.py), and a hang is caught by the stall limit.
+DEMO_ENV = {
+    "GEO_LEASE_SECONDS": "900",
     "GEO_PLATFORM_CONCURRENCY": "2",
     "GEO_EVIDENCE_CONCURRENCY": "4",
     "GEO_ANALYSIS_CONCURRENCY": "4",
@@ -276,7 +279,7 @@ def demo_supervisor(
     the var folder (GEO_VAR_DIR)."""
     from django.conf import settings
 
-    env = {**DEMO_CAPS, **env}
+    env = {**DEMO_ENV, **env}
     var = Path(settings.VAR_DIR)
     worker = ManagedProcess(
         "worker",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from geo_collect.logs import messages
+from sampling.dispatch import dispatch_once
 from sampling.models import Attempt, Sample, SubmissionState
 from sampling.planning import parse_campaign_spec
 from sampling.services import launch_run, save_campaign
@@ -62,6 +64,19 @@ def _total(families: dict[str, Any], family: str, suffix: str, **labels: str) ->
     )
 
 
+def _after_the_end_event(client: Any, before: dict[str, Any]) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        dispatch_once(owner="test-dispatcher")  # relays the run's end event
+        after = _scrape(client)
+        if _total(after, "geo_runs_finished", "_total") > _total(
+            before, "geo_runs_finished", "_total"
+        ):
+            return after
+        time.sleep(0.5)
+    return after
+
+
 def test_metrics_and_logs_after_an_end_to_end_run(
     simulator: Any, celery_worker: Any, worker_env: dict[str, str], settings: Any, client: Any
 ) -> None:
@@ -79,8 +94,8 @@ def test_metrics_and_logs_after_an_end_to_end_run(
     run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
     worker = celery_worker()
     assert drive_until_finished(run.pk).finished
-    worker.stop()  # its last lines (and the run's end event) are written
-    after = _scrape(client)
+    after = _after_the_end_event(client, before)  # relayed through the outbox to the worker
+    worker.stop()  # its last lines are written
 
     def delta(family: str, suffix: str, **labels: str) -> float:
         return _total(after, family, suffix, **labels) - _total(before, family, suffix, **labels)
