@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/geo_collect
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/5
+# A DATABASE_URL makes the settings production-strict (geo_collect/settings.py): the test and
+# bench processes bring a throwaway key and plain HTTP on loopback.
+LOCAL_ENV := DJANGO_SECRET_KEY=local-test-key-not-for-production GEO_ALLOW_HTTP=1
 
 .PHONY: demo test lint services bench clean
 
@@ -24,7 +27,7 @@ services:
 	bash scripts/ensure_chromium.sh
 
 test: $(STAMP) services
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_ARGS)
+	$(LOCAL_ENV) DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -34,7 +37,7 @@ lint: $(STAMP)
 	$(PY) scripts/audit_dependencies.py
 
 bench: $(STAMP) services
-	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/plan_expansion.py
+	$(LOCAL_ENV) DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/plan_expansion.py
 
 clean:
 	rm -rf var
@@ -44,4 +47,4 @@ clean:
 # invariants. CHAOS_ARGS="--seed 7 --strict" to replay or to fail on samples left for review.
 .PHONY: chaos
 chaos: $(STAMP) services
-	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/chaos.py $(CHAOS_ARGS)
+	$(LOCAL_ENV) DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/chaos.py $(CHAOS_ARGS)

@@ -5,9 +5,13 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "geo_collect.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except ImproperlyConfigured as refused:  # unsafe settings: the reason, not a traceback
+        sys.exit(f"refusing to start: {refused}")
 
 
 if __name__ == "__main__":

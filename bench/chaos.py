@@ -55,6 +55,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "geo_collect.settings")
 
 CHAOS_DB = os.environ.get("GEO_CHAOS_DB", "geo_chaos")  # one per engineer sharing a server
+from geo_collect.processes import (  # noqa: E402  (needs ROOT on sys.path)
+    ManagedProcess as Proc,
+)
+from geo_collect.processes import dispatcher_command, worker_command  # noqa: E402
+
 # Outside the source tree: logs, storage and the report survive a `make clean` elsewhere.
 WORK = Path(os.environ.get("GEO_CHAOS_DIR", "/tmp/geo-chaos"))
 # Sized for a 2-core machine: the dispatcher leases at most ~38 steps at once (7 platforms x 4,
@@ -154,79 +159,6 @@ def free_port() -> int:
 
 
 # --- processes ------------------------------------------------------------------------------
-
-
-@dataclass
-class Proc:
-    name: str
-    command: list[str]
-    env: dict[str, str]
-    log_path: Path
-    popen: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-    started_at: float = 0.0
-
-    def start(self, extra_env: dict[str, str] | None = None) -> None:
-        self.starts += 1
-        self.started_at = time.monotonic()
-        with open(self.log_path, "ab") as out:
-            out.write(f"\n===== start {self.starts} {extra_env or ''}\n".encode())
-            out.flush()
-            self.popen = subprocess.Popen(
-                self.command,
-                cwd=ROOT,
-                env={**os.environ, **self.env, **(extra_env or {})},
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def kill(self) -> None:
-        if self.alive():
-            assert self.popen is not None
-            self.popen.send_signal(signal.SIGKILL)
-            self.popen.wait(timeout=30)
-
-    def stop(self, timeout: float = 20.0) -> None:
-        if not self.alive():
-            return
-        assert self.popen is not None
-        self.popen.terminate()
-        try:
-            self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait(timeout=timeout)
-
-    @property
-    def returncode(self) -> int | None:
-        return None if self.popen is None else self.popen.poll()
-
-
-def worker_command(name: str, queues: list[str], threads: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "geo_collect",
-        "worker",
-        "-Q",
-        ",".join(queues),
-        "-P",
-        "threads",
-        "-c",
-        str(threads),
-        "-n",
-        f"{name}@chaos",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-        "-l",
-        "INFO",  # each task's outcome lands in the log: counted in the summary
-    ]
 
 
 @dataclass
@@ -383,14 +315,15 @@ class Chaos:
 
     def start_processes(self) -> None:
         for name, (queues, threads) in WORKERS.items():
-            proc = Proc(
-                name, worker_command(name, queues, threads), self.env, WORK / "logs" / f"{name}.log"
-            )
+            command = worker_command(
+                name=f"{name}@chaos", queues=queues, concurrency=threads, loglevel="INFO"
+            )  # INFO: each task's outcome lands in the log, counted in the summary
+            proc = Proc(name, command, self.env, WORK / "logs" / f"{name}.log")
             proc.start()
             self.procs[name] = proc
         dispatcher = Proc(
             "dispatcher",
-            [sys.executable, "manage.py", "dispatcher", "--interval", "0.3"],
+            dispatcher_command(interval=0.3),
             self.env,
             WORK / "logs" / "dispatcher.log",
         )

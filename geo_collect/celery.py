@@ -1,9 +1,23 @@
 import os
 
 from celery import Celery
+from celery.signals import setup_logging
+
+from . import broker  # noqa: F401  (registers the embedded broker's transport)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "geo_collect.settings")
 
 app = Celery("geo_collect")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@setup_logging.connect
+def _django_logging(**kwargs: object) -> None:
+    """Workers log like every other process (settings.LOGGING: JSON lines, secrets
+    redacted), not with Celery's own format."""
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)

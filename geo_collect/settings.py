@@ -1,8 +1,8 @@
 """Settings, driven by the environment.
 
-With no environment at all this is the embedded default: SQLite, kombu's filesystem broker,
-local file storage and the in-project platform simulator. `DATABASE_URL`, `REDIS_URL` and
-`S3_*` switch to PostgreSQL, Redis and S3-compatible storage.
+With no environment at all this is the embedded default: SQLite, a filesystem broker
+(geo_collect/broker.py), local file storage and the in-project platform simulator.
+`DATABASE_URL`, `REDIS_URL` and `S3_*` switch to PostgreSQL, Redis and S3-compatible storage.
 """
 
 from __future__ import annotations
@@ -14,13 +14,48 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GEO_VAR_DIR", BASE_DIR / "var"))
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "embedded-default-not-for-production")
+# A DATABASE_URL means a real deployment: it refuses to start unsafe (docs/decisions.md,
+# "Production settings"). GEO_ALLOW_HTTP=1 relaxes only the HTTPS settings, for local HTTP.
+PRODUCTION = bool(os.environ.get("DATABASE_URL"))
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set. DATABASE_URL is set, so this is a production "
+            "deployment, and it will not start with a publicly known key. Set DJANGO_SECRET_KEY "
+            "to a long random value, e.g. the output of: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    SECRET_KEY = "embedded-default-not-for-production"  # noqa: S105  (never with DATABASE_URL)
 DEBUG = os.environ.get("DJANGO_DEBUG", "0") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
+CSRF_TRUSTED_ORIGINS = [
+    o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o
+]
+
+_HTTPS = PRODUCTION and os.environ.get("GEO_ALLOW_HTTP", "0") != "1"
+SECURE_SSL_REDIRECT = _HTTPS
+SESSION_COOKIE_SECURE = _HTTPS
+CSRF_COOKIE_SECURE = _HTTPS
+SECURE_HSTS_SECONDS = int(os.environ.get("GEO_HSTS_SECONDS", "31536000")) if _HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _HTTPS
+SECURE_HSTS_PRELOAD = _HTTPS and os.environ.get("GEO_HSTS_PRELOAD", "1") == "1"
+if os.environ.get("GEO_BEHIND_TLS_PROXY", "0") == "1":  # the proxy terminates TLS
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Health checks come from the supervisor or load balancer over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+
+# Every process writes its metrics to one folder (prometheus_client multiprocess mode); it
+# must be set before prometheus_client is imported, so it is set here.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "metrics"))
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# /metrics answers only a request bearing this token; unset, /metrics answers 404.
+GEO_METRICS_TOKEN = os.environ.get("GEO_METRICS_TOKEN", "")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -37,6 +72,7 @@ INSTALLED_APPS = [
     "billing",
     "pipeline",
     "console",
+    "ops",
 ]
 
 MIDDLEWARE = [
@@ -133,7 +169,7 @@ def _storages() -> dict[str, Any]:
         }
     return {
         "default": default,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
     }
 
 
@@ -151,7 +187,7 @@ if REDIS_URL:
 else:
     for sub in ("out", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_URL = "geofs://localhost"  # geo_collect/broker.py: atomic filesystem messages
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "out"),
         "data_folder_out": str(BROKER_DIR / "out"),
@@ -179,13 +215,24 @@ GEO_DEFAULT_SUBMISSION_LIMIT = int(os.environ.get("GEO_DEFAULT_SUBMISSION_LIMIT"
 # point this at the simulator, which serves every platform under /<platform>/.
 GEO_UPSTREAM_BASE_URL = os.environ.get("GEO_UPSTREAM_BASE_URL", "")
 
+# JSON lines by default (geo_collect/logs.py): the sample context on every line about a sample,
+# configured secrets redacted. GEO_LOG_FORMAT=text for a terminal.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "kv": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "geo_collect.logs.JsonFormatter"},
+        "text": {
+            "()": "geo_collect.logs.TextFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": os.environ.get("GEO_LOG_FORMAT", "json"),
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("GEO_LOG_LEVEL", "WARNING")},
 }
 

@@ -10,6 +10,7 @@ from django.db.models.functions import Now
 
 from billing import services as billing
 from billing.costs import book_run_attempt_costs
+from geo_collect import metrics
 from sampling.locking import lock_run
 from sampling.models import QueueState, Run, Sample, SubmissionState
 from sampling.selectors import run_status
@@ -54,6 +55,7 @@ def on_run_finished(*, run_id: UUID | str) -> None:
     book_run_attempt_costs(run_id=run_id)
     status = run_status(run_id=run_id)
     log.info("run finished run=%s outcome=%s %s", run_id, status.outcome, status.as_json())
+    metrics.run_finished(outcome=status.outcome.value)
 
 
 def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> int:

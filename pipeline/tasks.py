@@ -10,13 +10,14 @@ from celery import shared_task
 from geo_collect.failpoints import failpoint
 
 from . import execution, runs
+from .recording import observe_step
 
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
 @shared_task(name="pipeline.execute_step")
 def execute_step(sample_id: int, token: int) -> str:
-    outcome = execution.run_step(sample_id=sample_id, token=token, worker=_WORKER)
+    outcome = observe_step(execution.run_step, sample_id=sample_id, token=token, worker=_WORKER)
     failpoint("after_complete_before_ack")
     return outcome
 

@@ -11,6 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection, transaction
+from django.db.models.functions import Now
+
+from geo_collect import metrics
+
+from .models import QueueState, Sample
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,7 @@ class Claim:
     step: str
     platform: str
     tenant_id: int
+    waited_seconds: float = 0.0  # due -> claimed
 
 
 def _now() -> str:
@@ -39,7 +45,17 @@ _TAKE_LEASE = """
    SET queue_state = 'leased', lease_until = {lease_end}, lease_owner = %(owner)s,
        fencing_token = fencing_token + 1, claims = claims + 1"""
 
-_RETURNING = "RETURNING id, fencing_token, step, platform, tenant_id"
+
+def _waited(table: str) -> str:
+    if _pg():
+        return f"EXTRACT(EPOCH FROM statement_timestamp() - {table}due_at)::float8"
+    return f"(julianday('now') - julianday({table}due_at)) * 86400.0"
+
+
+def _returning(table: str = "") -> str:
+    return f"RETURNING {table}id, {table}fencing_token, {table}step, {table}platform, " + (
+        f"{table}tenant_id, {_waited(table)}"
+    )
 
 
 def _claim_sql(extra_filter: str) -> str:
@@ -58,13 +74,13 @@ def _claim_sql(extra_filter: str) -> str:
 WITH picked AS MATERIALIZED ({candidates} FOR UPDATE SKIP LOCKED)
 UPDATE sampling_sample AS s {take}
   FROM picked WHERE s.id = picked.id
-RETURNING s.id, s.fencing_token, s.step, s.platform, s.tenant_id"""
+{_returning("s.")}"""
     # SQLite has no row locks; its IMMEDIATE transaction serialises writers, and the state
     # test in the outer WHERE keeps the update conditional all the same.
     return f"""
 UPDATE sampling_sample {take}
  WHERE queue_state = 'ready' AND id IN ({candidates})
-{_RETURNING}"""
+{_returning()}"""
 
 
 def claim_ready(
@@ -98,7 +114,9 @@ def claim_ready(
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_claim_sql(" ".join(filters)), params)
         rows = cursor.fetchall()
-    return [Claim(*row) for row in rows]
+    claims = [Claim(*row) for row in rows]
+    metrics.observe_claims(claims)
+    return claims
 
 
 def claim_sample(*, sample_id: int, owner: str, lease_seconds: int) -> Claim | None:
@@ -107,7 +125,7 @@ def claim_sample(*, sample_id: int, owner: str, lease_seconds: int) -> Claim | N
 UPDATE sampling_sample {_TAKE_LEASE.format(lease_end=_lease_end("%(lease)s"))}
  WHERE id = %(id)s
    AND (queue_state = 'ready' OR (queue_state = 'leased' AND lease_until <= {_now()}))
-{_RETURNING}"""
+{_returning()}"""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, {"id": sample_id, "owner": owner, "lease": lease_seconds})
         row = cursor.fetchone()
@@ -139,7 +157,14 @@ def requeue_expired_leases(*, limit: int = 1000) -> int:
                             LIMIT %s {lock})"""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [limit])
-        return cursor.rowcount
+        return metrics.leases_expired(cursor.rowcount)
+
+
+def end_all_leases() -> int:
+    """Every lease ends now, as if it had run out: for a supervisor whose only worker died
+    (whatever it held died with it). The next claim moves the token on, which fences out
+    any copy of those messages still waiting in the broker."""
+    return Sample.objects.filter(queue_state=QueueState.LEASED).update(lease_until=Now())
 
 
 def _pg() -> bool:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from .models import AnalysisState, Batch, CollectionState, QueueState, Run, Sample
 
@@ -118,6 +119,11 @@ def _status(samples: QuerySet[Sample], planned: int) -> Status:
 def run_status(*, run_id: UUID | str) -> Status:
     run = Run.objects.get(pk=run_id)
     return _status(Sample.objects.filter(run_id=run.pk), run.planned_samples)
+
+
+def last_sample_change(*, run_id: UUID | str) -> datetime | None:
+    """When any sample of the run last changed: a supervisor's sign that work moves."""
+    return Sample.objects.filter(run_id=run_id).aggregate(last=Max("updated_at"))["last"]
 
 
 def batch_status(*, batch: Batch) -> Status:

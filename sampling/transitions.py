@@ -25,6 +25,8 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django_fsm import TransitionNotAllowed
 
+from geo_collect import metrics
+
 from .locking import lock_leased_sample, lock_sample
 from .models import (
     AnalysisState,
@@ -80,6 +82,7 @@ def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> I
         if holder and lease_live:
             yield sample
             return
+    metrics.stale_write_refused()
     StaleWrite.objects.create(
         sample_id=sample_id,
         operation=operation,

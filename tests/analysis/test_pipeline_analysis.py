@@ -14,8 +14,9 @@ from analysis.selectors import ambiguity_warnings, analysis_review_note
 from analysis.services import analyse_sample
 from console.admin.analysis import highlighted_sentence
 from evidence.models import Capture
+from pipeline.launch import launch_run
 from sampling.models import Campaign, Sample
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data, spec_with_tenant
 
 pytestmark = pytest.mark.django_db

@@ -12,11 +12,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
-from sampling.dispatch import relay_outbox
 
 from analysis.models import AnalysisResult, AnalysisRevision, Mention
 from analysis.reports import build_run_report
 from analysis.selectors import COMPARED_FIELDS
+from pipeline.dispatch import relay_outbox
 from sampling.models import OutboxMessage
 from tests.reports.conftest import collected_run
 

@@ -11,8 +11,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +24,14 @@ from django.core.management import call_command
 from django.db import connection
 
 from connectors.simulator import SimulatorHandle, start_simulator
-from geo_collect.processes import ALL_QUEUES
+from geo_collect.logs import messages
+from geo_collect.processes import (
+    ALL_QUEUES,
+    ManagedProcess,
+    dispatcher_command,
+    stop_all,
+    worker_command,
+)
 from pipeline.dispatch import dispatch_once
 from pipeline.invariants import check_all
 from pipeline.launch import launch_run
@@ -75,21 +80,7 @@ def short_leases(settings: Any) -> None:
 # --- processes --------------------------------------------------------------------------------
 
 
-@dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+Proc = ManagedProcess
 
 
 @dataclass
@@ -101,18 +92,8 @@ class Procs:
     started: list[Proc] = field(default_factory=list)
 
     def _spawn(self, name: str, command: list[str], env: dict[str, str] | None) -> Proc:
-        log = self.tmp / f"{name}.log"
-        child_env = {**os.environ, **self.env, **(env or {})}
-        with open(log, "ab") as output:
-            popen = subprocess.Popen(
-                command,
-                cwd=django_settings.BASE_DIR,
-                env=child_env,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-        proc = Proc(name=name, popen=popen, log=log)
-        self.started.append(proc)
+        proc = Proc(name, command, {**self.env, **(env or {})}, self.tmp / f"{name}.log")
+        self.started.append(proc.start())
         return proc
 
     def worker(
@@ -126,48 +107,19 @@ class Procs:
     ) -> Proc:
         """A `celery worker` on a thread pool, logging at INFO so each task's outcome (the
         string run_step returns) is in its log."""
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "geo_collect",
-            "worker",
-            "-Q",
-            ",".join(queues),
-            "-P",
-            "threads",
-            "-c",
-            str(concurrency),
-            "-n",
-            f"{name}@durability",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-l",
-            "INFO",
-        ]
+        command = worker_command(
+            name=f"{name}@durability", queues=queues, concurrency=concurrency, loglevel="INFO"
+        )
         proc = self._spawn(name, command, env)
         if ready:
             wait_ready(proc)
         return proc
 
     def dispatcher(self, name: str, *args: str, env: dict[str, str] | None = None) -> Proc:
-        command = [sys.executable, "manage.py", "dispatcher", "--interval", "0.2", *args]
-        return self._spawn(name, command, env)
+        return self._spawn(name, dispatcher_command(interval=0.2, extra=args), env)
 
     def stop_all(self) -> None:
-        for proc in self.started:
-            if not proc.alive():
-                continue
-            os.kill(proc.pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
-            proc.popen.terminate()
-        for proc in self.started:
-            try:
-                proc.popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.popen.kill()
-                proc.popen.wait(timeout=15)
+        stop_all(self.started, timeout=15)
 
 
 @pytest.fixture
@@ -318,11 +270,11 @@ def outcomes(proc: Proc) -> list[str]:
     'outcome'"), and each sample's outcome of a batch submit ("Task
     pipeline.execute_submit_batch[..] succeeded in ..s: {id: 'outcome', ...}")."""
     found = []
-    for line in proc.text().splitlines():
-        if " succeeded in " not in line:
+    for message in messages(proc.text()):
+        if " succeeded in " not in message:
             continue
-        if "pipeline.execute_step" in line:
-            found.append(line.rsplit(": ", 1)[-1].strip().strip("'"))
-        elif "pipeline.execute_submit_batch" in line:
-            found += re.findall(r"\d+: '([^']*)'", line)
+        if "pipeline.execute_step" in message:
+            found.append(message.rsplit(": ", 1)[-1].strip().strip("'"))
+        elif "pipeline.execute_submit_batch" in message:
+            found += re.findall(r"\d+: '([^']*)'", message)
     return found

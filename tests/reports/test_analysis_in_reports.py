@@ -13,8 +13,9 @@ from analysis.reports import ReportIntegrityError, build_run_report
 from analysis.services import reanalyse_samples, start_reanalysis
 from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
+from pipeline.launch import launch_run
 from sampling.models import Run, Sample
-from sampling.services import launch_run, save_campaign
+from sampling.services import save_campaign
 from tests.conftest import make_campaign_data, spec_with_tenant
 from tests.inprocess import drive_in_process
 from tests.reports.conftest import TARGETS, collected_run

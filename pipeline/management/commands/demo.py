@@ -1,8 +1,10 @@
 """python manage.py demo — a demo campaign end to end on the embedded default.
 
 Starts the platform simulator (with injected faults), launches the demo campaign, runs a real
-Celery worker process and the dispatcher until the run is finished, then prints the run's
-status and a mention-rate table per platform with its denominators.
+Celery worker process and the dispatcher process under a supervisor until the run is finished
+(a child that dies is restarted; no progress for --stall-seconds fails with the children's
+last log lines), then prints the run's status and a mention-rate table per platform with its
+denominators.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +27,16 @@ from analysis.reports import build_run_report
 from billing.selectors import run_billing
 from billing.services import ensure_default_price_version, top_up
 from connectors.simulator import start_simulator
-from geo_collect.processes import start_worker, stop_worker
-from pipeline.dispatch import dispatch_once, relay_outbox
+from geo_collect.processes import (
+    ManagedProcess,
+    Stalled,
+    demo_supervisor,
+)
 from pipeline.launch import launch_run
+from sampling.leases import end_all_leases
 from sampling.models import Run, Tenant
 from sampling.planning import PlanError, parse_campaign_spec
-from sampling.selectors import Status, run_status
+from sampling.selectors import Status, last_sample_change, run_status
 from sampling.services import save_campaign
 
 DEMO_CAMPAIGN = Path(settings.BASE_DIR) / "demo" / "campaign.json"
@@ -46,14 +53,23 @@ DEMO_FAULTS: dict[str, Any] = {
 }
 
 
+def _worker_restarted(child: ManagedProcess) -> None:
+    """The demo has one worker: what it held died with it, so its leases end now instead of
+    after the lease time."""
+    if child.name == "worker":
+        end_all_leases()
+
+
 class Command(BaseCommand):
     help = "Run the demo campaign end to end on the embedded default and print its report."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--campaign", type=Path, default=DEMO_CAMPAIGN)
         parser.add_argument("--seed", type=int, default=7)
-        parser.add_argument("--timeout", type=float, default=600.0)
+        # A loaded machine is slow, not stuck: the stall limit, not the timeout, catches a hang.
+        parser.add_argument("--timeout", type=float, default=3600.0)
         parser.add_argument("--workers", type=int, default=8, help="worker threads")
+        parser.add_argument("--stall-seconds", type=float, default=150.0)
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", verbosity=0)
@@ -62,11 +78,12 @@ class Command(BaseCommand):
         simulator = start_simulator(seed=options["seed"], world=world, profile=DEMO_FAULTS)
         os.environ["GEO_UPSTREAM_BASE_URL"] = simulator.base_url
         settings.GEO_UPSTREAM_BASE_URL = simulator.base_url
-        log_path = settings.VAR_DIR / "demo-worker.log"
-        worker = start_worker(
-            concurrency=options["workers"],
-            log_path=log_path,
+        supervisor = demo_supervisor(
+            threads=options["workers"],
+            stall_seconds=options["stall_seconds"],
             env={"GEO_UPSTREAM_BASE_URL": simulator.base_url},
+            say=self.stdout.write,
+            on_restart=_worker_restarted,
         )
         try:
             run = self._launch(data)
@@ -74,15 +91,18 @@ class Command(BaseCommand):
                 f"launched run {run.pk}: {run.planned_samples} samples "
                 f"against the simulator at {simulator.base_url}"
             )
-            status = self._drive(run, timeout=options["timeout"])
+            supervisor.start()
+            finished = supervisor.run_until(self._progress(run), timeout=options["timeout"])
+        except Stalled as stalled:
+            raise CommandError(str(stalled)) from None
         finally:
-            stop_worker(worker)
+            supervisor.stop()
             simulator.stop()
+        status = run_status(run_id=run.pk)
         self._report(run, status)
-        if not status.finished:
+        if not finished:
             raise CommandError(
-                f"run {run.pk} did not finish within {options['timeout']:.0f}s "
-                f"(worker log: {log_path})"
+                supervisor.report(f"run {run.pk} did not finish within {options['timeout']:.0f}s")
             )
 
     def _launch(self, data: dict[str, Any]) -> Run:
@@ -103,25 +123,24 @@ class Command(BaseCommand):
             )
             return launch_run(campaign=campaign)
 
-    def _drive(self, run: Run, *, timeout: float) -> Status:
-        deadline = time.monotonic() + timeout
-        last_line, next_print = "", 0.0
-        while time.monotonic() < deadline:
-            report = dispatch_once(owner="demo-dispatcher")
+    def _progress(self, run: Run) -> Callable[[], tuple[bool, Hashable]]:
+        """Prints the run's progress every few seconds; work moved when a sample changed. Done
+        once the run is finished and settled (its end event went through the outbox)."""
+        next_print = 0.0
+
+        def check() -> tuple[bool, Hashable]:
+            nonlocal next_print
             status = run_status(run_id=run.pk)
-            line = (
-                f"  {status.terminal}/{status.planned} done — succeeded {status.succeeded}, "
-                f"failed {status.failed}, invalid {status.invalid}, pending {status.pending}"
-            )
-            if line != last_line and (status.finished or time.monotonic() >= next_print):
-                self.stdout.write(line)
-                last_line, next_print = line, time.monotonic() + PROGRESS_EVERY_SECONDS
-            if status.finished:
-                relay_outbox()
-                return status
-            if not report.claimed:
-                time.sleep(0.3)
-        return run_status(run_id=run.pk)
+            if status.finished or time.monotonic() >= next_print:
+                self.stdout.write(
+                    f"  {status.terminal}/{status.planned} done — succeeded {status.succeeded}, "
+                    f"failed {status.failed}, invalid {status.invalid}, pending {status.pending}"
+                )
+                next_print = time.monotonic() + PROGRESS_EVERY_SECONDS
+            settled = status.finished and not run_billing(run_id=run.pk).held
+            return settled, (status.terminal, last_sample_change(run_id=run.pk))
+
+        return check
 
     def _report(self, run: Run, status: Status) -> None:
         self._status(run, status)

@@ -1,0 +1,60 @@
+"""The application's database role (deploy/app_role.sql) is not a superuser and cannot get
+around the ledger's triggers: no `session_replication_role`, no TRUNCATE of ledger tables,
+and UPDATE/DELETE of ledger rows are refused by the triggers as for anyone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.utils import DatabaseError
+
+from billing.models import JournalEntry
+from sampling.models import Tenant
+
+pytestmark = pytest.mark.django_db
+LEDGER_TABLES = ("billing_journalentry", "billing_posting", "billing_samplesettlement")
+
+
+@pytest.fixture
+def as_app_role() -> Iterator[None]:
+    """The documented SQL, run as the owner, then this connection acting as geo_app."""
+    sql = (settings.BASE_DIR / "deploy" / "app_role.sql").read_text()
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        cursor.execute("SET ROLE geo_app")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+
+
+def _refused(statement: str) -> str:
+    with pytest.raises(DatabaseError) as refused, transaction.atomic(), connection.cursor() as c:
+        c.execute(statement)
+    return str(refused.value)
+
+
+def test_the_app_role_is_not_a_superuser(as_app_role: None) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+        assert cursor.fetchone() == (False, False)
+
+
+def test_the_app_role_cannot_switch_the_triggers_off(as_app_role: None) -> None:
+    assert "permission denied" in _refused("SET session_replication_role = replica")
+
+
+@pytest.mark.parametrize("table", LEDGER_TABLES)
+def test_the_app_role_cannot_truncate_the_ledger(as_app_role: None, table: str) -> None:
+    assert "permission denied" in _refused(f"TRUNCATE {table} CASCADE")
+
+
+def test_the_app_role_writes_the_ledger_but_cannot_rewrite_it(as_app_role: None) -> None:
+    Tenant.objects.create(slug="roleco", name="RoleCo")  # funded: a top-up entry is booked
+    assert JournalEntry.objects.filter(tenant__slug="roleco").exists()
+    assert "append-only" in _refused("UPDATE billing_journalentry SET memo = 'rewritten'")
+    assert "append-only" in _refused("DELETE FROM billing_posting")

@@ -1,0 +1,52 @@
+"""/healthz, /readyz and /metrics access; the worker health check command."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from geo_collect.celery import app
+
+pytestmark = pytest.mark.django_db
+
+
+def test_healthz_answers_while_the_process_is_up(client: Any) -> None:
+    response = client.get("/healthz")
+    assert response.status_code == 200 and response.json()["status"] == "ok"
+
+
+def test_readyz_checks_database_migrations_broker_and_storage(client: Any) -> None:
+    response = client.get("/readyz")
+    body = response.json()
+    assert response.status_code == 200, body
+    assert set(body["checks"]) == {"database", "migrations", "broker", "storage"}
+    assert all(check["ok"] for check in body["checks"].values())
+
+
+def test_readyz_is_503_and_names_the_broker_when_it_is_unreachable(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    response = client.get("/readyz")
+    body = response.json()
+    assert response.status_code == 503
+    assert not body["checks"]["broker"]["ok"] and body["checks"]["database"]["ok"]
+    assert body["checks"]["broker"]["detail"]
+
+
+def test_metrics_needs_the_bearer_token(client: Any, settings: Any) -> None:
+    settings.GEO_METRICS_TOKEN = ""
+    assert client.get("/metrics").status_code == 404  # off unless a token is configured
+    settings.GEO_METRICS_TOKEN = "right-token"
+    assert client.get("/metrics").status_code == 401
+    wrong = client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong-token")
+    assert wrong.status_code == 401
+    right = client.get("/metrics", HTTP_AUTHORIZATION="Bearer right-token")
+    assert right.status_code == 200 and b"geo_messages_unacked" in right.content
+
+
+def test_worker_health_fails_with_the_reason_when_no_worker_answers() -> None:
+    with pytest.raises(CommandError, match="no answer from nobody@nowhere"):
+        call_command("worker_health", "--name", "nobody@nowhere", "--timeout", "0.5")
