@@ -52,6 +52,18 @@ def _annotations(answer: SimAnswer) -> list[dict[str, Any]]:
     ]
 
 
+def _echoed_request(body: dict[str, Any]) -> dict[str, Any]:
+    """What every Response object echoes of its request; the SDK's model requires
+    `tools`, `tool_choice` and `parallel_tool_calls` (tests/fidelity)."""
+    return {
+        "tools": body.get("tools") or [],
+        "tool_choice": body.get("tool_choice", "auto"),
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "reasoning": body.get("reasoning"),
+        "metadata": body.get("metadata") or {},
+    }
+
+
 class OpenAIResponsesProtocol(PlatformProtocol):
     name = "openai"
     faults = HTTP_FAULTS | STREAM_FAULTS
@@ -111,6 +123,7 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         if not web_search:
             answer.citations = []
         response = self._response(draw, str(body["model"]), answer, web_search)
+        response |= _echoed_request(body)
         self.sim.record_answer(
             self.name,
             question,
@@ -170,7 +183,13 @@ class OpenAIResponsesProtocol(PlatformProtocol):
             "status": "completed",
             "model": model,
             "output": output,
-            "usage": {"input_tokens": 20, "output_tokens": tokens, "total_tokens": 20 + tokens},
+            "usage": {
+                "input_tokens": 20,
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "output_tokens": tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 20 + tokens,
+            },
             "error": None,
             "incomplete_details": None,
         }
