@@ -120,18 +120,13 @@ class Exchange:
         return json.loads(self.request_body) if self.request_body else None
 
 
-class RecordingTransport(httpx.BaseTransport):
-    """An httpx transport that forwards to the network and keeps every exchange's bytes."""
+class Recorder:
+    """Keeps every exchange an httpx-based SDK makes, bytes as they crossed loopback."""
 
     def __init__(self) -> None:
-        self.inner = httpx.HTTPTransport()
         self.exchanges: list[Exchange] = []
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.read()
-        response = self.inner.handle_request(request)
-        body = response.read()
-        response.close()
+    def record(self, request: Any, response: Any, body: bytes) -> list[tuple[str, str]]:
         headers = {k.lower(): v for k, v in response.headers.items()}
         self.exchanges.append(
             Exchange(
@@ -144,11 +139,29 @@ class RecordingTransport(httpx.BaseTransport):
                 body,
             )
         )
-        kept = [(k, v) for k, v in headers.items() if k not in HOP_BY_HOP]
-        return httpx.Response(response.status_code, headers=kept, content=body, request=request)
+        return [(k, v) for k, v in headers.items() if k not in HOP_BY_HOP]
 
-    def close(self) -> None:
-        self.inner.close()
+    def transport(self, httpx_module: Any = httpx) -> Any:
+        """A transport for `httpx_module` (some SDKs vendor their own fork, e.g. `httpx2`)
+        that forwards to the network and hands the SDK the recorded bytes."""
+        recorder = self
+        inner = httpx_module.HTTPTransport()
+
+        class RecordingTransport(httpx_module.BaseTransport):  # type: ignore[misc, name-defined]
+            def handle_request(self, request: Any) -> Any:
+                request.read()
+                response = inner.handle_request(request)
+                body = response.read()
+                response.close()
+                kept = recorder.record(request, response, body)
+                return httpx_module.Response(
+                    response.status_code, headers=kept, content=body, request=request
+                )
+
+        return RecordingTransport()
+
+    def client(self, httpx_module: Any = httpx) -> Any:
+        return httpx_module.Client(transport=self.transport(httpx_module))
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from .harness import (
     SCENARIO_IDS,
     SCENARIOS,
     Cited,
-    RecordingTransport,
+    Recorder,
     Scenario,
     assert_answered,
     connector_for,
@@ -123,20 +123,20 @@ def test_chat_sdk_and_adapter_agree(
 ) -> None:
     scenario = platform.scenario(scenario)
     prepare(sim, scenario, platform.key)
-    transport = RecordingTransport()
+    recorder = Recorder()
     client = openai.OpenAI(
         api_key=API_KEY,
         base_url=sim.url(platform.key) + platform.sdk_path,
-        http_client=httpx.Client(transport=transport),
+        http_client=recorder.client(httpx),
         max_retries=0,
         _strict_response_validation=True,
     )
     sdk = sdk_call(client, platform.kwargs(scenario), platform.request_id_header)
-    assert len(transport.exchanges) == 1
+    assert len(recorder.exchanges) == 1
     model = platform.model(scenario)
     ours = replay(connector_for(platform.key, sim.url(platform.key), model=model), scenario,
-                  transport.exchanges, model=model)  # fmt: skip
-    assert ours.sent_json() == transport.exchanges[0].request_json()
+                  recorder.exchanges, model=model)  # fmt: skip
+    assert ours.sent_json() == recorder.exchanges[0].request_json()
     fault = scenario.fault
     if fault is None:
         assert sdk.error is None, f"the SDK rejected the simulator's answer: {sdk.error!r}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -16,7 +17,7 @@ from .harness import (
     SCENARIO_IDS,
     SCENARIOS,
     Cited,
-    RecordingTransport,
+    Recorder,
     Scenario,
     assert_answered,
     connector_for,
@@ -28,13 +29,11 @@ from .harness import (
 MODEL = "gpt-5.1"
 
 
-def openai_client(base_url: str, transport: RecordingTransport) -> openai.OpenAI:
-    import httpx
-
+def openai_client(base_url: str, recorder: Recorder) -> openai.OpenAI:
     return openai.OpenAI(
         api_key=API_KEY,
         base_url=base_url,
-        http_client=httpx.Client(transport=transport),
+        http_client=recorder.client(httpx),
         max_retries=0,
         _strict_response_validation=True,
     )
@@ -93,15 +92,15 @@ def sdk_citations(response: Any) -> tuple[str, list[Cited]]:
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_IDS)
 def test_openai_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) -> None:
     prepare(sim, scenario, "openai")
-    transport = RecordingTransport()
-    sdk = sdk_call(openai_client(sim.url("openai") + "/v1", transport), scenario)
-    assert len(transport.exchanges) == 1
+    recorder = Recorder()
+    sdk = sdk_call(openai_client(sim.url("openai") + "/v1", recorder), scenario)
+    assert len(recorder.exchanges) == 1
     connector = connector_for("openai", sim.url("openai"), model=MODEL)
-    ours = replay(connector, scenario, transport.exchanges, model=MODEL)
+    ours = replay(connector, scenario, recorder.exchanges, model=MODEL)
     # Request side: our adapter sends what the SDK builds for the same options.
-    assert ours.sent_json() == transport.exchanges[0].request_json()
+    assert ours.sent_json() == recorder.exchanges[0].request_json()
     check = CHECKS.get(scenario.fault or "answer")
-    check(sdk, ours, transport.exchanges[0])
+    check(sdk, ours, recorder.exchanges[0])
 
 
 def check_answer(sdk: SdkView, ours: Any, exchange: Any) -> None:

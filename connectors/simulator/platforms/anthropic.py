@@ -319,7 +319,8 @@ class AnthropicProtocol(PlatformProtocol):
                 events.append(("content_block_delta", {"index": index, "delta": delta}))
         elif kind == "thinking":
             events.append(("content_block_start", {"index": index,
-                           "content_block": {"type": "thinking", "thinking": ""}}))  # fmt: skip
+                           "content_block": {"type": "thinking", "thinking": "",
+                                             "signature": ""}}))  # fmt: skip
             for delta in (
                 {"type": "thinking_delta", "thinking": block["thinking"]},
                 {"type": "signature_delta", "signature": block["signature"]},
