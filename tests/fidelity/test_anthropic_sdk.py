@@ -65,7 +65,9 @@ class SdkView:
             if block.type != "text":
                 continue
             for citation in block.citations or []:
-                cited.append(Cited(citation.url, citation.title, len(text), len(text) + len(block.text)))
+                cited.append(
+                    Cited(citation.url, citation.title, len(text), len(text) + len(block.text))
+                )
             text += block.text
         return text, cited
 

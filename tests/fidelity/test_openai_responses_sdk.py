@@ -83,7 +83,9 @@ def sdk_citations(response: Any) -> tuple[str, list[Cited]]:
                 if note.type == "url_citation":
                     shift = len(text)
                     cited.append(
-                        Cited(note.url, note.title, note.start_index + shift, note.end_index + shift)
+                        Cited(
+                            note.url, note.title, note.start_index + shift, note.end_index + shift
+                        )
                     )
             text += part.text
     return text, cited
