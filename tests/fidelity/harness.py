@@ -281,6 +281,12 @@ def replay(
     return view
 
 
+def set_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """Some SDKs spell out every unset parameter (`"format": null`, `"tools": []`); the
+    vendors read those as absent, so requests compare by what is set."""
+    return {k: v for k, v in body.items() if v not in (None, [], {})}
+
+
 @dataclass(frozen=True)
 class Cited:
     """A citation as both sides can state it (None where a side does not expose it)."""

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
-
 import httpx
 import ollama
 import pytest
@@ -26,6 +24,7 @@ from .harness import (
     connector_for,
     prepare,
     replay,
+    set_fields,
 )
 
 MODEL = "qwen3:8b"
@@ -56,11 +55,6 @@ def sdk_call(client: ollama.Client, scenario: Scenario) -> SdkView:
     return view
 
 
-def sent(body: dict[str, Any]) -> dict[str, Any]:
-    """The SDK spells out defaults (`tools: []`, `format: null`...): compare what is set."""
-    return {k: v for k, v in body.items() if v not in (None, [], {})}
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_IDS)
 def test_ollama_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) -> None:
     if scenario.mode == "web_search":
@@ -76,7 +70,7 @@ def test_ollama_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) 
     assert len(recorder.exchanges) == 1
     ours = replay(connector_for("ollama", sim.url("ollama"), model=MODEL), scenario,
                   recorder.exchanges, model=MODEL)  # fmt: skip
-    assert sent(ours.sent_json()) == sent(recorder.exchanges[0].request_json())
+    assert set_fields(ours.sent_json()) == set_fields(recorder.exchanges[0].request_json())
     fault = scenario.fault
     if fault is None:
         assert sdk.error is None, f"the SDK rejected the simulator's answer: {sdk.error!r}"
