@@ -22,7 +22,6 @@ from connectors.simulator import SimulatorHandle
 
 from .harness import (
     API_KEY,
-    SCENARIO_IDS,
     SCENARIOS,
     Recorder,
     Scenario,
