@@ -15,9 +15,18 @@ from typing import Any
 
 from ..content import SimAnswer
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced, unknown_fields
 
 DELTA_CHARS = 12
+# POST /v1/responses body fields (openai-python ResponseCreateParams).
+RESPONSES_FIELDS = frozenset(
+    {"access_programs", "background", "background_options", "context_management", "conversation",
+     "image", "include", "input", "instructions", "max_output_tokens", "max_tool_calls",
+     "metadata", "model", "moderation", "parallel_tool_calls", "previous_response_id", "prompt",
+     "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention", "reasoning",
+     "safety_identifier", "service_tier", "store", "stream", "stream_options", "temperature",
+     "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "user"}
+)  # fmt: skip
 Event = tuple[str, dict[str, Any]]
 
 
@@ -35,8 +44,21 @@ def _question(value: Any) -> str:
     return "\n".join(texts)
 
 
-def _error(message: str, kind: str, code: str | None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+def _error(
+    message: str, kind: str, code: str | None, param: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def unknown_parameter(body: dict[str, Any], known: frozenset[str]) -> SimResponse | None:
+    """OpenAI's 400 for a body field it does not know."""
+    unknown = unknown_fields(body, known)
+    if not unknown:
+        return None
+    message = f"Unknown parameter: '{unknown[0]}'."
+    return SimResponse.json(
+        400, _error(message, "invalid_request_error", "unknown_parameter", unknown[0])
+    )
 
 
 def _annotations(answer: SimAnswer) -> list[dict[str, Any]]:
@@ -108,6 +130,8 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         if not isinstance(body, dict) or not body.get("model") or "input" not in body:
             message = "Missing required parameter: 'model' or 'input'."
             return SimResponse.json(400, _error(message, "invalid_request_error", None))
+        if (refused := unknown_parameter(body, RESPONSES_FIELDS)) is not None:
+            return refused
         question = _question(body["input"])
         draw = self.sim.draw(self.name, question, self.faults)
         headers = self._headers(draw)
