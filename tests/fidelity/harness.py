@@ -304,6 +304,27 @@ def our_citations(result: NormalizedResult, *, offsets: bool = True) -> list[Cit
     ]
 
 
+# What our classification must say for each scripted HTTP-level fault.
+OUR_ERROR_CLASS = {
+    "rate_limit": ErrorClass.RATE_LIMITED,
+    "auth_error": ErrorClass.AUTH,
+    "server_error": ErrorClass.TRANSIENT,
+    "login_page": ErrorClass.PARSE_FAILED,
+}
+
+
+def assert_refusal(fault: str, sdk_error: Exception | None, sdk_class: type, ours: OurView) -> None:
+    """The SDK raises the class its authors intend for this fault; we classify it alike."""
+    assert isinstance(sdk_error, sdk_class), sdk_error
+    assert ours.error_class is OUR_ERROR_CLASS[fault]
+
+
+def assert_truncated(ours: OurView, sdk_text: str) -> None:
+    """A stream cut before its terminator: truncated on our side, with the text both read."""
+    assert ours.result is not None and ours.result.collection_state == "truncated"
+    assert ours.result.answer_text == sdk_text
+
+
 def assert_answered(ours: OurView) -> NormalizedResult:
     assert ours.error is None, f"our connector raised on an answer the SDK parsed: {ours.error}"
     assert ours.result is not None

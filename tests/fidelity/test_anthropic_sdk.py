@@ -20,6 +20,8 @@ from .harness import (
     Recorder,
     Scenario,
     assert_answered,
+    assert_refusal,
+    assert_truncated,
     connector_for,
     our_citations,
     prepare,
@@ -122,8 +124,7 @@ def test_anthropic_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenari
     elif fault == "truncate":
         assert sdk.error is None or not isinstance(sdk.error, anthropic.APIStatusError)
         assert not any(e.type == "message_stop" for e in sdk.events)
-        assert ours.result is not None and ours.result.collection_state == "truncated"
-        assert ours.result.answer_text == sdk.streamed_text()
+        assert_truncated(ours, sdk.streamed_text())
     elif fault == "midstream_error":
         assert isinstance(sdk.error, anthropic.APIStatusError | anthropic.APIError), sdk.error
         assert ours.result is not None and ours.result.collection_state == "failed"
@@ -137,13 +138,11 @@ def test_anthropic_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenari
         assert ours.error is not None and ours.error.retry_after == hint
         assert ours.request_id == sdk.error.request_id
     elif fault == "auth_error":
-        assert isinstance(sdk.error, anthropic.AuthenticationError), sdk.error
-        assert ours.error_class is ErrorClass.AUTH
+        assert_refusal(fault, sdk.error, anthropic.AuthenticationError, ours)
         assert ours.request_id == sdk.error.request_id
     elif fault == "login_page":
         assert sdk.error is not None or not sdk.events
         assert ours.error_class is ErrorClass.PARSE_FAILED
     elif fault == "server_error":
-        assert isinstance(sdk.error, anthropic.InternalServerError), sdk.error
-        assert ours.error_class is ErrorClass.TRANSIENT
+        assert_refusal(fault, sdk.error, anthropic.InternalServerError, ours)
         assert ours.request_id == sdk.error.request_id

@@ -25,6 +25,8 @@ from .harness import (
     Recorder,
     Scenario,
     assert_answered,
+    assert_refusal,
+    assert_truncated,
     connector_for,
     our_citations,
     prepare,
@@ -115,21 +117,17 @@ def test_ark_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) -> 
             assert result.citations, "a search answer with no citations proves nothing"
     elif fault == "truncate":
         assert sdk.final() is None
-        assert ours.result is not None and ours.result.collection_state == "truncated"
-        assert ours.result.answer_text == sdk.deltas()
+        assert_truncated(ours, sdk.deltas())
     elif fault == "midstream_error":
         failed = [e for e in sdk.events if e.type in ("error", "response.failed")]
         assert failed or sdk.error is not None, "the SDK saw no failure"
         assert ours.result is not None and ours.result.collection_state == "failed"
     elif fault == "rate_limit":
-        assert isinstance(sdk.error, ark_errors.ArkRateLimitError), sdk.error
-        assert ours.error_class is ErrorClass.RATE_LIMITED
+        assert_refusal(fault, sdk.error, ark_errors.ArkRateLimitError, ours)
     elif fault == "auth_error":
-        assert isinstance(sdk.error, ark_errors.ArkAuthenticationError), sdk.error
-        assert ours.error_class is ErrorClass.AUTH
+        assert_refusal(fault, sdk.error, ark_errors.ArkAuthenticationError, ours)
     elif fault == "login_page":
         assert sdk.error is not None or sdk.final() is None
         assert ours.error_class is ErrorClass.PARSE_FAILED
     elif fault == "server_error":
-        assert isinstance(sdk.error, ark_errors.ArkInternalServerError), sdk.error
-        assert ours.error_class is ErrorClass.TRANSIENT
+        assert_refusal(fault, sdk.error, ark_errors.ArkInternalServerError, ours)

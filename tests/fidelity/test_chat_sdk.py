@@ -25,6 +25,8 @@ from .harness import (
     Recorder,
     Scenario,
     assert_answered,
+    assert_refusal,
+    assert_truncated,
     connector_for,
     our_citations,
     prepare,
@@ -152,8 +154,7 @@ def test_chat_sdk_and_adapter_agree(
     elif fault == "truncate":
         # The SDK ends a stream without [DONE] quietly, with no finish_reason; we say truncated.
         assert sdk.error is None and sdk.finish_reason() is None
-        assert ours.result is not None and ours.result.collection_state == "truncated"
-        assert ours.result.answer_text == sdk.text()
+        assert_truncated(ours, sdk.text())
     elif fault == "midstream_error":
         assert isinstance(sdk.error, openai.APIError), sdk.error
         assert ours.result is not None and ours.result.collection_state == "failed"
@@ -167,11 +168,9 @@ def test_chat_sdk_and_adapter_agree(
         assert ours.error is not None and ours.error.retry_after == hint
         assert ours.request_id == sdk.error.response.headers.get(platform.request_id_header)
     elif fault == "auth_error":
-        assert isinstance(sdk.error, openai.AuthenticationError), sdk.error
-        assert ours.error_class is ErrorClass.AUTH
+        assert_refusal(fault, sdk.error, openai.AuthenticationError, ours)
     elif fault == "login_page":
         assert sdk.error is not None or not sdk.chunks
         assert ours.error_class is ErrorClass.PARSE_FAILED
     elif fault == "server_error":
-        assert isinstance(sdk.error, openai.InternalServerError), sdk.error
-        assert ours.error_class is ErrorClass.TRANSIENT
+        assert_refusal(fault, sdk.error, openai.InternalServerError, ours)

@@ -28,6 +28,8 @@ from .harness import (
     Recorder,
     Scenario,
     assert_answered,
+    assert_refusal,
+    assert_truncated,
     connector_for,
     our_citations,
     prepare,
@@ -133,8 +135,7 @@ def test_gemini_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) 
             assert result.citations, "a search answer with no citations proves nothing"
     elif fault == "truncate":
         assert sdk.error is None and sdk.finish_reason() is None
-        assert ours.result is not None and ours.result.collection_state == "truncated"
-        assert ours.result.answer_text == sdk.text()
+        assert_truncated(ours, sdk.text())
     elif fault == "midstream_error":
         assert isinstance(sdk.error, errors.APIError), sdk.error
         assert ours.result is not None and ours.result.collection_state == "failed"
@@ -148,12 +149,10 @@ def test_gemini_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) 
         assert ours.error_class is ErrorClass.RATE_LIMITED
         assert ours.error is not None and ours.error.retry_after == parse_duration_seconds(delay)
     elif fault == "auth_error":
-        assert isinstance(sdk.error, errors.ClientError), sdk.error
-        assert ours.error_class is ErrorClass.AUTH
+        assert_refusal(fault, sdk.error, errors.ClientError, ours)
     elif fault == "login_page":
         assert sdk.error is not None or not sdk.chunks
         assert ours.error_class is ErrorClass.PARSE_FAILED
     elif fault == "server_error":
-        assert isinstance(sdk.error, errors.ServerError), sdk.error
-        assert ours.error_class is ErrorClass.TRANSIENT
+        assert_refusal(fault, sdk.error, errors.ServerError, ours)
         assert json.loads(recorder.exchanges[0].body)["error"]["code"] == sdk.error.code

@@ -26,6 +26,7 @@ from .harness import (
     Recorder,
     Scenario,
     assert_answered,
+    assert_refusal,
     connector_for,
     prepare,
     replay,
@@ -129,11 +130,9 @@ def test_kimi_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) ->
         assert ours.error_class is ErrorClass.RATE_LIMITED
         assert ours.error is not None and ours.error.retry_after == hint
     elif fault == "auth_error":
-        assert isinstance(sdk.error, openai.AuthenticationError), sdk.error
-        assert ours.error_class is ErrorClass.AUTH
+        assert_refusal(fault, sdk.error, openai.AuthenticationError, ours)
     elif fault == "login_page":
         assert sdk.error is not None or not sdk.final.choices
         assert ours.error_class is ErrorClass.PARSE_FAILED
     elif fault == "server_error":
-        assert isinstance(sdk.error, openai.InternalServerError), sdk.error
-        assert ours.error_class is ErrorClass.TRANSIENT
+        assert_refusal(fault, sdk.error, openai.InternalServerError, ours)

@@ -22,6 +22,7 @@ from .harness import (
     Recorder,
     Scenario,
     assert_answered,
+    assert_truncated,
     connector_for,
     prepare,
     replay,
@@ -85,8 +86,7 @@ def test_ollama_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) 
         # quietly. Either way it never saw `done`, and we call the answer truncated.
         assert sdk.error is None or isinstance(sdk.error, ValueError), sdk.error
         assert not any(line.done for line in sdk.lines)
-        assert ours.result is not None and ours.result.collection_state == "truncated"
-        assert ours.result.answer_text == sdk.text()
+        assert_truncated(ours, sdk.text())
     elif fault == "midstream_error":
         assert isinstance(sdk.error, ollama.ResponseError), sdk.error
         assert ours.result is not None and ours.result.collection_state == "failed"

@@ -25,6 +25,8 @@ from .harness import (
     Recorder,
     Scenario,
     assert_answered,
+    assert_refusal,
+    assert_truncated,
     connector_for,
     our_citations,
     prepare,
@@ -110,8 +112,7 @@ def test_perplexity_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenar
             assert result.citations, "a search answer with no citations proves nothing"
     elif fault == "truncate":
         assert sdk.error is None and sdk.finish_reason() is None
-        assert ours.result is not None and ours.result.collection_state == "truncated"
-        assert ours.result.answer_text == sdk.text()
+        assert_truncated(ours, sdk.text())
     elif fault == "midstream_error":
         assert isinstance(sdk.error, perplexity.APIError), sdk.error
         assert ours.result is not None and ours.result.collection_state == "failed"
@@ -122,11 +123,9 @@ def test_perplexity_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenar
         assert ours.error_class is ErrorClass.RATE_LIMITED
         assert ours.error is not None and ours.error.retry_after == hint
     elif fault == "auth_error":
-        assert isinstance(sdk.error, perplexity.AuthenticationError), sdk.error
-        assert ours.error_class is ErrorClass.AUTH
+        assert_refusal(fault, sdk.error, perplexity.AuthenticationError, ours)
     elif fault == "login_page":
         assert sdk.error is not None or not sdk.chunks
         assert ours.error_class is ErrorClass.PARSE_FAILED
     elif fault == "server_error":
-        assert isinstance(sdk.error, perplexity.InternalServerError), sdk.error
-        assert ours.error_class is ErrorClass.TRANSIENT
+        assert_refusal(fault, sdk.error, perplexity.InternalServerError, ours)
