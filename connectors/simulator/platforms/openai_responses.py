@@ -44,9 +44,7 @@ def _question(value: Any) -> str:
     return "\n".join(texts)
 
 
-def _error(
-    message: str, kind: str, code: str | None, param: str | None = None
-) -> dict[str, Any]:
+def _error(message: str, kind: str, code: str | None, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
