@@ -252,9 +252,15 @@ def connector_for(
 
 
 def replay(
-    connector: Connector, scenario: Scenario, exchanges: list[Exchange], *, model: str
+    platform: str,
+    sim: SimulatorHandle,
+    scenario: Scenario,
+    exchanges: list[Exchange],
+    *,
+    model: str,
 ) -> OurView:
     """Run our connector's live submit path over the recorded bytes."""
+    connector = connector_for(platform, sim.url(platform), model=model)
     adapter = ReplayAdapter(exchanges)
     session = requests.Session()
     session.mount("http://", adapter)

@@ -22,7 +22,6 @@ from .harness import (
     assert_answered,
     assert_refusal,
     assert_truncated,
-    connector_for,
     our_citations,
     prepare,
     replay,
@@ -104,8 +103,7 @@ def test_anthropic_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenari
     )
     sdk = sdk_call(client, scenario)
     assert len(recorder.exchanges) == 1
-    ours = replay(connector_for("anthropic", sim.url("anthropic"), model=MODEL), scenario,
-                  recorder.exchanges, model=MODEL)  # fmt: skip
+    ours = replay("anthropic", sim, scenario, recorder.exchanges, model=MODEL)
     sent = recorder.exchanges[0].request_json()
     assert ours.sent_json() == sent
     fault = scenario.fault

@@ -27,7 +27,6 @@ from .harness import (
     assert_answered,
     assert_refusal,
     assert_truncated,
-    connector_for,
     our_citations,
     prepare,
     replay,
@@ -99,8 +98,7 @@ def test_ark_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) -> 
     )
     sdk = sdk_call(client, scenario)
     assert len(recorder.exchanges) == 1
-    ours = replay(connector_for("doubao", sim.url("doubao"), model=MODEL), scenario,
-                  recorder.exchanges, model=MODEL)  # fmt: skip
+    ours = replay("doubao", sim, scenario, recorder.exchanges, model=MODEL)
     assert set_fields(ours.sent_json()) == set_fields(recorder.exchanges[0].request_json())
     fault = scenario.fault
     if fault is None:

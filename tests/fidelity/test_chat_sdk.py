@@ -27,7 +27,6 @@ from .harness import (
     assert_answered,
     assert_refusal,
     assert_truncated,
-    connector_for,
     our_citations,
     prepare,
     replay,
@@ -136,8 +135,7 @@ def test_chat_sdk_and_adapter_agree(
     sdk = sdk_call(client, platform.kwargs(scenario), platform.request_id_header)
     assert len(recorder.exchanges) == 1
     model = platform.model(scenario)
-    ours = replay(connector_for(platform.key, sim.url(platform.key), model=model), scenario,
-                  recorder.exchanges, model=model)  # fmt: skip
+    ours = replay(platform.key, sim, scenario, recorder.exchanges, model=model)
     assert ours.sent_json() == recorder.exchanges[0].request_json()
     fault = scenario.fault
     if fault is None:

@@ -26,7 +26,6 @@ from .harness import (
     Scenario,
     assert_answered,
     assert_truncated,
-    connector_for,
     our_citations,
     prepare,
     recording_requests,
@@ -104,8 +103,7 @@ def test_dashscope_sdk_and_adapter_agree(
     with recording_requests(monkeypatch) as exchanges:
         sdk = sdk_call(sim.url("qwen") + "/api/v1", scenario)
     assert len(exchanges) == 1
-    ours = replay(connector_for("qwen", sim.url("qwen"), model=MODEL), scenario, exchanges,
-                  model=MODEL)  # fmt: skip
+    ours = replay("qwen", sim, scenario, exchanges, model=MODEL)
     assert ours.sent_json() == exchanges[0].request_json()
     fault = scenario.fault
     if fault is None:

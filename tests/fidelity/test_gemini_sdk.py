@@ -30,7 +30,6 @@ from .harness import (
     assert_answered,
     assert_refusal,
     assert_truncated,
-    connector_for,
     our_citations,
     prepare,
     replay,
@@ -118,8 +117,7 @@ def test_gemini_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) 
     )
     sdk = sdk_call(client, scenario)
     assert len(recorder.exchanges) == 1
-    ours = replay(connector_for("gemini", sim.url("gemini"), model=MODEL), scenario,
-                  recorder.exchanges, model=MODEL)  # fmt: skip
+    ours = replay("gemini", sim, scenario, recorder.exchanges, model=MODEL)
     assert camel(ours.sent_json()) == camel(recorder.exchanges[0].request_json())
     fault = scenario.fault
     if fault is None:

@@ -27,7 +27,6 @@ from .harness import (
     Scenario,
     assert_answered,
     assert_refusal,
-    connector_for,
     prepare,
     replay,
     set_fields,
@@ -102,8 +101,7 @@ def test_kimi_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) ->
         max_retries=0,
     )
     sdk = sdk_call(client, scenario)
-    ours = replay(connector_for("kimi", sim.url("kimi"), model=MODEL), scenario,
-                  recorder.exchanges, model=MODEL)  # fmt: skip
+    ours = replay("kimi", sim, scenario, recorder.exchanges, model=MODEL)
     # Every round our adapter sent is the round the SDK's documented loop sent.
     assert ours.adapter is not None and len(ours.adapter.sent) == len(recorder.exchanges)
     for index, exchange in enumerate(recorder.exchanges):

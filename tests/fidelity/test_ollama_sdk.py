@@ -23,7 +23,6 @@ from .harness import (
     Scenario,
     assert_answered,
     assert_truncated,
-    connector_for,
     prepare,
     replay,
     set_fields,
@@ -70,8 +69,7 @@ def test_ollama_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) 
     )
     sdk = sdk_call(client, scenario)
     assert len(recorder.exchanges) == 1
-    ours = replay(connector_for("ollama", sim.url("ollama"), model=MODEL), scenario,
-                  recorder.exchanges, model=MODEL)  # fmt: skip
+    ours = replay("ollama", sim, scenario, recorder.exchanges, model=MODEL)
     assert set_fields(ours.sent_json()) == set_fields(recorder.exchanges[0].request_json())
     fault = scenario.fault
     if fault is None:

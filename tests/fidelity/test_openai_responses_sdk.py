@@ -20,7 +20,6 @@ from .harness import (
     Recorder,
     Scenario,
     assert_answered,
-    connector_for,
     our_citations,
     prepare,
     replay,
@@ -97,8 +96,7 @@ def test_openai_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) 
     recorder = Recorder()
     sdk = sdk_call(openai_client(sim.url("openai") + "/v1", recorder), scenario)
     assert len(recorder.exchanges) == 1
-    connector = connector_for("openai", sim.url("openai"), model=MODEL)
-    ours = replay(connector, scenario, recorder.exchanges, model=MODEL)
+    ours = replay("openai", sim, scenario, recorder.exchanges, model=MODEL)
     # Request side: our adapter sends what the SDK builds for the same options.
     assert ours.sent_json() == recorder.exchanges[0].request_json()
     check = CHECKS.get(scenario.fault or "answer")

@@ -27,7 +27,6 @@ from .harness import (
     assert_answered,
     assert_refusal,
     assert_truncated,
-    connector_for,
     our_citations,
     prepare,
     replay,
@@ -95,8 +94,7 @@ def test_perplexity_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenar
     )
     sdk = sdk_call(client, scenario)
     assert len(recorder.exchanges) == 1
-    ours = replay(connector_for("perplexity", sim.url("perplexity"), model=MODEL), scenario,
-                  recorder.exchanges, model=MODEL)  # fmt: skip
+    ours = replay("perplexity", sim, scenario, recorder.exchanges, model=MODEL)
     assert ours.sent_json() == recorder.exchanges[0].request_json()
     fault = scenario.fault
     if fault is None:
