@@ -14,6 +14,15 @@ if ! pg_up; then
   pg_up || { echo "PostgreSQL did not start on 127.0.0.1:5432" >&2; exit 1; }
 fi
 
+# The broker-loss test starts its own redis-server: the binary is a dependency, not optional.
+if ! command -v redis-server >/dev/null; then
+  echo "redis-server is not installed; installing Debian's redis-server" >&2
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  fi
+  command -v redis-server >/dev/null || { echo "redis-server could not be installed" >&2; exit 1; }
+fi
+
 if ! redis_up; then
   echo "Redis is not answering; starting it" >&2
   mkdir -p /var/lib/redis /var/log/redis

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +92,76 @@ def funded_tenants() -> Iterator[None]:
     post_save.connect(_fund_new_tenant, sender="sampling.Tenant", dispatch_uid="test-funds")
     yield
     post_save.disconnect(sender="sampling.Tenant", dispatch_uid="test-funds")
+
+
+# --- no silent skips in CI (docs/decisions.md "No silent skips") -----------------------------
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "postgresql(why): needs PostgreSQL; fails with a clear message on SQLite"
+    )
+    config.addinivalue_line(
+        "markers", "needs_binary(name): fails with a clear message when `name` is not on PATH"
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that needs PostgreSQL or a server binary refuses to run without it: it fails
+    and says why, rather than skipping and leaving the run green."""
+    from django.db import connection
+
+    marker = item.get_closest_marker("postgresql")
+    if marker is not None and connection.vendor != "postgresql":
+        why = marker.args[0] if marker.args else "PostgreSQL features"
+        pytest.fail(
+            f"this test needs PostgreSQL ({why}) but the database is {connection.vendor}: "
+            "run it with DATABASE_URL=postgres://... (see Makefile `test`)",
+            pytrace=False,
+        )
+    for marker in item.iter_markers("needs_binary"):
+        name = marker.args[0]
+        if shutil.which(name) is None:
+            pytest.fail(
+                f"this test needs the `{name}` binary on PATH "
+                "(scripts/ensure_services.sh installs it)",
+                pytrace=False,
+            )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPPED_REPORTS.append(report)
+
+
+def _unexplained(reports: list[pytest.TestReport]) -> list[pytest.TestReport]:
+    from tests.allowed_skips import ALLOWED_SKIPS
+
+    return [r for r in reports if r.nodeid.split("[")[0] not in ALLOWED_SKIPS]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    report_path = os.environ.get("GEO_SKIP_REPORT")
+    if report_path:
+        Path(report_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(report_path).write_text(f"{len(_SKIPPED_REPORTS)}\n")
+    if _in_ci() and _unexplained(_SKIPPED_REPORTS) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    terminalreporter.write_line(f"skipped tests: {len(_SKIPPED_REPORTS)}")
+    unexplained = _unexplained(_SKIPPED_REPORTS)
+    if _in_ci() and unexplained:
+        terminalreporter.write_line(
+            "CI=true: these tests skipped and are not in tests/allowed_skips.py; the run fails:",
+            red=True,
+        )
+        for report in unexplained:
+            reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else ""
+            terminalreporter.write_line(f"  {report.nodeid}: {reason}", red=True)
+
+
+_SKIPPED_REPORTS: list[pytest.TestReport] = []

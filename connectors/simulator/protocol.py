@@ -74,6 +74,12 @@ class SimContext(Protocol):
     def answer_for(self, question: str, draw: Draw) -> SimAnswer: ...
 
 
+def unknown_fields(body: dict[str, Any], known: frozenset[str]) -> list[str]:
+    """Top-level request fields the vendor does not know; OpenAI and Anthropic refuse them with
+    a 400, so the simulator does too (tests/fidelity checks the lists against the SDKs)."""
+    return sorted(set(body) - known)
+
+
 LOGIN_PAGE = (
     b"<!DOCTYPE html><html><head><title>Log in</title></head><body>"
     b"<h1>Please verify you are human</h1><form action='/login'><div class='captcha'></div>"

@@ -121,10 +121,9 @@ def test_double_post_of_one_preview_launches_exactly_one_run(admin_client: Clien
     assert "already launched (this run); no second run was launched" in page
 
 
+@pytest.mark.postgresql("two concurrent writers (SQLite's test DB locks the table)")
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_confirms_of_one_preview_launch_one_run(django_user_model: type) -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("two concurrent writers need PostgreSQL (SQLite's test DB locks the table)")
     user = django_user_model.objects.create_superuser("ops", "ops@example.com", "pw")
     campaign = make_campaign()
     browser = Client()

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from billing import services
 from billing.models import EntryKind, JournalEntry
@@ -15,9 +15,7 @@ from sampling.services import save_campaign
 from tests.billing.conftest import COLLECTOR, complete, launch, samples, tenant
 from tests.conftest import make_campaign_data, spec_with_tenant
 
-pytestmark = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="needs concurrent writers"
-)
+pytestmark = pytest.mark.postgresql("concurrent writers")
 
 
 def _parallel(fn: Callable[[], object], n: int = 4) -> list[BaseException]:

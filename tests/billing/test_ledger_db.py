@@ -10,9 +10,7 @@ from billing.models import Account, JournalEntry, Posting
 from billing.services import available_account, funding_account, top_up
 from tests.billing.conftest import tenant
 
-pytestmark = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="database-level triggers are PostgreSQL's"
-)
+pytestmark = pytest.mark.postgresql("the ledger's database triggers")
 
 
 def _accounts() -> tuple[Account, Account]:

@@ -225,10 +225,7 @@ def assert_invariants(driver: Driver) -> None:
     )
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="commits real transactions; SQLite's append-only triggers refuse the test flush",
-)
+@pytest.mark.postgresql("real commits (SQLite's append-only triggers refuse the test flush)")
 @pytest.mark.django_db(transaction=True)
 @settings(
     max_examples=40,

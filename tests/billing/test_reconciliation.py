@@ -173,7 +173,7 @@ def test_check_ledger_passes_on_a_sound_ledger() -> None:
     assert out.getvalue().startswith("ledger OK:")
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="uses PostgreSQL trigger control")
+@pytest.mark.postgresql("PostgreSQL trigger control")
 def test_check_ledger_exits_non_zero_on_a_violation() -> None:
     _run_with_costs([40])
     # Simulate damage the triggers would refuse (a careless bulk load with triggers off).

@@ -5,7 +5,6 @@ redis-server, so restarting it disturbs nothing else."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import time
@@ -24,7 +23,7 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("short_leases"),
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    pytest.mark.needs_binary("redis-server"),
 ]
 
 

@@ -17,9 +17,8 @@ from geo_collect.logs import messages
 from pipeline.dispatch import dispatch_once
 from pipeline.launch import launch_run
 from sampling.models import Attempt, Sample, SubmissionState
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 from tests.e2e.conftest import drive_until_finished
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -92,7 +91,7 @@ def test_metrics_and_logs_after_an_end_to_end_run(
     before = _scrape(client)
     data = make_campaign_data(questions=0, targets=TARGETS, repeats=2)
     data["questions"] = ["Rate limited: which CRM?", "No screenshot: which CRM?", "哪个CRM好？"]
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
     worker = celery_worker()
     assert drive_until_finished(run.pk).finished
     after = _after_the_end_event(client, before)  # relayed through the outbox to the worker

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from pipeline.launch import launch_run
 from sampling.models import Attempt, Run, Sample
 from sampling.services import save_campaign
 from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.durability.conftest import assert_invariants
 from tests.e2e.conftest import drive_until_finished
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -21,10 +23,30 @@ TARGETS = [
 ]
 
 
+# Failed samples keep evidence and analysis pending: nothing to store or analyse.
+EXPECTED_EVIDENCE = {
+    ("openai", "stored"): 10,
+    ("openai", "pending"): 2,
+    ("collector", "stored"): 8,
+    ("collector", "partial"): 2,
+    ("collector", "pending"): 2,
+}
+EXPECTED_ANALYSIS = {
+    ("openai", "accepted"): 10,
+    ("openai", "pending"): 2,
+    ("collector", "accepted"): 10,
+    ("collector", "pending"): 2,
+}
+
+
 def _launch(questions: list[str]) -> Run:
     data = make_campaign_data(questions=0, targets=TARGETS, repeats=2)
     data["questions"] = questions
     return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+
+
+def _counts(run: Run, field: str) -> Counter[tuple[str, str]]:
+    return Counter(Sample.objects.filter(run=run).values_list("platform", field))
 
 
 def _samples(run: Run, question_prefix: str, platform: str) -> Any:
@@ -72,9 +94,19 @@ def test_run_finishes_with_every_planned_sample_accounted_for(
     assert status.succeeded + status.failed + status.invalid + status.review == status.planned
     assert status.outcome.value == "partially_succeeded"
 
-    # Rate limited twice, then answered: one sample each, more than one attempt, one answer.
-    for sample in _samples(run, "Rate limited", "openai"):
-        assert sample.collection_state == "completed"
+    # Exact counts per platform: 6 questions x 2 repeats each. OpenAI: "Always broken" fails
+    # (2), the rest complete (10). Collector: "Lost by provider" fails (2), the rest complete,
+    # "No screenshot" with partial evidence (2).
+    assert _counts(run, "collection_state") == {
+        ("openai", "completed"): 10,
+        ("openai", "failed"): 2,
+        ("collector", "completed"): 10,
+        ("collector", "failed"): 2,
+    }
+    assert _counts(run, "evidence_state") == EXPECTED_EVIDENCE
+    assert _counts(run, "analysis_state") == EXPECTED_ANALYSIS
+
+    # Rate limited twice, then answered: more than one attempt, one answer.
     attempts = Attempt.objects.filter(sample__in=_samples(run, "Rate limited", "openai"))
     assert attempts.filter(error_class="rate_limited").count() == 2
     assert attempts.filter(status="accepted").count() == 2
@@ -118,3 +150,5 @@ def test_run_finishes_with_every_planned_sample_accounted_for(
     assert not Sample.objects.filter(run=run).exclude(queue_state="done").exists()
     run.refresh_from_db()
     assert run.finished_at is not None
+    # The whole-system invariants and the ledger, as the durability suite checks them.
+    assert_invariants(run)

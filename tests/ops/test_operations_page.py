@@ -14,9 +14,8 @@ from django.utils import timezone
 from ops.charts import Window, evidence_missing
 from pipeline.launch import launch_run
 from sampling.models import Attempt, Sample
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import make_campaign_data
+from tests.conftest import make_campaign_data, spec_with_tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +30,7 @@ def activity() -> None:
     """A run with answers collected now: some with partial evidence, one rate-limited try,
     one sample parked."""
     data = make_campaign_data(questions=3, targets=TARGETS, repeats=1)
-    run = launch_run(campaign=save_campaign(spec=parse_campaign_spec(data)))
+    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
     samples = Sample.objects.filter(run=run).order_by("pk")
     samples.update(collection_state="completed", completed_at=Now(), evidence_state="stored")
     samples.filter(platform="collector").update(evidence_state="partial")

@@ -23,11 +23,26 @@ from typing import Any
 
 from ..content import SimAnswer, SimCitation, is_cjk
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse, cut_stream, paced, user_text
+from ..protocol import (
+    PlatformProtocol,
+    SimRequest,
+    SimResponse,
+    cut_stream,
+    paced,
+    unknown_fields,
+    user_text,
+)
 
 DELTA_CHARS = 10
 JSON_DELTA_CHARS = 16
 MIN_THINKING_BUDGET = 1024
+# POST /v1/messages body fields (anthropic-sdk-python MessageCreateParams).
+MESSAGES_FIELDS = frozenset(
+    {"cache_control", "container", "diagnostics", "inference_geo", "max_tokens", "messages",
+     "metadata", "model", "output_config", "service_tier", "speed", "stop_sequences", "stream",
+     "system", "temperature", "thinking", "tool_choice", "tools", "top_k", "top_p",
+     "user_profile_id", "workspace_id"}
+)  # fmt: skip
 Event = tuple[str, dict[str, Any]]
 
 
@@ -174,6 +189,8 @@ class AnthropicProtocol(PlatformProtocol):
     def _invalid(body: Any) -> str | None:
         if not isinstance(body, dict):
             return "request body must be a JSON object"
+        if unknown := unknown_fields(body, MESSAGES_FIELDS):
+            return f"{unknown[0]}: Extra inputs are not permitted"
         if not isinstance(body.get("model"), str) or not body["model"]:
             return "model: Field required"
         max_tokens = body.get("max_tokens")
@@ -295,7 +312,8 @@ class AnthropicProtocol(PlatformProtocol):
                 events.append(("content_block_delta", {"index": index, "delta": delta}))
         elif kind == "thinking":
             events.append(("content_block_start", {"index": index,
-                           "content_block": {"type": "thinking", "thinking": ""}}))  # fmt: skip
+                           "content_block": {"type": "thinking", "thinking": "",
+                                             "signature": ""}}))  # fmt: skip
             for delta in (
                 {"type": "thinking_delta", "thinking": block["thinking"]},
                 {"type": "signature_delta", "signature": block["signature"]},

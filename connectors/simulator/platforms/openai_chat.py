@@ -18,7 +18,18 @@ from ..content import SimAnswer
 from ..faults import Draw
 from ..protocol import SimRequest, SimResponse
 from . import chat_wire
-from .openai_responses import OpenAIResponsesProtocol, _error
+from .openai_responses import OpenAIResponsesProtocol, _error, unknown_parameter
+
+# POST /v1/chat/completions body fields (openai-python CompletionCreateParams).
+CHAT_FIELDS = frozenset(
+    {"audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+     "max_completion_tokens", "max_tokens", "messages", "metadata", "modalities", "model",
+     "moderation", "n", "parallel_tool_calls", "prediction", "presence_penalty",
+     "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention", "reasoning_effort",
+     "response_format", "safety_identifier", "seed", "service_tier", "stop", "store", "stream",
+     "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user",
+     "verbosity", "web_search_options"}
+)  # fmt: skip
 
 
 def _annotations(answer: SimAnswer) -> list[dict[str, Any]]:
@@ -46,6 +57,8 @@ class OpenAIChatProtocol(OpenAIResponsesProtocol):
         if not isinstance(body, dict) or not body.get("model") or not body.get("messages"):
             message = "Missing required parameter: 'model' or 'messages'."
             return SimResponse.json(400, _error(message, "invalid_request_error", None))
+        if (refused := unknown_parameter(body, CHAT_FIELDS)) is not None:
+            return refused
         search = "search" in str(body["model"]).lower()
         if "web_search_options" in body and not search:
             message = "web_search_options is only supported with search models."

@@ -13,15 +13,49 @@ from typing import Any
 
 from ..content import SimAnswer
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
-from ..protocol import PlatformProtocol, SimRequest, SimResponse
+from ..protocol import PlatformProtocol, SimRequest, SimResponse, unknown_fields
 from . import responses_wire as wire
 from .responses_wire import Event
 
 DELTA_CHARS = 12
 
 
-def _error(message: str, kind: str, code: str | None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+# POST /v1/responses body fields (openai-python ResponseCreateParams).
+RESPONSES_FIELDS = frozenset(
+    {"access_programs", "background", "background_options", "context_management", "conversation",
+     "image", "include", "input", "instructions", "max_output_tokens", "max_tool_calls",
+     "metadata", "model", "moderation", "parallel_tool_calls", "previous_response_id", "prompt",
+     "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention", "reasoning",
+     "safety_identifier", "service_tier", "store", "stream", "stream_options", "temperature",
+     "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "user"}
+)  # fmt: skip
+
+
+def _error(message: str, kind: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def unknown_parameter(body: dict[str, Any], known: frozenset[str]) -> SimResponse | None:
+    """OpenAI's 400 for a body field it does not know."""
+    unknown = unknown_fields(body, known)
+    if not unknown:
+        return None
+    message = f"Unknown parameter: '{unknown[0]}'."
+    return SimResponse.json(
+        400, _error(message, "invalid_request_error", "unknown_parameter", unknown[0])
+    )
+
+
+def _echoed_request(body: dict[str, Any]) -> dict[str, Any]:
+    """What every Response object echoes of its request; the SDK's model requires
+    `tools`, `tool_choice` and `parallel_tool_calls` (tests/fidelity)."""
+    return {
+        "tools": body.get("tools") or [],
+        "tool_choice": body.get("tool_choice", "auto"),
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "reasoning": body.get("reasoning"),
+        "metadata": body.get("metadata") or {},
+    }
 
 
 def _annotations(answer: SimAnswer) -> list[dict[str, Any]]:
@@ -81,6 +115,8 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         if not isinstance(body, dict) or not body.get("model") or "input" not in body:
             message = "Missing required parameter: 'model' or 'input'."
             return SimResponse.json(400, _error(message, "invalid_request_error", None))
+        if (refused := unknown_parameter(body, RESPONSES_FIELDS)) is not None:
+            return refused
         question = wire.question_of(body["input"])
         draw = self.sim.draw(self.name, question, self.faults)
         headers = self._headers(draw)
@@ -94,6 +130,7 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         if not web_search:
             answer.citations = []
         response = self._response(draw, str(body["model"]), answer, web_search)
+        response |= _echoed_request(body)
         self.record(question, draw, answer, response["id"], headers["x-request-id"])
         if body.get("stream"):
             chunks = self._stream(draw, response, answer)
@@ -115,7 +152,13 @@ class OpenAIResponsesProtocol(PlatformProtocol):
                 "logprobs": []}  # fmt: skip
         output.append(wire.message(draw, part))
         tokens = len(answer.text) // 4 + 1
-        usage = {"input_tokens": 20, "output_tokens": tokens, "total_tokens": 20 + tokens}
+        usage = {
+            "input_tokens": 20,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 20 + tokens,
+        }
         return wire.response(f"resp_{draw.rng.getrandbits(96):024x}", model, output, usage)
 
     def _item_events(self, index: int, item: dict[str, Any], answer: SimAnswer) -> list[Event]:
