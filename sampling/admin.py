@@ -955,19 +955,7 @@ class CaptureInline(admin.StackedInline):
 
 class MentionInline(HistoryInline):
     model = Mention
-    fields = (
-        "revision",
-        "entity",
-        "is_brand",
-        "context",
-        "mentioned",
-        "sentiment",
-        "recommended",
-        "count",
-        "first_position",
-        "rank",
-        "capture",
-    )
+    fields = ("revision", "entity", "context", "mentioned", "sentiment", "rank", "capture")
     show_change_link = False
 
 
