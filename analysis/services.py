@@ -20,6 +20,7 @@ from .analysers import get_analyser
 from .mentions import Entity
 from .models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention, RevisionState
 from .results import Analyser, AnswerAnalysis
+from .selectors import mention_differences
 from .validity import classify_answer
 
 REANALYSE_TASK = "analysis.reanalyse_batch"
@@ -50,9 +51,31 @@ class Verdict:
             sample.accept_analysis()
 
 
+RESULT_FIELDS = (
+    "capture_id",
+    "valid",
+    "validity_reason",
+    "review_reason",
+    "review_sentence",
+    "analyser",
+    "analyser_version",
+)
+
+
 def _store(result: AnalysisResult, mentions: Sequence[Mention]) -> None:
-    AnalysisResult.objects.filter(revision=result.revision, sample_id=result.sample_id).delete()
-    Mention.objects.filter(revision=result.revision, sample_id=result.sample_id).delete()
+    """Write one sample's analysis into its revision. A repeat that finds the same result
+    stored writes nothing (a duplicate delivery leaves the rows as they were); a different
+    result in the same revision (the pipeline re-analysing a repaired capture) replaces it."""
+    same_sample = {"revision": result.revision, "sample_id": result.sample_id}
+    stored = AnalysisResult.objects.filter(**same_sample).first()
+    if stored is not None and all(
+        getattr(stored, name) == getattr(result, name) for name in RESULT_FIELDS
+    ):
+        rows = list(Mention.objects.filter(**same_sample))
+        if not mention_differences(result.sample_id, rows, mentions):
+            return
+    AnalysisResult.objects.filter(**same_sample).delete()
+    Mention.objects.filter(**same_sample).delete()
     result.save()
     Mention.objects.bulk_create(mentions)
 

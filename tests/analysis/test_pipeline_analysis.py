@@ -14,24 +14,25 @@ from analysis.selectors import ambiguity_warnings, analysis_review_note
 from analysis.services import analyse_sample
 from console.admin.analysis import highlighted_sentence
 from evidence.models import Capture
-from pipeline.launch import launch_run
-from sampling.models import Campaign, Sample
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from sampling.models import Run, Sample
+from tests.reports.conftest import collected_run
 
 pytestmark = pytest.mark.django_db
 TARGET = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
 
 
-def _campaign() -> Campaign:
-    data = make_campaign_data(questions=1, targets=TARGET, repeats=1, name="apple")
-    data["competitors"].append({"name": "Apple", "aliases": ["苹果"], "domains": ["apple.com"]})
-    return save_campaign(spec=spec_with_tenant(data))
+APPLE = {"name": "Apple", "aliases": ["苹果"], "domains": ["apple.com"]}
+
+
+def _launched() -> Run:
+    """A launched run of one sample, not executed; its campaign has the competitor Apple."""
+    return collected_run(
+        questions=1, repeats=1, targets=TARGET, drive=False, more_competitors=[APPLE]
+    )
 
 
 def _answered(text: str) -> tuple[Sample, Capture]:
-    run = launch_run(campaign=_campaign())
-    sample = Sample.objects.get(run=run)
+    sample = Sample.objects.get(run=_launched())
     capture = Capture.objects.create(
         sample=sample, revision=1, collection_state="completed", answer_text=text, captured_at=Now()
     )
@@ -93,8 +94,9 @@ def test_a_repeated_analysis_in_the_same_revision_replaces_its_rows() -> None:
     assert AnalysisResult.objects.filter(sample=sample).count() == 1
 
 
-def test_marked_ambiguous_words_are_frozen_into_the_revision_and_silence_the_warning() -> None:
-    campaign = _campaign()
+def test_marks_silence_the_warning_and_are_frozen_into_the_revision_at_first_analysis() -> None:
+    run = _launched()
+    campaign = run.campaign
     warned = [w.split(" is a common word")[0] for w in ambiguity_warnings(campaign=campaign)]
     assert warned == ["Alias '环球' of Globex", "Alias 'Apple' of Apple", "Alias '苹果' of Apple"]
     AmbiguousWord.objects.create(campaign=campaign, entity="Apple", word="苹果")
@@ -102,7 +104,6 @@ def test_marked_ambiguous_words_are_frozen_into_the_revision_and_silence_the_war
     warned = [w.split(" is a common word")[0] for w in ambiguity_warnings(campaign=campaign)]
     assert warned == ["Alias '环球' of Globex"]
 
-    run = launch_run(campaign=campaign)
     sample = Sample.objects.get(run=run)
     Capture.objects.create(
         sample=sample, revision=1, collection_state="completed", answer_text="x", captured_at=Now()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,31 +16,41 @@ from django.db import connection
 from analysis.models import AnalysisResult, AnalysisRevision, Mention
 from analysis.reports import build_run_report
 from analysis.selectors import COMPARED_FIELDS
-from pipeline.dispatch import relay_outbox
-from sampling.models import OutboxMessage
+from sampling.models import OutboxMessage, Run
+from tests.e2e import conftest as e2e
 from tests.reports.conftest import collected_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def relay() -> Iterator[None]:
-    """The dispatcher's outbox relay, in a thread, while the command waits."""
+def finished_run(celery_worker: Any) -> Iterator[Callable[..., Run]]:
+    """A collected run driven to its end by a real worker; then the dispatcher's tick (its
+    outbox relay publishes the analysis messages) in a thread while `reanalyse` waits."""
     stop = threading.Event()
+    threads: list[threading.Thread] = []
 
     def loop() -> None:
         try:
             while not stop.is_set():
-                relay_outbox()
+                e2e.dispatch_once(owner="test-relay")
                 stop.wait(0.2)
         finally:
             connection.close()
 
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    yield
+    def make(**kwargs: Any) -> Run:
+        run = collected_run(**kwargs)
+        celery_worker(concurrency=2)
+        status = e2e.drive_until_finished(run.pk)
+        assert status.finished, status.as_json()
+        threads.append(threading.Thread(target=loop, daemon=True))
+        threads[-1].start()
+        return run
+
+    yield make
     stop.set()
-    thread.join(timeout=10)
+    for thread in threads:
+        thread.join(timeout=10)
 
 
 def _snapshot(revision: AnalysisRevision) -> dict[tuple[int, str], tuple[Any, ...]]:
@@ -57,13 +67,12 @@ def _reanalyse(run_id: Any, *args: str) -> str:
 
 
 def test_reanalyse_reproduces_every_stored_result_as_a_new_revision(
-    simulator: Any, celery_worker: Any, relay: None
+    simulator: Any, finished_run: Callable[..., Run]
 ) -> None:
-    run = collected_run(questions=3, repeats=2)
+    run = finished_run(questions=3, repeats=2)
     first = AnalysisRevision.objects.get(run=run, number=1)
     before = _snapshot(first)
-    assert before
-    celery_worker(queues=["analysis"], concurrency=2)
+    assert len(before) == 12 * 3
 
     output = _reanalyse(run.pk)
 
@@ -85,13 +94,12 @@ def test_reanalyse_reproduces_every_stored_result_as_a_new_revision(
 
 
 def test_reanalyse_names_every_result_it_does_not_reproduce(
-    simulator: Any, celery_worker: Any, relay: None
+    simulator: Any, finished_run: Callable[..., Run]
 ) -> None:
-    run = collected_run(questions=1, repeats=2)
+    run = finished_run(questions=1, repeats=2)
     victim = Mention.objects.filter(sample__run=run, entity="Acme").order_by("id").first()
     assert victim is not None
     Mention.objects.filter(pk=victim.pk).update(sentence="tampered")
-    celery_worker(queues=["analysis"], concurrency=2)
 
     with pytest.raises(CommandError) as failed:
         _reanalyse(run.pk)
@@ -101,10 +109,9 @@ def test_reanalyse_names_every_result_it_does_not_reproduce(
 
 
 def test_reanalyse_with_the_llm_judge_records_its_prompt_version(
-    simulator: Any, celery_worker: Any, relay: None
+    simulator: Any, finished_run: Callable[..., Run]
 ) -> None:
-    run = collected_run(questions=1, repeats=2)
-    celery_worker(queues=["analysis"], concurrency=2)
+    run = finished_run(questions=1, repeats=2)
 
     output = _reanalyse(run.pk, "--analyser", "llm_judge")
 

@@ -45,10 +45,12 @@ def collected_run(
     targets: list[dict[str, str]] | None = None,
     name: str = "report",
     drive: bool = True,
+    more_competitors: list[dict[str, Any]] | None = None,
 ) -> Run:
     data = make_campaign_data(
         questions=questions, targets=targets or TARGETS, repeats=repeats, name=name
     )
+    data["competitors"] += more_competitors or []
     # Reports read answers, not pictures: skip photographing every direct-API answer.
     data["screenshot_policy"] = "none"
     run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))

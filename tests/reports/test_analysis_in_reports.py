@@ -13,26 +13,18 @@ from analysis.reports import ReportIntegrityError, build_run_report
 from analysis.services import reanalyse_samples, start_reanalysis
 from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
-from pipeline.launch import launch_run
 from sampling.models import Run, Sample
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
-from tests.inprocess import drive_in_process
-from tests.reports.conftest import TARGETS, collected_run
+from tests.reports.conftest import collected_run
 
 pytestmark = pytest.mark.django_db
 
+APPLE = {"name": "Apple", "aliases": ["苹果"], "domains": ["apple.com"]}
 ABSENCE = "I couldn't find any reliable information about Acme."
 BREAKFAST = "早餐吃了苹果和小米粥。"
 
 
 def _run_with_apple() -> Run:
-    data = make_campaign_data(questions=2, targets=TARGETS, repeats=2, name="apple")
-    data["screenshot_policy"] = "none"
-    data["competitors"].append({"name": "Apple", "aliases": ["苹果"], "domains": ["apple.com"]})
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
-    drive_in_process(run.pk)
-    return run
+    return collected_run(questions=2, repeats=2, name="apple", more_competitors=[APPLE])
 
 
 def _recollect(sample: Sample, text: str) -> Capture:

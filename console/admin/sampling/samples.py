@@ -169,19 +169,7 @@ class CaptureInline(CaptureDisplay, ReadOnlyMixin, ScopedStackedInline):
 
 class MentionInline(HistoryInline):
     model = Mention
-    fields = (
-        "revision",
-        "entity",
-        "is_brand",
-        "context",
-        "mentioned",
-        "sentiment",
-        "recommended",
-        "count",
-        "first_position",
-        "rank",
-        "capture",
-    )
+    fields = ("revision", "entity", "context", "mentioned", "sentiment", "rank", "capture")
     show_change_link = False
 
 
