@@ -255,8 +255,8 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="idempotency key", ordering="idempotency_key")
     def key_short(self, entry: JournalEntry) -> str:
-        key = entry.idempotency_key
-        return key if len(key) <= 40 else key[:39] + "…"
+        key = entry.idempotency_key  # the full key is on the entry's page
+        return key if len(key) <= 28 else key[:27] + "…"
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.reconciliation_view)
