@@ -8,9 +8,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import BASE_CAMPAIGN
+from tests.conftest import BASE_CAMPAIGN, spec_with_tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +20,7 @@ def funded_tenants() -> None:
 
 
 def test_the_preview_says_funds_are_short_and_offers_no_launch(admin_client: Client) -> None:
-    campaign = save_campaign(spec=parse_campaign_spec(copy.deepcopy(BASE_CAMPAIGN)))
+    campaign = save_campaign(spec=spec_with_tenant(copy.deepcopy(BASE_CAMPAIGN)))
     page = admin_client.get(reverse("admin:sampling_campaign_preview", args=[campaign.pk]))
     html = page.content.decode()
     assert 'id="available-balance">0.00 USD<' in html

@@ -14,15 +14,14 @@ from billing.selectors import available_balance
 from billing.services import create_price_version
 from pipeline.preview import StalePreview, issue_launch_token, launch_once, preview_campaign
 from sampling.models import Campaign, Question, Run
-from sampling.planning import parse_campaign_spec
 from sampling.services import save_campaign
-from tests.conftest import BASE_CAMPAIGN
+from tests.conftest import BASE_CAMPAIGN, spec_with_tenant
 
 pytestmark = pytest.mark.django_db
 
 
 def _campaign() -> Campaign:
-    return save_campaign(spec=parse_campaign_spec(copy.deepcopy(BASE_CAMPAIGN)))
+    return save_campaign(spec=spec_with_tenant(copy.deepcopy(BASE_CAMPAIGN)))
 
 
 def _session() -> SessionStore:
