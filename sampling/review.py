@@ -4,6 +4,7 @@ direct model API cannot be asked whether it ran a request that timed out or cras
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 from django.db import transaction
 from django.db.models.functions import Now
@@ -67,3 +68,18 @@ def _close_open_attempt(sample: Sample, reason: str) -> None:
     Attempt.objects.filter(
         sample=sample, status__in=[AttemptStatus.STARTED, AttemptStatus.UNKNOWN]
     ).update(status=AttemptStatus.FAILED, error_message=reason[:2000], finished_at=Now())
+
+
+def abandon_parked_uncertain(*, run_ids: list[Any], note: str) -> list[int]:
+    """A harness acting as the reviewer (the demo, the chaos run): every parked uncertain
+    sample of these runs is kept as a failed placeholder. Returns their ids."""
+    parked = list(
+        Sample.objects.filter(
+            run_id__in=run_ids,
+            queue_state=QueueState.PARKED,
+            submission_state=SubmissionState.UNCERTAIN,
+        ).values_list("pk", flat=True)
+    )
+    for sample_id in parked:
+        resolve_uncertain(sample_id=sample_id, resolution=Resolution.ABANDON, note=note)
+    return parked

@@ -29,9 +29,9 @@ from billing.services import ensure_default_price_version, top_up
 from connectors.simulator import start_simulator
 from geo_collect.processes import ManagedProcess, Stalled, demo_supervisor
 from sampling.leases import end_all_leases
-from sampling.models import QueueState, Run, Sample, SubmissionState
+from sampling.models import Run
 from sampling.planning import PlanError, parse_campaign_spec
-from sampling.review import Resolution, resolve_uncertain
+from sampling.review import abandon_parked_uncertain
 from sampling.selectors import Status, last_sample_change, run_status
 from sampling.services import launch_run, save_campaign
 
@@ -141,15 +141,8 @@ class Command(BaseCommand):
         """A worker killed mid-submit on a direct API leaves its sample uncertain, parked for a
         person (docs/decisions.md). The demo is that person: it keeps such samples as failed
         placeholders, so the run ends with every sample accounted for."""
-        parked = Sample.objects.filter(
-            run_id=run.pk, queue_state=QueueState.PARKED, submission_state=SubmissionState.UNCERTAIN
-        ).values_list("pk", flat=True)
-        for sample_id in parked:
-            resolve_uncertain(
-                sample_id=sample_id,
-                resolution=Resolution.ABANDON,
-                note="demo reviewer: acceptance cannot be confirmed",
-            )
+        note = "demo reviewer: acceptance cannot be confirmed"
+        for sample_id in abandon_parked_uncertain(run_ids=[run.pk], note=note):
             self.stdout.write(
                 f"  sample {sample_id} uncertain (its worker died mid-submit): kept as a failed "
                 "placeholder, as `manage.py resolve_uncertain --as abandon` would"
