@@ -609,18 +609,12 @@ class Chaos:
         """Act as the analyst: a direct API cannot say whether it ran a request cut off by a
         crash, so each such sample waits, parked as uncertain, for a person. The decision
         recorded here is to keep it as a failed placeholder (never re-sent blindly)."""
-        from pipeline.review import Resolution, resolve_uncertain
-        from sampling.models import Sample
+        from pipeline.review import abandon_parked_uncertain
 
-        parked = Sample.objects.filter(
-            run__in=runs, queue_state="parked", submission_state="uncertain"
-        ).values_list("pk", flat=True)
-        for sample_id in parked:
-            resolve_uncertain(
-                sample_id=sample_id,
-                resolution=Resolution.ABANDON,
-                note="chaos reviewer: acceptance cannot be confirmed",
-            )
+        parked = abandon_parked_uncertain(
+            run_ids=[run.pk for run in runs],
+            note="chaos reviewer: acceptance cannot be confirmed",
+        )
         self.reviewed += len(parked)
         return len(parked)
 

@@ -33,6 +33,7 @@ from geo_collect.processes import (
     demo_supervisor,
 )
 from pipeline.launch import launch_run
+from pipeline.review import abandon_parked_uncertain
 from sampling.leases import end_all_leases
 from sampling.models import Run, Tenant
 from sampling.planning import PlanError, parse_campaign_spec
@@ -130,6 +131,7 @@ class Command(BaseCommand):
 
         def check() -> tuple[bool, Hashable]:
             nonlocal next_print
+            self._act_as_reviewer(run)
             status = run_status(run_id=run.pk)
             if status.finished or time.monotonic() >= next_print:
                 self.stdout.write(
@@ -141,6 +143,17 @@ class Command(BaseCommand):
             return settled, (status.terminal, last_sample_change(run_id=run.pk))
 
         return check
+
+    def _act_as_reviewer(self, run: Run) -> None:
+        """A worker killed mid-submit on a direct API leaves its sample uncertain, parked for a
+        person (docs/decisions.md). The demo is that person: it keeps such samples as failed
+        placeholders, so the run ends with every sample accounted for."""
+        note = "demo reviewer: acceptance cannot be confirmed"
+        for sample_id in abandon_parked_uncertain(run_ids=[run.pk], note=note):
+            self.stdout.write(
+                f"  sample {sample_id} uncertain (its worker died mid-submit): kept as a failed "
+                "placeholder, as `manage.py resolve_uncertain --as abandon` would"
+            )
 
     def _report(self, run: Run, status: Status) -> None:
         self._status(run, status)
