@@ -79,7 +79,7 @@ def _launch_file(tmp_path: Path, content: str) -> CommandError:
 HOSTILE_CAMPAIGNS: dict[str, tuple[dict[str, Any], str]] = {
     "path tenant": (_campaign(tenant="../../etc"), "tenant: '../../etc' is not a slug"),
     "slash tenant": (_campaign(tenant="a/b"), "tenant: 'a/b' is not a slug"),
-    "unknown tenant": (_campaign(tenant="ghost"), "tenant: 'ghost' does not exist"),
+    "unknown tenant": (_campaign(tenant="ghost"), "unknown tenant 'ghost'"),
     "NUL question": (
         _campaign(questions=["Which CRM?\x00 DROP TABLE"]),
         "questions[0]: control character U+0000",
@@ -362,13 +362,9 @@ def test_ledger_and_reconciliation_exports_hold_hostile_strings_as_text() -> Non
 @pytest.mark.django_db
 def test_report_exports_hold_a_formula_brand_as_text(simulator: SimulatorHandle) -> None:  # noqa: F811
     ensure_tenant("acme")
-    run = collected_run(questions=1, repeats=1, drive=True, name="hostile")
-    # The brand is part of the frozen snapshot; a report shows it as the operator typed it.
-    snapshot = dict(run.config_snapshot)
-    snapshot["brand"] = {**snapshot["brand"], "name": "=1+1 Beta"}
-    names = iter(HOSTILE_CELLS[2:])
-    snapshot["competitors"] = [{**c, "name": next(names)} for c in snapshot["competitors"]]
-    Run.objects.filter(pk=run.pk).update(config_snapshot=snapshot)
+    # Names are shown as the operator typed them: a brand and competitors named like formulas.
+    names = {"Acme": "=1+1 Beta", "Globex": HOSTILE_CELLS[2], "Initech": HOSTILE_CELLS[3]}
+    run = collected_run(questions=1, repeats=1, drive=True, name="hostile", renamed=names)
     report = build_run_report(run_id=run.pk)
     assert report.brand == "=1+1 Beta"
     strings = _no_formula_cells(report_xlsx(report))

@@ -38,6 +38,7 @@ from connectors.base import (
 from connectors.simulator.png import screenshot_png
 from evidence.models import Capture
 from evidence.services import decide_review
+from geo_collect.settings import platform_settings
 from pipeline import execution, repair
 from pipeline.invariants import check_all
 from pipeline.launch import launch_run
@@ -655,12 +656,10 @@ def test_a_retry_hint_past_the_total_budget_gives_up_with_that_reason(upstream: 
 # --- frozen model ---------------------------------------------------------------------------------
 
 
-def test_a_run_keeps_the_model_it_was_launched_with(
-    upstream: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GEO_OPENAI_MODEL", "model-at-launch")
+def test_a_run_keeps_the_model_it_was_launched_with(upstream: Any, settings: Any) -> None:
+    settings.GEO_PLATFORMS = platform_settings({"GEO_OPENAI_MODEL": "model-at-launch"})
     sample = _sample()
-    monkeypatch.setenv("GEO_OPENAI_MODEL", "model-changed-later")
+    settings.GEO_PLATFORMS = platform_settings({"GEO_OPENAI_MODEL": "model-changed-later"})
     asked: list[str | None] = []
 
     def submit(request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:

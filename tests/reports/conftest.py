@@ -46,11 +46,19 @@ def collected_run(
     name: str = "report",
     drive: bool = True,
     more_competitors: list[dict[str, Any]] | None = None,
+    renamed: dict[str, str] | None = None,
 ) -> Run:
+    """A launched run (driven to its end in this process unless `drive=False`); `renamed`
+    gives the brand or competitors other names, keeping their aliases."""
     data = make_campaign_data(
         questions=questions, targets=targets or TARGETS, repeats=repeats, name=name
     )
     data["competitors"] += more_competitors or []
+    for entity in [data["brand"], *data["competitors"]]:
+        new = (renamed or {}).get(entity["name"])
+        if new is not None:
+            entity["aliases"] = [entity["name"], *entity["aliases"]]
+            entity["name"] = new
     # Reports read answers, not pictures: skip photographing every direct-API answer.
     data["screenshot_policy"] = "none"
     run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
