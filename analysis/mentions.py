@@ -1,4 +1,4 @@
-"""Brand and competitor mention detection in AI answers (DESIGN.md §9).
+"""Brand and competitor mention detection in AI answers (docs/architecture.md).
 
 Pure functions, no Django models. The entry points are :func:`find_mentions` (full result,
 including ambiguous spans for review) and :func:`detect_mentions` (per-entity results only).

@@ -1,4 +1,4 @@
-"""Run reports (DESIGN.md §9): metrics per run, platform, question and over time, refused
+"""Run reports (docs/architecture.md): metrics per run, platform, question and over time, refused
 unless the counts are conserved and agree when computed twice by different routes.
 
 Denominators

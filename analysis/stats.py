@@ -1,4 +1,4 @@
-"""Rates with Wilson score intervals (DESIGN.md §9: show n and a 95% CI beside every rate).
+"""Rates with Wilson score intervals (docs/architecture.md: n and a 95% CI beside every rate).
 
 Choices:
     * ``n == 0``: the interval is ``(0.0, 1.0)`` (nothing is known) and ``Rate.value`` is

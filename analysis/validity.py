@@ -1,4 +1,4 @@
-"""Answer validity (DESIGN.md §8): can this answer text be used for brand analysis?
+"""Answer validity (docs/architecture.md): can this answer text be used for brand analysis?
 
 Validity is separate from collection state: a "completed" upstream task can still return an
 error page or a login wall. :func:`classify_answer` returns ``Validity(valid, reason)`` with

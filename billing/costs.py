@@ -1,4 +1,4 @@
-"""What each attempt cost upstream (seed 000 §5: retries are not free).
+"""What each attempt cost upstream (retries are not free).
 
 A direct model API bills by tokens: an attempt's usage (read from its raw response,
 connectors/usage.py) times its model's price (settings.GEO_MODEL_PRICES, minor units per

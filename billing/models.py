@@ -1,4 +1,4 @@
-"""Prices, quotes and an append-only double-entry ledger (DESIGN.md §10).
+"""Prices, quotes and an append-only double-entry ledger (docs/architecture.md).
 
 Amounts are integers in minor units (fen for CNY, cents for USD); never floats.
 

@@ -92,7 +92,7 @@ def tenant_balances(tenant: Tenant) -> list[TenantBalance]:
 
 @dataclass
 class RunBilling:
-    """A run's money, kept apart by outcome (DESIGN.md §10 "partial runs")."""
+    """A run's money, kept apart by outcome."""
 
     run_id: str
     currency: str | None

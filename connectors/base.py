@@ -1,4 +1,4 @@
-"""The connector interface every platform adapter implements (DESIGN.md §7).
+"""The connector interface every platform adapter implements (docs/architecture.md).
 
 Adapters share no request code with each other, only these types. Everything here is plain
 Python (no Django models) so adapters, the simulator and `reparse` can use it anywhere.
@@ -16,7 +16,7 @@ from .redaction import redact, register_proxy, register_secret
 
 
 class ErrorClass(enum.StrEnum):
-    """What went wrong, in the terms the retry policy acts on (DESIGN.md §6)."""
+    """What went wrong, in the terms the retry policy acts on (docs/architecture.md)."""
 
     INVALID = "invalid"  # bad parameters: fail, no retry
     AUTH = "auth"  # authentication / permission / billing: fail, no retry
@@ -149,7 +149,7 @@ class Attachment:
 
 @dataclass
 class NormalizedResult:
-    """The one shape every adapter produces (DESIGN.md §7)."""
+    """The one shape every adapter produces (docs/architecture.md)."""
 
     sample_id: int | None
     upstream_id: str | None
@@ -194,7 +194,7 @@ class NormalizedResult:
         self.error = {"class": ErrorClass.TRUNCATED.value, "message": message}
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form of DESIGN.md §7; raw bytes are shown as text, attachments by size."""
+        """The JSON form of NormalizedResult; raw bytes are shown as text, attachments by size."""
         data = asdict(self)
         data["raw"] = self.raw.decode("utf-8", errors="replace")
         data["captured_at"] = self.captured_at.isoformat().replace("+00:00", "Z")

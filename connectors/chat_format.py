@@ -7,7 +7,7 @@ decides, by one set of rules, whether it is a complete answer. It builds no requ
 adapter keeps its own request code and its own reading of vendor extras (annotations,
 `reasoning_content`, tool calls).
 
-Rules (platform_protocols.md §2, §6, §7, §11):
+Rules (docs/platforms.md §2, §6, §7, §11):
 - a stream is complete only on `data: [DONE]`; without it the answer is truncated;
 - `data: {"error": ...}` after the 200 is a mid-stream error;
 - SSE comments (`: keep-alive`), `obfuscation` fields and the usage-only chunk carry no text;

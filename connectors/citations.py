@@ -1,6 +1,6 @@
 """Citation helpers shared by the adapters: URL normalisation and offset arithmetic.
 
-Normalisation removes only parameters known to be tracking (DESIGN.md §8); any other
+Normalisation removes only parameters known to be tracking (docs/architecture.md); any other
 parameter may select the content (`?id=`, `?page=`, `?q=`) and is kept verbatim, in order.
 Offsets: OpenAI reports character (code point) offsets, Gemini UTF-8 byte offsets,
 Perplexity / DashScope inline `[n]` markers; everything is converted to Python `str` indices

@@ -1,6 +1,6 @@
 """What the direct model API adapters have in common once a response is in hand.
 
-Direct adapters (DESIGN.md §7) answer in the submit call. They share no request code: each
+Direct adapters (docs/platforms.md) answer in the submit call. They share no request code: each
 builds its own request and reads its own wire format. What they do share is everything around
 that: one HTTP transport per connector, the shape of their capabilities, and turning an answered
 exchange into a SubmitOutcome (a non-2xx raises the classified error; a body cut mid-stream says

@@ -1,6 +1,6 @@
 """Turning an upstream's failure into an UpstreamError the retry policy understands.
 
-One classification for every platform (DESIGN.md §6). The platform-specific parts are only
+One classification for every platform (docs/architecture.md). The platform-specific parts are only
 where each upstream hides its hints: `retry-after-ms` / `Retry-After` / `x-should-retry`
 headers, Gemini's `RetryInfo.retryDelay` in the body, and the request id header names.
 """

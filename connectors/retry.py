@@ -1,4 +1,4 @@
-"""The one retry policy for every platform (DESIGN.md §6), and in-process rate limiting.
+"""The one retry policy for every platform (docs/architecture.md), and in-process rate limiting.
 
 `RetryPolicy.decide` only says what to do next; the caller (the sampling worker) sleeps or
 reschedules, records the attempt, and routes "verify" and "review" decisions to recovery.

@@ -1,4 +1,4 @@
-"""Authorised evidence download (DESIGN.md §8: the key is a name, not a permission).
+"""Authorised evidence download (the key is a name, not a permission).
 
 `GET /evidence/objects/<id>/` and `GET /evidence/key/<key>` serve one stored object after
 checking that the user may read evidence of the object's tenant:

@@ -1,4 +1,4 @@
-"""Safe display of untrusted upstream answers (DESIGN.md §8).
+"""Safe display of untrusted upstream answers (docs/architecture.md).
 
 Raw upstream Markdown/HTML is stored as received elsewhere; this module only produces the
 display copy.

@@ -1,4 +1,4 @@
-"""Screenshots: an evidence page for direct-API answers, and thumbnails (DESIGN.md §8).
+"""Screenshots: an evidence page for direct-API answers, and thumbnails (docs/architecture.md).
 
 Direct model APIs return text, not pixels. When a target asks for a screenshot, the captured
 answer and its citations are rendered as a self-contained HTML page (the sanitised display

@@ -1,4 +1,4 @@
-"""Object storage for evidence (DESIGN.md §8).
+"""Object storage for evidence (docs/architecture.md).
 
 Production: S3 through django-storages (`EvidenceS3Storage`, a private bucket). Embedded
 default: Django's `FileSystemStorage`. Both are reached through `storages["default"]`.

@@ -1,4 +1,4 @@
-"""Named crash points for fault-injection tests (DESIGN.md §11).
+"""Named crash points for fault-injection tests (docs/architecture.md).
 
 Off unless `GEO_FAILPOINTS` is set in the environment; the demo and production never set it.
 `GEO_FAILPOINTS=after_accept_before_record` kills the process with SIGKILL the first time

@@ -1,4 +1,4 @@
-"""The invariants that must survive crashes, duplicates and late writers (DESIGN.md §11).
+"""The invariants that must survive crashes, duplicates and late writers (docs/architecture.md).
 
 Each check is SQL over the whole database (or one run) and returns the violations it found,
 each naming the run and sample it concerns; an empty list means the invariant holds.

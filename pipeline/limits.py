@@ -1,4 +1,4 @@
-"""Upstream call budgets alongside the per-platform rate limits (seed 000 §3, seed 004 §3):
+"""Upstream call budgets alongside the per-platform rate limits:
 one for the whole deployment (settings.GEO_GLOBAL_RATE_LIMIT) and one per tenant
 (Tenant.max_calls_per_second, default settings.GEO_TENANT_RATE_LIMIT), so one tenant's big
 run cannot use every call the deployment may make, and together they stay under the total.

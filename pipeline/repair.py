@@ -1,4 +1,4 @@
-"""Late evidence repair (seed 000 §7): a screenshot that was missing when the answer was
+"""Late evidence repair: a screenshot that was missing when the answer was
 collected (the provider's capture timed out, a render failed) is fetched again and stored.
 
 The screenshot is attached to the capture whose answer it shows, as new evidence objects;

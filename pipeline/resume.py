@@ -1,4 +1,4 @@
-"""Resume a finished or stuck run by its valid-completed set (seed 004 §2, §6).
+"""Resume a finished or stuck run by its valid-completed set.
 
 Every sample that is not valid and completed (never run, failed, invalid, waiting in review
 because its answer could not be parsed, parked) is asked again as a new attempt of the same

@@ -1,4 +1,4 @@
-"""Claiming due work, leases and fencing tokens (DESIGN.md §6.2-6.3, seed 000 §四).
+"""Claiming due work, leases and fencing tokens (docs/architecture.md).
 
 A claim is one conditional UPDATE: it moves due `ready` samples to `leased`, sets
 `lease_until` from database time and increments `fencing_token`. Every later write of a

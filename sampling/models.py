@@ -296,7 +296,7 @@ class QueueState(models.TextChoices):
 class Sample(models.Model):
     """One sampling event: (run, question revision, platform, device, region, mode, repeat).
 
-    Four independent state layers (DESIGN.md §5), each changed only through the transition
+    Four independent state layers (docs/architecture.md), each changed only through the transition
     methods below. Queue fields (`step`, `queue_state`, `due_at`, lease, fencing token) say
     what work is due; every result write is conditional on the fencing token.
     """

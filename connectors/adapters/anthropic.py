@@ -1,4 +1,4 @@
-"""Anthropic Messages API with the `web_search` server tool (platform_protocols.md §3).
+"""Anthropic Messages API with the `web_search` server tool (docs/platforms.md §3).
 
 Submit streams (`stream: true`) and keeps the SSE transcript byte for byte; `parse()` derives
 the answer from that transcript (or from a non-streaming JSON body), so `reparse` of stored

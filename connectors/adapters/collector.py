@@ -457,7 +457,7 @@ def _apply_screenshot(result: NormalizedResult, payload: dict[str, Any]) -> None
     if isinstance(shot, dict) and (png := _decode_png(shot.get("data_base64"))):
         result.attachments.append(Attachment("screenshot", png, str(shot.get("mime") or PNG_MIME)))
         return
-    # The answer is still usable; only the screenshot is missing (DESIGN.md §5).
+    # The answer is still usable; only the screenshot is missing (docs/architecture.md).
     result.evidence_state = "partial"
     result.warnings.append(SCREENSHOT_UNAVAILABLE)
 

@@ -1,4 +1,4 @@
-"""DeepSeek, the classic OpenAI-compatible chat API (platform_protocols.md §6).
+"""DeepSeek, the classic OpenAI-compatible chat API (docs/platforms.md §6).
 
 The classic API has no search switch and returns no citations, so this connector offers
 `no_search` and `deep_thinking` only; a run asking DeepSeek for `web_search` is rejected at plan

@@ -1,4 +1,4 @@
-"""Volcengine Ark (Doubao) (platform_protocols.md §8).
+"""Volcengine Ark (Doubao) (docs/platforms.md §8).
 
 Two surfaces, each with its own request and parser:
 
@@ -40,7 +40,7 @@ from ..transport import header_safe
 RESPONSES_PATH = "/api/v3/responses"
 BOTS_PATH = "/api/v3/bots/chat/completions"
 
-# Ark error codes (platform_protocols.md §8 and the Ark public error code page), by prefix.
+# Ark error codes (docs/platforms.md §8 and the Ark public error code page), by prefix.
 _CODE_PREFIXES: tuple[tuple[str, ErrorClass], ...] = (
     ("RateLimitExceeded", ErrorClass.RATE_LIMITED),
     ("ServerOverloaded", ErrorClass.RATE_LIMITED),

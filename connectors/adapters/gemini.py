@@ -1,4 +1,4 @@
-"""Google Gemini API with `google_search` grounding (platform_protocols.md §4).
+"""Google Gemini API with `google_search` grounding (docs/platforms.md §4).
 
 Submit streams (`:streamGenerateContent?alt=sse`) and keeps the SSE transcript byte for byte;
 `parse()` derives the answer from that transcript, from a non-streaming `:generateContent` JSON

@@ -1,4 +1,4 @@
-"""Moonshot Kimi with the `$web_search` builtin function (platform_protocols.md §7).
+"""Moonshot Kimi with the `$web_search` builtin function (docs/platforms.md §7).
 
 Search is a tool-call loop the client drives. Round 1 declares
 `tools: [{"type": "builtin_function", "function": {"name": "$web_search"}}]` (thinking disabled,

@@ -1,4 +1,4 @@
-"""Ollama's local chat API (platform_protocols.md §10).
+"""Ollama's local chat API (docs/platforms.md §10).
 
 `POST /api/chat`, streamed as NDJSON (`application/x-ndjson`): one JSON object per line with a
 `message.content` piece; complete only on a line with `"done": true` (`done_reason` `stop`;

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions, and any OpenAI-compatible endpoint by base URL (platform_protocols.md
+"""OpenAI Chat Completions, and any OpenAI-compatible endpoint by base URL (docs/platforms.md
 §2).
 
 Search on this surface is a property of the model: the search models (`gpt-4o-search-preview`,

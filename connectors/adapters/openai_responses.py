@@ -1,4 +1,4 @@
-"""OpenAI Responses API with the `web_search` tool (platform_protocols.md §1).
+"""OpenAI Responses API with the `web_search` tool (docs/platforms.md §1).
 
 Submit streams (`stream: true`) and keeps the SSE transcript byte for byte; `parse()` derives
 the answer from that transcript (or from a non-streaming JSON body), so `reparse` of stored

@@ -1,4 +1,4 @@
-"""Perplexity Sonar chat completions (platform_protocols.md §5). Search is always on.
+"""Perplexity Sonar chat completions (docs/platforms.md §5). Search is always on.
 
 Submit streams (`stream: true`) and keeps the SSE transcript byte for byte; `parse()` derives
 the answer from that transcript (or from a non-streaming JSON body).

@@ -1,4 +1,4 @@
-"""Alibaba DashScope native text generation with `enable_search` (platform_protocols.md §9).
+"""Alibaba DashScope native text generation with `enable_search` (docs/platforms.md §9).
 
 Submit streams (`X-DashScope-SSE: enable`, `incremental_output: true`) and keeps the SSE
 transcript byte for byte; `parse()` reads that transcript or a non-streaming JSON body.
@@ -41,7 +41,7 @@ CITATION_FORMAT = "[<number>]"
 _HTTP_STATUS = re.compile(r"^HTTP_STATUS/(\d{3})$")
 _NOT_FINISHED = (None, "", "null")
 
-# DashScope error codes (platform_protocols.md §9), most specific prefix first.
+# DashScope error codes (docs/platforms.md §9), most specific prefix first.
 _CODE_PREFIXES: tuple[tuple[str, ErrorClass], ...] = (
     ("Throttling", ErrorClass.RATE_LIMITED),
     ("Arrearage", ErrorClass.AUTH),

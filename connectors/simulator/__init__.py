@@ -1,4 +1,4 @@
-"""A protocol-faithful simulator of the upstream platforms (DESIGN.md §7).
+"""A protocol-faithful simulator of the upstream platforms (docs/architecture.md).
 
     handle = start_simulator(seed=7)        # background thread, free port
     handle.url("openai")                    # -> http://127.0.0.1:PORT/openai

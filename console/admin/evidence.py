@@ -1,4 +1,4 @@
-"""Evidence in the operator console: read-only, it is history (DESIGN.md §8).
+"""Evidence in the operator console: read-only, it is history (docs/architecture.md).
 
 Answer text is upstream content and is only ever shown escaped; object keys are names, not
 permissions: every link goes through the authorised download view (console/downloads.py).

@@ -1,5 +1,5 @@
-"""One test per crash point of DESIGN.md §11, in real processes: the process is killed by the
-failpoint (SIGKILL, checked), a fresh one takes over, and the invariants hold afterwards."""
+"""One test per crash point (docs/architecture.md, Invariants), in real processes: the
+process is killed by the failpoint (SIGKILL, checked), a fresh one takes over, and the invariants hold afterwards."""
 
 from __future__ import annotations
 

@@ -118,7 +118,7 @@ def test_a_corrupted_aggregate_is_refused_with_the_difference_named(
 
     def corrupted(*, run_id: object) -> Status:
         status = real(run_id=run_id)  # type: ignore[arg-type]
-        status.succeeded += 1  # the silent counting bug of seed 004 §5
+        status.succeeded += 1  # a silent counting bug: a sample counted in no bucket
         return status
 
     monkeypatch.setattr(reports, "run_status", corrupted)

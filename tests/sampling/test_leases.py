@@ -1,4 +1,5 @@
-"""The lease scenario of seed 000 §四, against PostgreSQL, with concurrent claimers."""
+"""The lease scenario (claim, expiry, takeover, fenced writes), against PostgreSQL, with
+concurrent claimers."""
 
 from __future__ import annotations
 

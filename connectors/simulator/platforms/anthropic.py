@@ -1,4 +1,4 @@
-"""Anthropic Messages API (`POST /v1/messages`), streaming and not (platform_protocols.md §3).
+"""Anthropic Messages API (`POST /v1/messages`), streaming and not (docs/platforms.md §3).
 
 Requests need `x-api-key` (or an OAuth `Authorization: Bearer`) and `anthropic-version`;
 `model`, `max_tokens` and `messages` are required. Answers with the `web_search_20250305` tool

@@ -1,5 +1,5 @@
 """DeepSeek's classic OpenAI-compatible chat API (`POST /chat/completions`, also under `/v1`)
-(platform_protocols.md §6).
+(docs/platforms.md §6).
 
 No search and no citations. Thinking (`thinking: {"type": "enabled"}`, or a `*reasoner*` model
 when `thinking` is absent) streams `reasoning_content` deltas before the `content` deltas.

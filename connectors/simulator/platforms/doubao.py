@@ -1,4 +1,4 @@
-"""Volcengine Ark / Doubao (platform_protocols.md §8).
+"""Volcengine Ark / Doubao (docs/platforms.md §8).
 
 * `POST /api/v3/responses`: OpenAI-shaped Responses API. With `tools: [{"type": "web_search"}]`
   a `web_search_call` item precedes the message; `thinking: {"type": "enabled"}` adds a

@@ -1,4 +1,4 @@
-"""Gemini API `generateContent` / `streamGenerateContent` (platform_protocols.md §4).
+"""Gemini API `generateContent` / `streamGenerateContent` (docs/platforms.md §4).
 
 Paths: `/v1beta/models/{model}:generateContent` (one JSON body) and
 `/v1beta/models/{model}:streamGenerateContent` (`?alt=sse`: `data: <chunk>` frames separated by

@@ -1,5 +1,5 @@
 """Moonshot Kimi (`POST /v1/chat/completions`) with the `$web_search` builtin function
-(platform_protocols.md §7).
+(docs/platforms.md §7).
 
 A request declaring `{"type": "builtin_function", "function": {"name": "$web_search"}}` gets
 `finish_reason: "tool_calls"` with one `$web_search` call whose `arguments` is

@@ -1,4 +1,4 @@
-"""Ollama's local chat API (platform_protocols.md §10).
+"""Ollama's local chat API (docs/platforms.md §10).
 
 `POST /api/chat`; no auth locally (a Bearer key, when sent, must not be `invalid…`, standing in
 for ollama.com cloud models). `stream` defaults to true: NDJSON (`application/x-ndjson`), one

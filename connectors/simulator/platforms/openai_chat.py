@@ -1,5 +1,5 @@
 """OpenAI Chat Completions (`POST /v1/chat/completions`), streaming and not
-(platform_protocols.md §2).
+(docs/platforms.md §2).
 
 Search models (a model name containing "search") search on every request and answer with
 `url_citation` annotations (character offsets into the content); other models reject

@@ -1,4 +1,4 @@
-"""OpenAI Responses API (`POST /v1/responses`), streaming and not (platform_protocols.md §1).
+"""OpenAI Responses API (`POST /v1/responses`), streaming and not (docs/platforms.md §1).
 
 Streams are `event: <type>` + `data: <json>` frames with increasing `sequence_number`, ending
 in `response.completed` (no `[DONE]`). Citations are `url_citation` annotations with code point

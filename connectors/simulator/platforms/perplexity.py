@@ -1,4 +1,4 @@
-"""Perplexity Sonar `POST /chat/completions` (platform_protocols.md §5). Search is always on.
+"""Perplexity Sonar `POST /chat/completions` (docs/platforms.md §5). Search is always on.
 
 Requests need `Authorization: Bearer`, a Sonar `model` and `messages`; `disable_search: true`
 answers without sources. Answers carry inline `[n]` markers, 1-based into the top-level

@@ -1,4 +1,4 @@
-"""Alibaba DashScope native text generation (platform_protocols.md §9).
+"""Alibaba DashScope native text generation (docs/platforms.md §9).
 
 `POST /api/v1/services/aigc/text-generation/generation`, `Authorization: Bearer`. Streams when
 the request has `X-DashScope-SSE: enable` or `Accept: text/event-stream`; frames are
