@@ -1,5 +1,6 @@
 """One test per crash point (docs/architecture.md, Invariants), in real processes: the
-process is killed by the failpoint (SIGKILL, checked), a fresh one takes over, and the invariants hold afterwards."""
+process is killed by the failpoint (SIGKILL, checked), a fresh one takes over, and the
+invariants hold afterwards."""
 
 from __future__ import annotations
 
