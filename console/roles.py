@@ -44,6 +44,8 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _perms("sampling", "view add change delete", "competitor", "platformtarget")
         | _perms("sampling", "add change", "run", "sample")
         | _perms("analysis", "view add change delete", "ambiguousword")
+        | _perms("sampling", "view add change", "schedule")
+        | _perms("sampling", "view", "scheduleslot")
     ),
     # runs, samples, evidence, review queue, mentions, reports; no billing.
     ANALYST: frozenset(

@@ -5,6 +5,6 @@ and every domain through their services and selectors, and take every queryset f
 console.scope; nothing below imports them.
 """
 
-from . import analysis, billing, evidence, sampling
+from . import analysis, billing, evidence, sampling, schedules
 
-__all__ = ["analysis", "billing", "evidence", "sampling"]
+__all__ = ["analysis", "billing", "evidence", "sampling", "schedules"]

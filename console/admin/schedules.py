@@ -1,5 +1,5 @@
-"""Console: campaign schedules (pipeline/schedules.py), shown, edited and paused; each slot
-with what happened to it and its run."""
+"""Campaign schedules (pipeline/schedules.py), shown, edited and paused; each slot with what
+happened to it and its run. Scoped like every console page."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from console.admin_base import ScopedInline, TenantScopedAdmin
 from sampling.dbtime import db_now
 from sampling.models import Schedule, ScheduleSlot
 from sampling.schedules import ScheduleError, next_slot, parse_cron, set_paused
@@ -32,7 +33,7 @@ class ScheduleForm(forms.ModelForm):
         return cleaned
 
 
-class ScheduleSlotInline(admin.TabularInline):
+class ScheduleSlotInline(ScopedInline):
     model = ScheduleSlot
     fields = ("slot_at", "outcome", "run", "reason", "handled_at")
     readonly_fields = fields
@@ -45,7 +46,7 @@ class ScheduleSlotInline(admin.TabularInline):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(TenantScopedAdmin):
     form = ScheduleForm
     list_display = ("campaign", "cron", "timezone", "missed_policy", "paused", "next_slot_at")
     list_filter = ("paused", "missed_policy")
