@@ -8,7 +8,7 @@ from django.db import migrations
 def create_role_groups(apps: Any, schema_editor: Any) -> None:
     from console.roles import sync_role_groups
 
-    sync_role_groups(apps=apps, using=schema_editor.connection.alias)
+    sync_role_groups(apps=apps, using=schema_editor.connection.alias, strict=False)
 
 
 class Migration(migrations.Migration):
