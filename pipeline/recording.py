@@ -68,6 +68,25 @@ def observe_step(run: Callable[..., str], *, sample_id: int, token: int, worker:
             _record(sample_id, before, outcome, time.perf_counter() - started)
 
 
+def observe_batch(
+    run: Callable[..., dict[int, str]], *, held: list[tuple[int, int]], worker: str
+) -> dict[int, str]:
+    """A batch submit (`run` is the batch runner): each sample's step is recorded as if it had
+    run alone, with the batch's time."""
+    logs.clear()
+    before = {sample_id: _seen(sample_id) for sample_id, _ in held}
+    started = time.perf_counter()
+    outcomes: dict[int, str] = {}
+    try:
+        outcomes = run(held=held, worker=worker)
+        return outcomes
+    finally:
+        seconds = time.perf_counter() - started
+        for sample_id, seen in before.items():
+            if seen is not None:
+                _record(sample_id, seen, outcomes.get(sample_id, "error"), seconds)
+
+
 def _record(sample_id: int, before: _Seen, outcome: str, seconds: float) -> None:
     metrics.STEP_DURATION.labels(before.platform, before.step, outcome).observe(seconds)
     if outcome.startswith(("retry:", "retry-later:")):

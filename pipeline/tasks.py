@@ -10,7 +10,7 @@ from celery import shared_task
 from geo_collect.failpoints import failpoint
 
 from . import execution, runs
-from .recording import observe_step
+from .recording import observe_batch, observe_step
 
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -25,8 +25,10 @@ def execute_step(sample_id: int, token: int) -> str:
 @shared_task(name="pipeline.execute_submit_batch")
 def execute_submit_batch(held: list[list[int]]) -> dict[int, str]:
     """Submit (sample id, token) pairs of one platform in one upstream call."""
-    outcomes = execution.run_submit_batch(
-        held=[(sample_id, token) for sample_id, token in held], worker=_WORKER
+    outcomes = observe_batch(
+        execution.run_submit_batch,
+        held=[(sample_id, token) for sample_id, token in held],
+        worker=_WORKER,
     )
     failpoint("after_complete_before_ack")
     return outcomes

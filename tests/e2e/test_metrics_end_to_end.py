@@ -45,7 +45,19 @@ FAMILIES = (
     "geo_leases_expired",
     "geo_runs_finished",
 )
-_STEP_DONE = re.compile(r"sampling\.execute_step\[[^\]]+\] succeeded in")
+_STEP_DONE = re.compile(r"pipeline\.execute_step\[[^\]]+\] succeeded in")
+_BATCH_DONE = re.compile(r"pipeline\.execute_submit_batch\[[^\]]+\] succeeded in")
+
+
+def _steps_executed(log: str) -> int:
+    """Steps the worker logged: one per execute_step, one per sample of a submit batch."""
+    steps = 0
+    for message in messages(log):
+        if _STEP_DONE.search(message):
+            steps += 1
+        elif _BATCH_DONE.search(message):
+            steps += len(re.findall(r"\d+: '[^']*'", message))
+    return steps
 
 
 def _scrape(client: Any) -> dict[str, Any]:
@@ -102,7 +114,7 @@ def test_metrics_and_logs_after_an_end_to_end_run(
 
     assert set(FAMILIES) <= set(after), set(FAMILIES) - set(after)
     log = worker.text()
-    steps = sum(1 for m in messages(log) if _STEP_DONE.search(m))
+    steps = _steps_executed(log)
     assert steps > 0
     assert delta("geo_step_duration_seconds", "_count") == steps
     assert delta("geo_queue_wait_seconds", "_count") >= steps  # every executed step was claimed

@@ -24,18 +24,20 @@ TARGETS = [
 
 
 # Failed samples keep evidence and analysis pending: nothing to store or analyse.
+# A sample whose collection failed ends its evidence and analysis layers as failed too (with
+# the reason), never "pending": no page says "analysing" for it.
 EXPECTED_EVIDENCE = {
     ("openai", "stored"): 10,
-    ("openai", "pending"): 2,
+    ("openai", "failed"): 2,
     ("collector", "stored"): 8,
     ("collector", "partial"): 2,
-    ("collector", "pending"): 2,
+    ("collector", "failed"): 2,
 }
 EXPECTED_ANALYSIS = {
     ("openai", "accepted"): 10,
-    ("openai", "pending"): 2,
+    ("openai", "failed"): 2,
     ("collector", "accepted"): 10,
-    ("collector", "pending"): 2,
+    ("collector", "failed"): 2,
 }
 
 
