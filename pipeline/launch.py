@@ -19,15 +19,23 @@ log = logging.getLogger(__name__)
 UNCONFIGURED = ".invalid"  # an adapter's placeholder base URL: no provider to ask
 
 
-def launch_run(*, campaign: Campaign, submission_limit: int | None = None) -> Run:
+def launch_run(
+    *,
+    campaign: Campaign,
+    submission_limit: int | None = None,
+    provider_quotes: dict[str, Any] | None = None,
+) -> Run:
     """Freeze the campaign into a run, expand its samples and hold its quote.
 
     The quote is snapshotted and its maximum held in the same transaction as the plan: a
     launch the tenant cannot pay for raises (billing InsufficientFunds / NoActivePrice) and
     writes nothing. Providers that price tasks themselves (the collection provider) are asked
-    first, outside the transaction; their quote is recorded in the quote snapshot.
+    first, outside the transaction; their quote is recorded in the quote snapshot. A caller
+    that holds a transaction of its own asks them before it (`provider_quotes`) and passes
+    the answer in, so no network call happens inside a transaction.
     """
-    provider_quotes = _provider_quotes(campaign_as_spec(campaign=campaign))
+    if provider_quotes is None:
+        provider_quotes = fetch_provider_quotes(campaign_as_spec(campaign=campaign))
     with transaction.atomic():
         run = plan_run(campaign=campaign, submission_limit=submission_limit)
         billing.quote_and_reserve(run=run)
@@ -37,7 +45,7 @@ def launch_run(*, campaign: Campaign, submission_limit: int | None = None) -> Ru
     return run
 
 
-def _provider_quotes(spec: CampaignSpec) -> dict[str, Any]:
+def fetch_provider_quotes(spec: CampaignSpec) -> dict[str, Any]:
     """platform -> the provider's quote for the run's tasks on it (or why there is none)."""
     quotes: dict[str, Any] = {}
     per_target = len(spec.questions) * spec.repeats

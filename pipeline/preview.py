@@ -29,7 +29,7 @@ from sampling.models import Campaign, Run
 from sampling.planning import CampaignSpec, PlanError
 from sampling.services import PlanPreview, campaign_as_spec, campaign_spec_data, preview_plan
 
-from .launch import launch_run
+from .launch import fetch_provider_quotes, launch_run
 
 TOKENS_KEY = "geo_launch_tokens"
 TOKENS_KEPT = 20
@@ -157,6 +157,8 @@ def launch_once(session: SessionBase, *, campaign: Campaign, token: str) -> tupl
     Returns (run, already_launched). Raises StalePreview (campaign or price list changed, token
     unknown), PlanError, or a BillingError (e.g. InsufficientFunds); nothing is written then.
     """
+    # Asked before the transaction: no network call while the campaign row is locked.
+    quotes = fetch_provider_quotes(campaign_as_spec(campaign=campaign))
     with transaction.atomic():
         # Lock order: campaign, then session. The campaign lock keeps an admin save from
         # slipping in between the fingerprint check and the snapshot launch_run takes.
@@ -175,7 +177,7 @@ def launch_once(session: SessionBase, *, campaign: Campaign, token: str) -> tupl
                 "The campaign changed after this preview; nothing was launched. "
                 "Review the new plan below and confirm again."
             )
-        run = launch_run(campaign=campaign)
+        run = launch_run(campaign=campaign, provider_quotes=quotes)
         if fingerprint(run.quote_snapshot) != entry.get("quote"):
             # Rolls the run and its hold back: the operator agreed to another price.
             raise StalePreview(

@@ -12,6 +12,7 @@ latest missed slot launches once, late, and older ones are skipped.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime, timedelta
 
@@ -22,8 +23,9 @@ from sampling.dbtime import db_now
 from sampling.models import MissedSlotPolicy, Schedule, ScheduleSlot, SlotOutcome
 from sampling.planning import PlanError
 from sampling.schedules import next_slot, parse_cron, slots_between
+from sampling.services import campaign_as_spec
 
-from .launch import launch_run
+from .launch import fetch_provider_quotes, launch_run
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +76,19 @@ def _decide(schedule: Schedule, slots: list[datetime], now: datetime) -> list[tu
 
 def _record_slot(schedule: Schedule, slot_at: datetime, outcome: str) -> ScheduleSlot | None:
     """The slot's record, with its run when it launches; None when it was already recorded."""
+    quotes = None
+    if outcome != SlotOutcome.SKIPPED:  # asked before the transaction, never inside it
+        with contextlib.suppress(PlanError):  # the launch below refuses it and says why
+            quotes = fetch_provider_quotes(campaign_as_spec(campaign=schedule.campaign))
+
     try:
         with transaction.atomic():
             run, reason = None, "missed: the dispatcher did not run at this time"
             if outcome != SlotOutcome.SKIPPED:
                 try:
                     with transaction.atomic():
-                        run, reason = launch_run(campaign=schedule.campaign), ""
+                        run = launch_run(campaign=schedule.campaign, provider_quotes=quotes)
+                        reason = ""
                 except (PlanError, ValueError) as refused:  # BillingError is a ValueError
                     outcome, reason = SlotOutcome.FAILED.value, str(refused)[:200]
                     log.warning("scheduled launch refused %s %s: %s", schedule, slot_at, reason)

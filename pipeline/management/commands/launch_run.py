@@ -13,7 +13,7 @@ from billing.selectors import available_balance
 from billing.services import BillingError, format_amount
 from connectors import safejson
 from connectors.safejson import JsonTooDeep
-from pipeline.launch import launch_run
+from pipeline.launch import fetch_provider_quotes, launch_run
 from pipeline.preview import quote_for_spec
 from sampling.models import Tenant
 from sampling.planning import PlanError, parse_campaign_spec
@@ -46,9 +46,12 @@ class Command(BaseCommand):
             # The quote launch will freeze, shown for --dry-run exactly as the console shows it.
             summary.update(_quote_summary(quote_for_spec(spec), tenant))
             if not options["dry_run"]:
+                quotes = fetch_provider_quotes(spec)  # asked before the transaction
                 with transaction.atomic():
                     campaign = save_campaign(spec=spec)
-                    run = launch_run(campaign=campaign, submission_limit=limit)
+                    run = launch_run(
+                        campaign=campaign, submission_limit=limit, provider_quotes=quotes
+                    )
                 summary["run_id"] = str(run.pk)
         except (PlanError, BillingError) as error:  # no price, no funds: one line, nothing written
             raise CommandError(str(error)) from None
