@@ -70,3 +70,16 @@ def test_only_superusers_see_it(client: Any, django_user_model: Any) -> None:
     staff = django_user_model.objects.create_user("op", password="pw", is_staff=True)
     client.force_login(staff)
     assert client.get("/admin/operations/").status_code == 403
+
+
+def test_the_console_home_links_superusers_to_it(admin_client: Any) -> None:
+    page = admin_client.get("/admin/").content.decode()
+    assert 'href="/admin/operations/"' in page
+
+
+def test_the_console_home_hides_the_link_from_staff(client: Any, django_user_model: Any) -> None:
+    staff = django_user_model.objects.create_user("op", password="pw", is_staff=True)
+    client.force_login(staff)
+    page = client.get("/admin/").content.decode()
+    assert client.get("/admin/").status_code == 200
+    assert "/admin/operations/" not in page
