@@ -16,6 +16,8 @@ from .webhooks import WebhookUrlError, check_url, new_secret
 
 
 class WebhookEndpointForm(forms.ModelForm):
+    url = forms.URLField(max_length=500, assume_scheme="https")
+
     class Meta:
         model = WebhookEndpoint
         fields = ("tenant", "url", "events", "active")
