@@ -12,9 +12,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-_ROW = re.compile(
-    r"^row (\d+): (?:(upstream_id|amount|currency|occurred_at):? )?(.*)$", re.DOTALL
-)
+_ROW = re.compile(r"^row (\d+): (?:(upstream_id|amount|currency|occurred_at):? )?(.*)$", re.DOTALL)
 
 
 def problem_items(problems: list[str]) -> list[dict[str, str]]:
