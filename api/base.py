@@ -18,7 +18,7 @@ from .services import token_session
 from .throttling import TokenRateThrottle
 
 
-class ApiView(generics.GenericAPIView):  # type: ignore[type-arg]
+class ApiView(generics.GenericAPIView):
     authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [permissions.IsAuthenticated]
     throttle_classes = [TokenRateThrottle]

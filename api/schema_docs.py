@@ -60,7 +60,7 @@ LAUNCH = inline_serializer(
         "quote": s.DictField(),
     },
 )
-_COUNTS = {
+_COUNTS: dict[str, s.Field] = {
     "outcome": s.CharField(),
     "finished": s.BooleanField(),
     "planned": s.IntegerField(),

@@ -11,20 +11,20 @@ from billing.services import format_amount
 from sampling.services import campaign_spec_data
 
 
-class EntitySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class EntitySerializer(serializers.Serializer):
     name = serializers.CharField()
     aliases = serializers.ListField(child=serializers.CharField(), required=False)
     domains = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-class TargetSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class TargetSerializer(serializers.Serializer):
     platform = serializers.CharField()
     device = serializers.CharField(required=False, default="desktop")
     region = serializers.CharField(required=False, default="us")
     mode = serializers.CharField(required=False, default="web_search")
 
 
-class CampaignBodySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class CampaignBodySerializer(serializers.Serializer):
     """The launch file's shape (sampling/planning.py `parse_campaign_spec` validates it)."""
 
     tenant = serializers.CharField()
@@ -52,7 +52,7 @@ class CampaignSerializer(CampaignBodySerializer):
         }
 
 
-class RunSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class RunSerializer(serializers.Serializer):
     run_id = serializers.UUIDField(source="pk")
     tenant = serializers.CharField(source="tenant.slug")
     campaign = serializers.IntegerField(source="campaign_id")
@@ -70,7 +70,7 @@ class RunSerializer(serializers.Serializer):  # type: ignore[type-arg]
         return "running" if run.finished_at is None else "finished"
 
 
-class EvidenceLinkSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class EvidenceLinkSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     kind = serializers.CharField()
     mime = serializers.CharField()
@@ -96,7 +96,7 @@ def evidence_links(sample: Any) -> list[dict[str, Any]]:
     return links
 
 
-class SampleSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class SampleSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     run_id = serializers.UUIDField()
     batch_id = serializers.IntegerField()
@@ -127,14 +127,14 @@ class SampleSerializer(serializers.Serializer):  # type: ignore[type-arg]
         return evidence_links(sample)
 
 
-class CitationSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class CitationSerializer(serializers.Serializer):
     position = serializers.IntegerField()
     url = serializers.CharField()
     domain = serializers.CharField()
     title = serializers.CharField()
 
 
-class MentionSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class MentionSerializer(serializers.Serializer):
     entity = serializers.CharField()
     is_brand = serializers.BooleanField()
     mentioned = serializers.BooleanField()
@@ -174,13 +174,13 @@ class SampleDetailSerializer(SampleSerializer):
         return MentionSerializer(rows, many=True).data  # type: ignore[return-value]
 
 
-class PostingSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class PostingSerializer(serializers.Serializer):
     account = serializers.CharField(source="account.code")
     amount = serializers.IntegerField(help_text="signed minor units")
     currency = serializers.CharField(source="account.currency")
 
 
-class JournalEntrySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class JournalEntrySerializer(serializers.Serializer):
     id = serializers.IntegerField()
     kind = serializers.CharField()
     tenant = serializers.CharField(source="tenant.slug", allow_null=True)
@@ -193,7 +193,7 @@ class JournalEntrySerializer(serializers.Serializer):  # type: ignore[type-arg]
     postings = PostingSerializer(many=True)
 
 
-class AccountSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class AccountSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     code = serializers.CharField()
     kind = serializers.CharField()
