@@ -196,3 +196,17 @@ def test_funds_short_is_a_402_naming_the_shortfall(
     assert (body["shortfall"], body["available"], body["required"]) == (need, 0, need)
     assert "short by" in body["detail"]
     assert Run.objects.filter(campaign_id=created["id"]).count() == 1
+
+
+def test_a_platform_that_quotes_its_own_tasks_launches_at_the_previewed_quote(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> None:
+    """The collector prices tasks itself; its quote joins the run's snapshot at launch
+    (pipeline/launch.py) without making the operator's preview stale."""
+    client = client_for("operator")
+    collector = [{"platform": "collector", "device": "desktop", "region": "us"}]
+    created = _create(client, targets=collector)
+    token = _preview(client, created["id"])["preview_token"]
+    response = _launch(client, created["id"], token, "key-collector")
+    assert response.status_code == 201, response.content
+    assert "collector" in response.json()["quote"]["provider_quotes"]
