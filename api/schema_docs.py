@@ -396,3 +396,9 @@ ROW_ERRORS_EXAMPLE = OpenApiExample(
     response_only=True,
     status_codes=["400"],
 )
+EVIDENCE_FORBIDDEN = OpenApiExample(
+    "A role that may not read evidence",
+    value={"detail": "your role may not read evidence"},
+    response_only=True,
+    status_codes=["403"],
+)

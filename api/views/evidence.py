@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from console.downloads import authorised_object, serve_object
 from evidence.models import EvidenceObject
 
+from .. import schema_docs as docs
 from ..base import ApiView
 
 
@@ -24,7 +25,13 @@ class EvidenceDownload(ApiView):
             "URL valid for GEO_EVIDENCE_URL_SECONDS; with local storage, the bytes after "
             "their sha256 is verified."
         ),
-        responses={302: None, (200, "application/octet-stream"): OpenApiTypes.BINARY},
+        responses={
+            302: None,
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            403: docs.ERROR,
+            404: docs.ERROR,
+        },
+        examples=[docs.EVIDENCE_FORBIDDEN],
     )
     def get(self, request: Request, pk: int) -> HttpResponse:
         return serve_object(request._request, authorised_object(request._request, pk=pk))

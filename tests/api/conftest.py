@@ -13,10 +13,14 @@ from rest_framework.test import APIClient
 from api.auth import new_token
 from tests.console import conftest as console_fixtures
 from tests.console.conftest import TenantWorld
+from tests.evidence import conftest as evidence_fixtures
 
 simulator = console_fixtures.simulator
 local_storage = console_fixtures.local_storage
 two_tenants = console_fixtures.two_tenants
+moto_endpoint = evidence_fixtures.moto_endpoint
+bucket = evidence_fixtures.bucket
+s3_default_storage = evidence_fixtures.s3_default_storage
 
 
 @pytest.fixture(autouse=True)

@@ -205,3 +205,29 @@ def test_evidence_of_another_tenant_is_404_and_finance_403(
     assert client_for("analyst", 0).get(url).status_code == 404
     assert client_for("finance", 1).get(url).status_code == 403
     assert client_for("analyst", 1).get(url).status_code == 200
+
+
+def test_s3_evidence_redirects_to_a_short_lived_presigned_url_after_the_check(
+    s3_default_storage: str, moto_endpoint: str, simulator: Any
+) -> None:
+    import requests
+
+    from tests.api.conftest import token_client
+    from tests.evidence.helpers import COLLECTOR, collected_run, user
+
+    run = collected_run(COLLECTOR, tenant="alpha", name="s3 evidence")
+    clients = {
+        role: token_client(user(f"s3-{role}", tenant="alpha", role=role))
+        for role in ("analyst", "finance")
+    }
+    obj = EvidenceObject.objects.filter(capture__sample__run=run).order_by("id").first()
+    assert obj is not None
+    url = f"/api/v1/evidence/{obj.pk}/download"
+    assert clients["finance"].get(url).status_code == 403  # no URL is issued
+    response = clients["analyst"].get(url)
+    assert response.status_code == 302
+    location = response["Location"]
+    assert location.startswith(f"{moto_endpoint}/{s3_default_storage}/")
+    assert "X-Amz-Expires=60" in location
+    fetched = requests.get(location, timeout=10)
+    assert hashlib.sha256(fetched.content).hexdigest() == obj.sha256
