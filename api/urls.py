@@ -1,7 +1,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from .views import billing, campaigns, evidence, runs
+from .views import billing, campaigns, evidence, hooks, runs
 
 app_name = "api"
 
@@ -25,6 +25,7 @@ v1 = [
     path("ledger/entries/", billing.LedgerEntries.as_view(), name="ledger-entries"),
     path("accounts/", billing.Accounts.as_view(), name="accounts"),
     path("statements/", billing.Statements.as_view(), name="statements"),
+    path("webhooks/", hooks.Webhooks.as_view(), name="webhooks"),
     path(
         "evidence/<int:pk>/download", evidence.EvidenceDownload.as_view(), name="evidence-download"
     ),

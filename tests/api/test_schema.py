@@ -24,6 +24,7 @@ PATHS = [
     "/api/v1/accounts/",
     "/api/v1/statements/",
     "/api/v1/evidence/{id}/download",
+    "/api/v1/webhooks/",
 ]
 
 

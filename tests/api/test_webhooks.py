@@ -142,3 +142,42 @@ def test_endpoints_must_be_https_except_loopback_in_tests(monkeypatch: pytest.Mo
     monkeypatch.setenv("GEO_ALLOW_HTTP", "0")
     with pytest.raises(webhooks.WebhookUrlError):
         webhooks.check_url("http://127.0.0.1:8000/x")
+
+
+def test_operators_register_endpoints_for_their_tenants_only(
+    client_for: Any, two_tenants: Any
+) -> None:
+    client = client_for("operator")
+    body = {"tenant": "alpha", "url": "https://hooks.example.com/geo", "events": ["run.finished"]}
+    created = client.post("/api/v1/webhooks/", body, format="json")
+    assert created.status_code == 201
+    endpoint = WebhookEndpoint.objects.get(pk=created.json()["id"])
+    assert created.json()["secret"] == endpoint.secret and len(endpoint.secret) == 64
+    listed = client.get("/api/v1/webhooks/").json()["results"]
+    assert [e["id"] for e in listed] == [endpoint.pk] and "secret" not in listed[0]
+    other = client.post("/api/v1/webhooks/", {**body, "tenant": "zzbravo"}, format="json")
+    assert other.status_code == 400 and other.json()["errors"][0]["field"] == "tenant"
+    plain = client.post("/api/v1/webhooks/", {**body, "url": "http://x.example/"}, format="json")
+    assert plain.status_code == 400 and plain.json()["errors"][0]["field"] == "url"
+    assert client_for("analyst").get("/api/v1/webhooks/").status_code == 403
+    assert client_for("operator", 1).get("/api/v1/webhooks/").json()["results"] == []
+
+
+def test_the_console_shows_endpoints_scoped_by_tenant(two_tenants: Any) -> None:
+    from django.test import Client
+
+    from tests.console.conftest import PASSWORD
+
+    alpha, bravo = two_tenants
+    theirs = WebhookEndpoint.objects.create(
+        tenant=bravo.tenant, url="https://bravo.example/hook", secret=SECRET
+    )
+    ours = WebhookEndpoint.objects.create(
+        tenant=alpha.tenant, url="https://alpha.example/hook", secret=SECRET
+    )
+    client = Client()
+    assert client.login(username=alpha.users["operator"].get_username(), password=PASSWORD)
+    page = client.get("/admin/api/webhookendpoint/").content.decode()
+    assert "alpha.example" in page and "bravo.example" not in page
+    assert client.get(f"/admin/api/webhookendpoint/{theirs.pk}/change/").status_code == 404
+    assert client.get(f"/admin/api/webhookendpoint/{ours.pk}/change/").status_code == 200
