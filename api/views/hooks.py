@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.scope import require_somewhere, scoped, tenants_where
+from sampling.models import Tenant
 
 from .. import schema_docs as docs
 from ..base import ApiView
@@ -22,15 +23,17 @@ from ..webhooks import WebhookUrlError, check_url, new_secret
 ADD = "api.add_webhookendpoint"
 
 
-class WebhookEndpointSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+class WebhookEndpointSerializer(serializers.ModelSerializer):
+    tenant: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
 
     class Meta:
         model = WebhookEndpoint
         fields = ["id", "tenant", "url", "events", "active", "created_at"]
 
 
-class WebhookBodySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class WebhookBodySerializer(serializers.Serializer):
     tenant = serializers.CharField()
     url = serializers.CharField()
     events = serializers.ListField(
@@ -86,24 +89,26 @@ class Webhooks(mixins.ListModelMixin, ApiView):
     )
     def post(self, request: Request) -> Response:
         require_somewhere(request.user, ADD)
-        body = WebhookBodySerializer(data=request.data)
-        problems = [
-            f"{field}: {' '.join(str(m) for m in messages)}"
-            for field, messages in (body.errors if not body.is_valid() else {}).items()
-        ]
-        data: dict[str, Any] = dict(body.validated_data) if not problems else {}
-        tenant = tenants_where(request.user, ADD).filter(slug=data.get("tenant", "")).first()
-        if not problems and tenant is None:
-            problems.append(f"tenant: {data['tenant']!r} is not one of your tenants")
-        if not problems:
-            try:
-                check_url(data["url"])
-            except WebhookUrlError as error:
-                problems.append(str(error))
-        if problems:
+        tenant, data, problems = _registration(request)
+        if tenant is None or problems:
             return invalid(problems, "the endpoint was not registered")
         endpoint = WebhookEndpoint.objects.create(
             tenant=tenant, url=data["url"], events=data.get("events", []), secret=new_secret()
         )
         out = {**WebhookEndpointSerializer(endpoint).data, "secret": endpoint.secret}
         return Response(out, status=status.HTTP_201_CREATED)
+
+
+def _registration(request: Request) -> tuple[Tenant | None, dict[str, Any], list[str]]:
+    body = WebhookBodySerializer(data=request.data)
+    if not body.is_valid():
+        return None, {}, [f"{k}: {' '.join(map(str, v))}" for k, v in body.errors.items()]
+    data: dict[str, Any] = dict(body.validated_data)
+    tenant = tenants_where(request.user, ADD).filter(slug=data["tenant"]).first()
+    if tenant is None:
+        return None, data, [f"tenant: {data['tenant']!r} is not one of your tenants"]
+    try:
+        check_url(data["url"])
+    except WebhookUrlError as error:
+        return tenant, data, [str(error)]
+    return tenant, data, []
