@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
@@ -11,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from billing.services import BillingError, InsufficientFunds, format_amount
-from console.scope import allows, role_checked_get, scoped, tenants_where
+from console.scope import allows, require_somewhere, role_checked_get, scoped, tenants_where
 from pipeline.preview import StalePreview, issue_launch_token, preview_campaign
 from sampling.models import Campaign
 from sampling.planning import PlanError
@@ -24,6 +25,7 @@ from ..serializers import CampaignBodySerializer, CampaignSerializer
 from ..services import KeyConflict, TokenUsed, create_campaign, launch_with_key, update_campaign
 
 CHANGE = "sampling.change_campaign"
+ADD_CAMPAIGN = "sampling.add_campaign"
 LAUNCH = "sampling.add_run"
 
 
@@ -39,8 +41,6 @@ class CampaignList(mixins.ListModelMixin, ApiView):
     filterset_fields = ["tenant"]
 
     def get_queryset(self) -> QuerySet[Campaign]:
-        from console.scope import require_somewhere
-
         require_somewhere(self.request.user, "sampling.view_campaign")
         return scoped(Campaign.objects.select_related("tenant", "brand"), self.request.user)
 
@@ -64,15 +64,11 @@ class CampaignList(mixins.ListModelMixin, ApiView):
         examples=[docs.CAMPAIGN_BODY, docs.CAMPAIGN, docs.VALIDATION_ERROR],
     )
     def post(self, request: Request) -> Response:
+        require_somewhere(request.user, ADD_CAMPAIGN)
         slugs = None
         if not request.user.is_superuser:
-            slugs = set(
-                tenants_where(request.user, "sampling.add_campaign").values_list("slug", flat=True)
-            )
-            if not slugs:
-                from console.scope import require_somewhere
-
-                require_somewhere(request.user, "sampling.add_campaign")
+            tenants = tenants_where(request.user, ADD_CAMPAIGN)
+            slugs = set(tenants.values_list("slug", flat=True))
         try:
             campaign = create_campaign(data=request.data, tenant_slugs=slugs)
         except PlanError as error:
@@ -209,8 +205,6 @@ class CampaignLaunch(ApiView):
     def post(self, request: Request, pk: int) -> Response:
         campaign = _operator_campaign(request, pk, LAUNCH)
         if not allows(request.user, CHANGE, campaign.tenant_id):
-            from django.core.exceptions import PermissionDenied
-
             raise PermissionDenied("your role may not launch this campaign")
         problems = _launch_problems(request)
         if problems:
