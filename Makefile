@@ -34,6 +34,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports
+	$(LOCAL_ENV) $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(PY) scripts/audit_dependencies.py
 
 bench: $(STAMP) services

@@ -114,6 +114,11 @@ def _serve(request: HttpRequest, obj: EvidenceObject) -> HttpResponse:
     return response
 
 
+# Public names for other views (the API) that serve evidence after the same check.
+authorised_object = _authorised_object
+serve_object = _serve
+
+
 @never_cache
 @require_GET
 def download_object(request: HttpRequest, object_id: int) -> HttpResponse:

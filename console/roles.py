@@ -46,6 +46,8 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _perms("analysis", "view add change delete", "ambiguousword")
         | _perms("sampling", "view add change", "schedule")
         | _perms("sampling", "view", "scheduleslot")
+        | _perms("api", "view add change delete", "webhookendpoint")
+        | _perms("api", "view", "webhookdelivery")
     ),
     # runs, samples, evidence, review queue, mentions, reports; no billing.
     ANALYST: frozenset(

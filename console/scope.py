@@ -19,13 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404
 
 from evidence.models import TenantMembership
 from sampling.models import Tenant
 
-from .roles import role_allows
+from .roles import ROLES, role_allows
 
 M = TypeVar("M", bound=Model)
 
@@ -69,6 +70,10 @@ TENANT_PATHS: dict[str, str] = {
     "billing.price": GLOBAL,
     "billing.upstreamstatement": GLOBAL,
     "billing.upstreamstatementline": GLOBAL,
+    "api.apitoken": SUPERUSER_ONLY,
+    "api.launchrequest": SUPERUSER_ONLY,
+    "api.webhookendpoint": "tenant_id",
+    "api.webhookdelivery": "endpoint__tenant_id",
 }
 
 
@@ -178,3 +183,55 @@ def tenants_where(user: Any, perm: str) -> QuerySet[Tenant]:
 
 def visible_tenant_ids(user: Any, roles: frozenset[str]) -> set[int] | None:
     return user_scope(user).tenant_ids_for_roles(roles)
+
+
+# --- role-checked lookups (the API and custom views) ------------------------------------------
+
+
+def tenant_id_of(obj: Model) -> int | None:
+    """The tenant id of a row, following its TENANT_PATHS path (None: no tenant)."""
+    path = TENANT_PATHS.get(model_label(type(obj)), SUPERUSER_ONLY)
+    if path in (GLOBAL, SUPERUSER_ONLY):
+        return None
+    if path == "id":
+        return int(obj.pk)
+    value: Any = obj
+    parts = path.split("__")
+    for part in parts[:-1]:
+        value = getattr(value, part)
+    tenant_id = getattr(value, parts[-1])
+    return None if tenant_id is None else int(tenant_id)
+
+
+def role_checked_get(
+    queryset: QuerySet[M],
+    user: Any,
+    *,
+    perm: str | None = None,
+    roles: frozenset[str] | None = None,
+    **lookup: Any,
+) -> M:
+    """One row for a person: a row outside every tenant where they hold a role is a 404 (as
+    an unknown id); a row of one of their tenants whose role does not grant `perm` (default:
+    view the model) or is not one of `roles` is a PermissionDenied (403)."""
+    scope = user_scope(user)
+    condition = tenant_filter(queryset.model, scope.tenant_ids_for_roles(frozenset(ROLES)))
+    rows = queryset if condition is None else queryset.filter(condition)
+    obj = rows.filter(**lookup).first()
+    if obj is None:
+        raise Http404(f"no such {queryset.model._meta.verbose_name}")
+    if scope.is_superuser:
+        return obj
+    tenant_id = tenant_id_of(obj)
+    role = scope.role(tenant_id) if tenant_id is not None else None
+    needed = perm or permission(queryset.model, "view")
+    if role is None or not role_allows(role, needed) or (roles is not None and role not in roles):
+        raise PermissionDenied(f"your role may not do this ({needed})")
+    return obj
+
+
+def require_somewhere(user: Any, perm: str) -> None:
+    """A list or a tenant-less action needs `perm` in at least one of the user's tenants."""
+    tenant_ids = user_scope(user).tenant_ids(perm)
+    if tenant_ids is not None and not tenant_ids:
+        raise PermissionDenied(f"no tenant of yours grants {perm}")

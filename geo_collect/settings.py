@@ -65,6 +65,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc as local static files (no CDN)
     "sampling",
     "connectors",
     "evidence",
@@ -73,6 +76,7 @@ INSTALLED_APPS = [
     "pipeline",
     "console",
     "ops",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -238,6 +242,35 @@ LOGGING = {
 
 REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "EXCEPTION_HANDLER": "api.errors.handle",
+    # `?format=` is the report's own parameter (json|csv|xlsx), not content negotiation.
+    "URL_FORMAT_OVERRIDE": None,
+    # Per API token (api/throttling.py); e.g. GEO_API_THROTTLE_RATE=120/minute.
+    "DEFAULT_THROTTLE_RATES": {"api": os.environ.get("GEO_API_THROTTLE_RATE", "1200/minute")},
+}
+# Request bodies of API calls above this are refused with a 413 (statements have their own
+# limit, billing/reconciliation.py MAX_STATEMENT_BYTES).
+GEO_API_MAX_BODY_BYTES = int(os.environ.get("GEO_API_MAX_BODY_BYTES", str(1024 * 1024)))
+# Outgoing webhooks (api/webhooks.py): attempts, the first retry's delay (doubling), timeout.
+GEO_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("GEO_WEBHOOK_MAX_ATTEMPTS", "8"))
+GEO_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("GEO_WEBHOOK_BACKOFF_SECONDS", "30"))
+GEO_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("GEO_WEBHOOK_TIMEOUT_SECONDS", "10"))
+SPECTACULAR_SETTINGS = {
+    "TITLE": "geo-collect API",
+    "DESCRIPTION": (
+        "Campaigns, previews and launches, run status, samples, reports and finance, scoped "
+        "to the caller's tenants and roles like the console. Authenticate with "
+        "`Authorization: Bearer <token>` (`manage.py api_token USERNAME`)."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # Model per platform: configuration, overridable with GEO_<PLATFORM>_MODEL. Never an alias map

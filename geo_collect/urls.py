@@ -10,5 +10,6 @@ urlpatterns = [
     path("", include("ops.urls")),  # before admin/: /admin/operations/ is ours
     path("admin/", admin.site.urls),
     path("evidence/", include("console.urls")),
+    path("api/", include("api.urls")),
     path("callbacks/collector/", collector_callback, name="collector-callback"),
 ]

@@ -118,6 +118,12 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def our_quote(snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    """The quote as previewed: a launch adds the providers' own quotes to its snapshot
+    (pipeline/launch.py), which are not part of what the operator agreed to pay."""
+    return {k: v for k, v in (snapshot or {}).items() if k != "provider_quotes"}
+
+
 def plan_fingerprint(campaign: Campaign) -> str:
     return fingerprint(campaign_spec_data(campaign=campaign))
 
@@ -178,7 +184,7 @@ def launch_once(session: SessionBase, *, campaign: Campaign, token: str) -> tupl
                 "Review the new plan below and confirm again."
             )
         run = launch_run(campaign=campaign, provider_quotes=quotes)
-        if fingerprint(run.quote_snapshot) != entry.get("quote"):
+        if fingerprint(our_quote(run.quote_snapshot)) != entry.get("quote"):
             # Rolls the run and its hold back: the operator agreed to another price.
             raise StalePreview(
                 "The price list changed after this preview; nothing was launched. "

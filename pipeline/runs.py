@@ -7,6 +7,7 @@ from uuid import UUID
 
 from django.db import transaction
 from django.db.models.functions import Now
+from django.dispatch import Signal
 
 from billing import services as billing
 from billing.costs import book_run_attempt_costs
@@ -18,6 +19,10 @@ from sampling.services import enqueue_outbox
 from sampling.transitions import cancel_unaccepted
 
 log = logging.getLogger(__name__)
+
+# Sent by `on_run_finished` (at least once per finish; receivers are idempotent) with
+# `run_id` and `status` (sampling.selectors.Status). Upper layers (api/webhooks.py) listen.
+run_ended = Signal()
 
 
 def finish_run_if_done(*, run_id: UUID) -> bool:
@@ -56,6 +61,7 @@ def on_run_finished(*, run_id: UUID | str) -> None:
     status = run_status(run_id=run_id)
     log.info("run finished run=%s outcome=%s %s", run_id, status.outcome, status.as_json())
     metrics.run_finished(outcome=status.outcome.value)
+    run_ended.send(sender=Run, run_id=str(run_id), status=status)
 
 
 def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> int:

@@ -1,0 +1,404 @@
+"""Shapes and examples for the OpenAPI schema (drf-spectacular), kept out of the views."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiExample, inline_serializer
+from rest_framework import serializers as s
+
+RUN_ID = "5f0c3a5e-8d7b-4f39-9a51-0b1c2d3e4f50"
+
+ERROR = inline_serializer(
+    "Error",
+    {
+        "detail": s.CharField(),
+        "errors": s.ListField(
+            child=inline_serializer(
+                "FieldProblem", {"field": s.CharField(), "message": s.CharField()}
+            ),
+            required=False,
+        ),
+    },
+)
+ROW_ERRORS = inline_serializer(
+    "StatementErrors",
+    {
+        "detail": s.CharField(),
+        "errors": s.ListField(
+            child=inline_serializer(
+                "RowProblem",
+                {
+                    "row": s.IntegerField(allow_null=True),
+                    "field": s.CharField(),
+                    "message": s.CharField(),
+                },
+            )
+        ),
+    },
+)
+PREVIEW = inline_serializer(
+    "Preview",
+    {
+        "samples": s.IntegerField(),
+        "batches": s.ListField(child=s.DictField()),
+        "duplicates": s.ListField(child=s.DictField()),
+        "quote": s.DictField(allow_null=True),
+        "quote_problem": s.CharField(),
+        "available_balance": s.IntegerField(allow_null=True),
+        "available_balance_display": s.CharField(allow_null=True),
+        "short_by": s.IntegerField(allow_null=True),
+        "can_launch": s.BooleanField(),
+        "preview_token": s.CharField(allow_null=True),
+    },
+)
+LAUNCH_REQUEST = inline_serializer("LaunchRequest", {"preview_token": s.CharField()})
+LAUNCH = inline_serializer(
+    "Launch",
+    {
+        "run_id": s.UUIDField(),
+        "samples": s.IntegerField(),
+        "batches": s.IntegerField(),
+        "quote": s.DictField(),
+    },
+)
+_COUNTS: dict[str, s.Field] = {
+    "outcome": s.CharField(),
+    "finished": s.BooleanField(),
+    "planned": s.IntegerField(),
+    "succeeded": s.IntegerField(),
+    "failed": s.IntegerField(),
+    "invalid": s.IntegerField(),
+    "review": s.IntegerField(),
+    "pending": s.IntegerField(),
+    "uncertain": s.IntegerField(),
+    "parked": s.IntegerField(),
+    "layers": s.DictField(child=s.DictField(child=s.IntegerField())),
+}
+RUN_STATUS = inline_serializer(
+    "RunStatus",
+    {
+        "run_id": s.UUIDField(),
+        "tenant": s.CharField(),
+        "campaign": s.IntegerField(),
+        "status": s.CharField(),
+        "created_at": s.DateTimeField(),
+        "finished_at": s.DateTimeField(allow_null=True),
+        "cancelled_at": s.DateTimeField(allow_null=True),
+        "resumes": s.IntegerField(),
+        **_COUNTS,
+        "platforms": s.DictField(child=s.DictField()),
+    },
+)
+CANCEL = inline_serializer(
+    "Cancel", {"cancelled_samples": s.IntegerField(), "run_id": s.UUIDField(), **_COUNTS}
+)
+RESUME = inline_serializer(
+    "Resume",
+    {
+        "resume_no": s.IntegerField(),
+        "redo": s.IntegerField(),
+        "kept": s.IntegerField(),
+        "by_reason": s.DictField(child=s.IntegerField()),
+    },
+)
+RECONCILIATION = inline_serializer(
+    "Reconciliation",
+    {
+        "run_id": s.UUIDField(),
+        "rows": s.ListField(child=s.DictField()),
+        "counts": s.DictField(child=s.IntegerField()),
+        "totals": s.DictField(child=s.IntegerField()),
+    },
+)
+STATEMENT_UPLOAD = inline_serializer(
+    "StatementUpload", {"provider": s.CharField(), "file": s.FileField()}
+)
+STATEMENT = inline_serializer(
+    "Statement",
+    {
+        "statement_id": s.IntegerField(),
+        "created": s.BooleanField(),
+        "imported": s.IntegerField(),
+        "already_known": s.IntegerField(),
+    },
+)
+
+_CAMPAIGN_BODY = {
+    "tenant": "acme",
+    "name": "Q4 visibility",
+    "brand": {"name": "Acme", "aliases": ["ACME"], "domains": ["acme.com"]},
+    "competitors": [{"name": "Globex", "aliases": [], "domains": ["globex.com"]}],
+    "questions": ["Which CRM is best for a small team?"],
+    "targets": [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}],
+    "repeats": 2,
+    "screenshot_policy": "optional",
+}
+_CAMPAIGN = {
+    "id": 7,
+    **_CAMPAIGN_BODY,
+    "priority": 0,
+    "created_at": "2026-11-30T10:00:00Z",
+    "updated_at": "2026-11-30T10:00:00Z",
+}
+CAMPAIGN_BODY = OpenApiExample("A campaign", value=_CAMPAIGN_BODY, request_only=True)
+CAMPAIGN_PATCH = OpenApiExample("More repeats", value={"repeats": 3}, request_only=True)
+CAMPAIGN = OpenApiExample("The campaign", value=_CAMPAIGN, response_only=True)
+CAMPAIGN_LIST = OpenApiExample(
+    "A page", value={"next": None, "previous": None, "results": [_CAMPAIGN]}, response_only=True
+)
+VALIDATION_ERROR = OpenApiExample(
+    "Problems with field paths",
+    value={
+        "detail": "the campaign has problems; nothing was saved",
+        "errors": [
+            {"field": "questions[1]", "message": "expected a string, got int"},
+            {"field": "targets[0]", "message": "platform is required"},
+        ],
+    },
+    response_only=True,
+    status_codes=["400"],
+)
+PREVIEW_EXAMPLE = OpenApiExample(
+    "A preview",
+    value={
+        "samples": 2,
+        "batches": [{"platform": "openai", "batches": 1, "sizes": [2]}],
+        "duplicates": [],
+        "quote": {
+            "price_version": "default",
+            "currency": "USD",
+            "unit_prices": {"openai": {"base": 5}},
+            "lines": [],
+            "estimated_max": 10,
+            "estimated_max_display": "0.10 USD",
+        },
+        "quote_problem": "",
+        "available_balance": 10000,
+        "available_balance_display": "100.00 USD",
+        "short_by": None,
+        "can_launch": True,
+        "preview_token": "Jx9…",
+    },
+    response_only=True,
+)
+LAUNCH_REQUEST_EXAMPLE = OpenApiExample(
+    "Launch", value={"preview_token": "Jx9…"}, request_only=True
+)
+LAUNCH_EXAMPLE = OpenApiExample(
+    "Launched",
+    value={"run_id": RUN_ID, "samples": 2, "batches": 1, "quote": {"currency": "USD"}},
+    response_only=True,
+    status_codes=["201", "200"],
+)
+FUNDS_SHORT_EXAMPLE = OpenApiExample(
+    "Funds short",
+    value={
+        "detail": "tenant 'acme' cannot launch this run: … (short by 0.05 USD); top up first",
+        "shortfall": 5,
+        "shortfall_display": "0.05 USD",
+        "available": 5,
+        "required": 10,
+        "currency": "USD",
+    },
+    response_only=True,
+    status_codes=["402"],
+)
+_RUN = {
+    "run_id": RUN_ID,
+    "tenant": "acme",
+    "campaign": 7,
+    "planned_samples": 2,
+    "created_at": "2026-11-30T10:00:00Z",
+    "finished_at": None,
+    "cancelled_at": None,
+    "resumes": 0,
+    "status": "running",
+}
+_STATUS = {
+    "outcome": "in_progress",
+    "finished": False,
+    "planned": 2,
+    "succeeded": 1,
+    "failed": 0,
+    "invalid": 0,
+    "review": 0,
+    "pending": 1,
+    "uncertain": 0,
+    "parked": 0,
+    "layers": {"collection": {"completed": 1, "pending": 1}},
+}
+RUN_LIST = OpenApiExample(
+    "A page", value={"next": None, "previous": None, "results": [_RUN]}, response_only=True
+)
+RUN_STATUS_EXAMPLE = OpenApiExample(
+    "In progress", value={**_RUN, **_STATUS, "platforms": {"openai": _STATUS}}, response_only=True
+)
+CANCEL_EXAMPLE = OpenApiExample(
+    "Cancelled", value={"cancelled_samples": 1, **_RUN, **_STATUS}, response_only=True
+)
+RESUME_EXAMPLE = OpenApiExample(
+    "Resumed",
+    value={"resume_no": 1, "redo": 1, "kept": 1, "by_reason": {"failed": 1}},
+    response_only=True,
+)
+_SAMPLE = {
+    "id": 101,
+    "run_id": RUN_ID,
+    "batch_id": 3,
+    "question_revision": 11,
+    "platform": "openai",
+    "device": "desktop",
+    "region": "us",
+    "mode": "web_search",
+    "repeat_index": 0,
+    "layers": {
+        "submission": "accepted",
+        "collection": "completed",
+        "evidence": "stored",
+        "analysis": "accepted",
+        "queue": "done",
+    },
+    "validity": "valid",
+    "validity_reason": "",
+    "failure_reason": "",
+    "attempts": 1,
+    "resumes": 0,
+    "evidence": [
+        {
+            "id": 55,
+            "kind": "raw",
+            "mime": "application/json",
+            "size": 2048,
+            "sha256": "9f…",
+            "url": "/api/v1/evidence/55/download",
+        }
+    ],
+}
+SAMPLE_LIST = OpenApiExample(
+    "A page",
+    value={"next": "…?cursor=cD0xMDE%3D", "previous": None, "results": [_SAMPLE]},
+    response_only=True,
+)
+SAMPLE_DETAIL = OpenApiExample(
+    "A sample",
+    value={
+        **_SAMPLE,
+        "question": "Which CRM is best for a small team?",
+        "answer_text": "Acme is a good choice …",
+        "citations": [
+            {"position": 1, "url": "https://acme.com/", "domain": "acme.com", "title": "Acme"}
+        ],
+        "mentions": [
+            {
+                "entity": "Acme",
+                "is_brand": True,
+                "mentioned": True,
+                "count": 2,
+                "first_position": 0,
+                "rank": 1,
+                "sentiment": "positive",
+                "recommended": True,
+                "sentence": "Acme is a good choice.",
+            }
+        ],
+    },
+    response_only=True,
+)
+REPORT_REFUSED = OpenApiExample(
+    "Refused",
+    value={
+        "detail": f"report for run {RUN_ID} refused: overall: buckets sum to 3, planned 4",
+        "differences": ["overall: buckets sum to 3, planned 4"],
+    },
+    response_only=True,
+    status_codes=["409"],
+)
+LEDGER_EXAMPLE = OpenApiExample(
+    "A page",
+    value={
+        "next": None,
+        "previous": None,
+        "results": [
+            {
+                "id": 9,
+                "kind": "hold",
+                "tenant": "acme",
+                "run_id": RUN_ID,
+                "sample_id": None,
+                "platform": "",
+                "upstream_id": "",
+                "memo": "",
+                "created_at": "2026-11-30T10:00:00Z",
+                "postings": [
+                    {"account": "available:USD:1", "amount": -10, "currency": "USD"},
+                    {"account": "hold:USD:run", "amount": 10, "currency": "USD"},
+                ],
+            }
+        ],
+    },
+    response_only=True,
+)
+ACCOUNTS_EXAMPLE = OpenApiExample(
+    "A page",
+    value={
+        "next": None,
+        "previous": None,
+        "results": [
+            {
+                "id": 1,
+                "code": "available:USD:1",
+                "kind": "available",
+                "currency": "USD",
+                "tenant": "acme",
+                "run_id": None,
+                "balance": 9990,
+                "balance_display": "99.90 USD",
+            }
+        ],
+    },
+    response_only=True,
+)
+RECONCILIATION_EXAMPLE = OpenApiExample(
+    "Matched",
+    value={
+        "run_id": RUN_ID,
+        "rows": [
+            {
+                "platform": "collector",
+                "upstream_id": "t-1",
+                "run_id": RUN_ID,
+                "sample_id": 101,
+                "charge": 5,
+                "charge_currency": "USD",
+                "recorded_cost": 25,
+                "statement_cost": 25,
+                "cost_currency": "USD",
+                "status": "matched",
+                "difference": 0,
+            }
+        ],
+        "counts": {"matched": 1},
+        "totals": {},
+    },
+    response_only=True,
+)
+STATEMENT_EXAMPLE = OpenApiExample(
+    "Imported",
+    value={"statement_id": 4, "created": True, "imported": 120, "already_known": 0},
+    response_only=True,
+    status_codes=["201"],
+)
+ROW_ERRORS_EXAMPLE = OpenApiExample(
+    "Bad rows",
+    value={
+        "detail": "the statement was not imported",
+        "errors": [{"row": 3, "field": "amount", "message": "'1.5' is not a whole number"}],
+    },
+    response_only=True,
+    status_codes=["400"],
+)
+EVIDENCE_FORBIDDEN = OpenApiExample(
+    "A role that may not read evidence",
+    value={"detail": "your role may not read evidence"},
+    response_only=True,
+    status_codes=["403"],
+)

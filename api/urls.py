@@ -1,0 +1,39 @@
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from .views import billing, campaigns, evidence, hooks, runs
+
+app_name = "api"
+
+v1 = [
+    path("campaigns/", campaigns.CampaignList.as_view(), name="campaigns"),
+    path("campaigns/<int:pk>/", campaigns.CampaignDetail.as_view(), name="campaign"),
+    path("campaigns/<int:pk>/preview", campaigns.CampaignPreview.as_view(), name="preview"),
+    path("campaigns/<int:pk>/launch", campaigns.CampaignLaunch.as_view(), name="launch"),
+    path("runs/", runs.RunList.as_view(), name="runs"),
+    path("runs/<uuid:run_id>/", runs.RunDetail.as_view(), name="run"),
+    path("runs/<uuid:run_id>/cancel", runs.RunCancel.as_view(), name="cancel"),
+    path("runs/<uuid:run_id>/resume", runs.RunResume.as_view(), name="resume"),
+    path("runs/<uuid:run_id>/samples/", runs.RunSamples.as_view(), name="samples"),
+    path("runs/<uuid:run_id>/report", runs.RunReport.as_view(), name="report"),
+    path(
+        "runs/<uuid:run_id>/reconciliation",
+        billing.RunReconciliation.as_view(),
+        name="reconciliation",
+    ),
+    path("samples/<int:pk>/", runs.SampleDetail.as_view(), name="sample"),
+    path("ledger/entries/", billing.LedgerEntries.as_view(), name="ledger-entries"),
+    path("accounts/", billing.Accounts.as_view(), name="accounts"),
+    path("statements/", billing.Statements.as_view(), name="statements"),
+    path("webhooks/", hooks.Webhooks.as_view(), name="webhooks"),
+    path(
+        "evidence/<int:pk>/download", evidence.EvidenceDownload.as_view(), name="evidence-download"
+    ),
+]
+
+urlpatterns = [
+    path("v1/", include(v1)),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+]

@@ -1,0 +1,100 @@
+"""Ledger entries, accounts, reconciliation and statement upload (finance)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
+
+from billing.models import JournalEntry, UpstreamStatement
+from tests.console.conftest import TenantWorld
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_ledger_entries_are_the_callers_tenants_with_postings(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> None:
+    alpha = two_tenants[0]
+    client = client_for("finance")
+    entries: list[dict[str, object]] = []
+    url: str | None = "/api/v1/ledger/entries/?page_size=5"
+    while url:
+        page = client.get(url).json()
+        entries.extend(page["results"])
+        url = page["next"]
+    expected = JournalEntry.objects.filter(tenant=alpha.tenant).count()
+    assert len(entries) == expected > 0
+    assert {e["tenant"] for e in entries} == {"alpha"}
+    assert all(sum(p["amount"] for p in e["postings"]) == 0 for e in entries)  # type: ignore[attr-defined]
+    by_run = client.get("/api/v1/ledger/entries/", {"run": str(alpha.run.pk)}).json()["results"]
+    assert by_run and {e["run_id"] for e in by_run} == {str(alpha.run.pk)}
+
+
+def test_accounts_show_balances_in_minor_and_major_units(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> None:
+    accounts = client_for("finance").get("/api/v1/accounts/").json()["results"]
+    assert accounts and {a["tenant"] for a in accounts} == {"alpha"}
+    available = next(a for a in accounts if a["kind"] == "available")
+    assert available["balance_display"].endswith(available["currency"])
+
+
+def test_reconciliation_of_a_run_joins_charges_costs_and_the_statement(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> None:
+    run = two_tenants[0].run
+    body = client_for("finance").get(f"/api/v1/runs/{run.pk}/reconciliation").json()
+    assert body["run_id"] == str(run.pk) and body["rows"]
+    assert {row["run_id"] for row in body["rows"] if row["run_id"]} == {str(run.pk)}
+    assert sum(body["counts"].values()) == len(body["rows"])
+
+
+def _csv(*rows: str) -> SimpleUploadedFile:
+    text = "\n".join(["upstream_id,amount,currency,occurred_at", *rows])
+    return SimpleUploadedFile("stmt.csv", text.encode(), content_type="text/csv")
+
+
+def test_statement_upload_imports_once(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> None:
+    client = client_for("finance")
+    rows = ("api-t1,30,USD,2026-11-12T02:00:00Z", "api-t2,40,USD,2026-11-12T02:00:00Z")
+    first = client.post("/api/v1/statements/", {"provider": "collector", "file": _csv(*rows)})
+    assert first.status_code == 201
+    assert (first.json()["imported"], first.json()["created"]) == (2, True)
+    again = client.post("/api/v1/statements/", {"provider": "collector", "file": _csv(*rows)})
+    assert again.status_code == 200 and again.json()["created"] is False
+    assert again.json()["statement_id"] == first.json()["statement_id"]
+
+
+def test_statement_upload_names_every_bad_row_and_imports_nothing(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> None:
+    before = UpstreamStatement.objects.count()
+    upload = _csv(
+        "api-t1,30,USD,2026-11-12T02:00:00Z",
+        "api-t2,1.5,USD,2026-11-12T02:00:00Z",
+        "api-t3,40,usd1,2026-11-12",
+    )
+    response = client_for("finance").post(
+        "/api/v1/statements/", {"provider": "collector", "file": upload}
+    )
+    assert response.status_code == 400
+    errors = response.json()["errors"]
+    assert {(e["row"], e["field"]) for e in errors} == {
+        (3, "amount"),
+        (4, "currency"),
+        (4, "occurred_at"),
+    }
+    assert UpstreamStatement.objects.count() == before
+
+
+def test_statement_upload_without_a_file_is_a_400(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> None:
+    response = client_for("finance").post("/api/v1/statements/", {"provider": "collector"})
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "file"
