@@ -443,7 +443,7 @@ def _verify(run: Run, scan: _Scan, revision: AnalysisRevision | None) -> list[Ch
     differences: list[str] = []
 
     status = run_status(run_id=run.pk)
-    differences += _conservation("SQL aggregate (run_status)", status.as_json(), planned)
+    differences += _conservation("SQL aggregate (run_status)", status.as_dict(), planned)
     scan_all = _scan_grouped(scan, lambda r: "all", brand)
     scanned_counts = scan_all.get("all", {"planned": 0})
     differences += _conservation("record scan", scanned_counts, planned)

@@ -111,7 +111,7 @@ def on_run_ended(sender: Any, run_id: str, status: Status, **kwargs: Any) -> Non
             "run_id": str(run.pk),
             "tenant": run.tenant.slug,
             "campaign": run.campaign_id,
-            **status.as_json(),
+            **status.as_dict(),
         }
         for endpoint in endpoints:
             if endpoint.wants(event):

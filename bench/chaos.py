@@ -420,8 +420,8 @@ class Chaos:
         for run in runs:
             if run_status(run_id=run.pk).outcome.value != "partially_succeeded":
                 continue
-            plan = resume_run(run_id=run.pk, dry_run=True).as_json()
-            applied = resume_run(run_id=run.pk, actor="chaos").as_json()
+            plan = resume_run(run_id=run.pk, dry_run=True).as_dict()
+            applied = resume_run(run_id=run.pk, actor="chaos").as_dict()
             if applied != plan:
                 self.problems.append(f"run {run.pk}: resume did {applied}, dry run said {plan}")
             self.resumed[str(run.pk)] = plan

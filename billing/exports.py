@@ -23,7 +23,7 @@ LEDGER_COLUMNS = [
 
 
 def _recon_rows(report: ReconReport) -> list[list[Any]]:
-    return [[r.as_json()[c] for c in COLUMNS] for r in report.rows]
+    return [[r.as_dict()[c] for c in COLUMNS] for r in report.rows]
 
 
 def _ledger_rows(postings: QuerySet[Posting]) -> Iterable[list[Any]]:

@@ -225,7 +225,7 @@ class ReconRow:
         """statement - recorded (what an adjustment would book)."""
         return (self.statement_cost or 0) - (self.recorded_cost or 0)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["difference"] = self.difference
         return data

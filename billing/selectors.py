@@ -126,7 +126,7 @@ class RunBilling:
         """reserved + re-held = captured + released + still held."""
         return self.reserved + self.reheld == self.captured + self.released + self.held
 
-    def as_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.update(released=self.released, balanced=self.balanced)
         return data

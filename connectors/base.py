@@ -78,7 +78,7 @@ class Quote:
     total: int  # minor units
     unit_costs: tuple[int, ...]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "quote_id": self.quote_id,
             "currency": self.currency,
@@ -193,7 +193,7 @@ class NormalizedResult:
         self.collection_state, self.evidence_state = "truncated", "partial"
         self.error = {"class": ErrorClass.TRUNCATED.value, "message": message}
 
-    def to_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """The JSON form of NormalizedResult; raw bytes are shown as text, attachments by size."""
         data = asdict(self)
         data["raw"] = self.raw.decode("utf-8", errors="replace")

@@ -48,7 +48,7 @@ _STEP_KIND: dict[str, tuple[str, str]] = {
     Step.VERIFY: ("poll", "upstream"),
     Step.POLL: ("poll", "upstream"),
     Step.EVIDENCE: ("screenshot", "evidence"),
-    Step.ANALYZE: ("analyze", "analysis"),
+    Step.ANALYSE: ("analyse", "analysis"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Executing one step of one sample: submit, verify, poll, evidence, analyze.
+"""Executing one step of one sample: submit, verify, poll, evidence, analyse.
 
 Each step is entered with a fencing token from a claim. The pattern is always the same:
 1. a short transaction records intent (the attempt and its idempotency key) before any call;
@@ -486,7 +486,7 @@ def _record_direct_answer(
             _release(s, step=Step.EVIDENCE)
         else:
             _set_evidence_state(s, result)
-            _release(s, step=Step.ANALYZE)
+            _release(s, step=Step.ANALYSE)
         save_fenced(
             s,
             ctx.token,
@@ -748,7 +748,7 @@ def _render_screenshot(ctx: StepContext, sample: Sample) -> str:
             s.evidence_reason = reason
         else:
             s.store_evidence()
-        _release(s, step=Step.ANALYZE)
+        _release(s, step=Step.ANALYSE)
         save_fenced(s, ctx.token, "evidence_state", "evidence_reason", *_QUEUE_FIELDS)
     return "screenshot-partial" if reason else "screenshot-stored"
 
@@ -789,7 +789,7 @@ def handle_evidence(ctx: StepContext) -> str:
             s.complete_collection()
             s.completed_at = Now()
             _set_evidence_state(s, result)
-            _release(s, step=Step.ANALYZE)
+            _release(s, step=Step.ANALYSE)
             save_fenced(
                 s,
                 ctx.token,
@@ -807,13 +807,13 @@ def handle_evidence(ctx: StepContext) -> str:
     return "evidence-stored"
 
 
-# --- analyze ------------------------------------------------------------------------------
+# --- analyse ------------------------------------------------------------------------------
 
 
-def handle_analyze(ctx: StepContext) -> str:
+def handle_analyse(ctx: StepContext) -> str:
     verdict = analyse_sample(sample_id=ctx.sample_id)
     with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation="analyze", worker=ctx.worker
+        sample_id=ctx.sample_id, token=ctx.token, operation="analyse", worker=ctx.worker
     ) as s:
         verdict.apply(s)
         _release(s, step=Step.NONE)
@@ -838,5 +838,5 @@ _HANDLERS: dict[str, Callable[[StepContext], str]] = {
     Step.VERIFY: handle_verify,
     Step.POLL: handle_poll,
     Step.EVIDENCE: handle_evidence,
-    Step.ANALYZE: handle_analyze,
+    Step.ANALYSE: handle_analyse,
 }

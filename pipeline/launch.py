@@ -76,5 +76,5 @@ def fetch_provider_quotes(spec: CampaignSpec) -> dict[str, Any]:
             quotes[platform] = {"unavailable": f"{error.error_class.value}: {error.message}"}
             continue
         if quote is not None:
-            quotes[platform] = quote.as_json()
+            quotes[platform] = quote.as_dict()
     return quotes

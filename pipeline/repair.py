@@ -33,7 +33,7 @@ class RepairReport:
     repaired: list[int] = field(default_factory=list)
     still_missing: dict[int, str] = field(default_factory=dict)  # sample id -> why
 
-    def as_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "repaired": len(self.repaired),

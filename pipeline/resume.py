@@ -38,7 +38,7 @@ class ResumePlan:
     in_flight: int = 0
     resume_no: int = 0  # the resume that applied it (0: a dry run)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "redo": len(self.redo),
             "kept": self.kept,

@@ -59,7 +59,7 @@ def on_run_finished(*, run_id: UUID | str) -> None:
     billing.settle_run(run_id=run_id)
     book_run_attempt_costs(run_id=run_id)
     status = run_status(run_id=run_id)
-    log.info("run finished run=%s outcome=%s %s", run_id, status.outcome, status.as_json())
+    log.info("run finished run=%s outcome=%s %s", run_id, status.outcome, status.as_dict())
     metrics.run_finished(outcome=status.outcome.value)
     run_ended.send(sender=Run, run_id=str(run_id), status=status)
 
@@ -79,6 +79,6 @@ def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> 
             submission_state=SubmissionState.PLANNED,
         )
         cancelled = sum(cancel_unaccepted(sample, reason=reason) for sample in cancellable)
-    billing.cancel_run(run_id=run.pk)
+    billing.release_unaccepted_hold(run_id=run.pk)
     finish_run_if_done(run_id=run.pk)
     return cancelled

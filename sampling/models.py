@@ -282,7 +282,7 @@ class Step(models.TextChoices):
     VERIFY = "verify"  # resolve an uncertain submission with the upstream
     POLL = "poll"
     EVIDENCE = "evidence"
-    ANALYZE = "analyze"
+    ANALYSE = "analyze", "Analyse"  # stored value predates the spelling; one word in code
     NONE = "none"
 
 

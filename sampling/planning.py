@@ -43,7 +43,7 @@ class EntitySpec:
     aliases: tuple[str, ...]
     domains: tuple[str, ...]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "aliases": list(self.aliases), "domains": list(self.domains)}
 
 
@@ -54,7 +54,7 @@ class TargetSpec:
     region: str
     mode: str
 
-    def as_json(self) -> dict[str, str]:
+    def as_dict(self) -> dict[str, str]:
         return {
             "platform": self.platform,
             "device": self.device,
@@ -182,7 +182,7 @@ def _targets(value: Any, policy: str, problems: _Problems) -> list[TargetSpec]:
             mode=str(raw.get("mode", "web_search")).strip().lower(),
         )
         if target in targets:
-            problems.add(where, f"duplicate target {target.as_json()}")
+            problems.add(where, f"duplicate target {target.as_dict()}")
             continue
         for message in _capability_problems(target, policy):
             problems.add(where, message)

@@ -73,7 +73,7 @@ class Status:
             return Outcome.ALL_FAILED
         return Outcome.PARTIALLY_SUCCEEDED
 
-    def as_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome.value,
             "finished": self.finished,

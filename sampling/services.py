@@ -37,7 +37,7 @@ class PlanPreview:
     batch_platforms: list[str]
     duplicates: list[dict[str, Any]]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "samples": self.samples,
             "batches": self.batches,
@@ -112,7 +112,7 @@ def _replace_competitors(campaign: Campaign, spec: CampaignSpec) -> None:
 def _replace_targets(campaign: Campaign, spec: CampaignSpec) -> None:
     campaign.targets.all().delete()
     PlatformTarget.objects.bulk_create(
-        PlatformTarget(campaign=campaign, **t.as_json()) for t in spec.targets
+        PlatformTarget(campaign=campaign, **t.as_dict()) for t in spec.targets
     )
 
 
@@ -223,8 +223,8 @@ def _config_snapshot(
         "tenant": spec.tenant,
         "campaign_id": campaign.pk,
         "campaign_name": spec.name,
-        "brand": spec.brand.as_json(),
-        "competitors": [c.as_json() for c in spec.competitors],
+        "brand": spec.brand.as_dict(),
+        "competitors": [c.as_dict() for c in spec.competitors],
         "questions": [
             {
                 "revision_id": r.pk,
@@ -234,7 +234,7 @@ def _config_snapshot(
             }
             for r in revisions
         ],
-        "targets": [t.as_json() for t in spec.targets],
+        "targets": [t.as_dict() for t in spec.targets],
         # The model per platform, frozen: every attempt of the run asks this one.
         "models": {t.platform: configured_model(t.platform) for t in spec.targets},
         "repeats": spec.repeats,

@@ -97,7 +97,7 @@ class RunReconciliation(ApiView):
         return Response(
             {
                 "run_id": str(run.pk),
-                "rows": [row.as_json() for row in report.rows],
+                "rows": [row.as_dict() for row in report.rows],
                 "counts": counts,
                 "totals": report.totals,
             }

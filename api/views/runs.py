@@ -89,8 +89,8 @@ def run_body(run: Run) -> dict[str, Any]:
     status = run_status(run_id=run.pk)
     return {
         **RunSerializer(run).data,
-        **status.as_json(),
-        "platforms": {p: s.as_json() for p, s in platform_statuses(run_id=run.pk).items()},
+        **status.as_dict(),
+        "platforms": {p: s.as_dict() for p, s in platform_statuses(run_id=run.pk).items()},
     }
 
 
@@ -154,7 +154,7 @@ class RunResume(ApiView):
             raise DetailedError(
                 402, str(error), shortfall=error.required - error.available, currency=error.currency
             ) from None
-        return Response({"resume_no": plan.resume_no, **plan.as_json()})
+        return Response({"resume_no": plan.resume_no, **plan.as_dict()})
 
 
 def _samples() -> QuerySet[Sample]:

@@ -60,7 +60,13 @@ from .prices import (
     quote_groups,
     target_key,
 )
-from .runs import SettleOutcome, cancel_run, capture_sample, quote_and_reserve, settle_run
+from .runs import (
+    SettleOutcome,
+    capture_sample,
+    quote_and_reserve,
+    release_unaccepted_hold,
+    settle_run,
+)
 from .upstream import adjust_upstream_cost, record_upstream_cost
 
 __all__ = [
@@ -82,7 +88,6 @@ __all__ = [
     "adjust_upstream_cost",
     "available_account",
     "build_quote",
-    "cancel_run",
     "capture_sample",
     "create_price_version",
     "derived_balance",
@@ -98,6 +103,7 @@ __all__ = [
     "quote_groups",
     "record_upstream_cost",
     "refund",
+    "release_unaccepted_hold",
     "revenue_account",
     "reverse_entry",
     "run_refundable",

@@ -235,7 +235,7 @@ def settle_run(*, run_id: UUID | str) -> SettleOutcome:
     return outcome
 
 
-def cancel_run(*, run_id: UUID | str) -> JournalEntry | None:
+def release_unaccepted_hold(*, run_id: UUID | str) -> JournalEntry | None:
     """A local cancel: release only samples the upstream never accepted (still planned).
     Accepted, submitting and uncertain samples stay held — the upstream may still run them and
     charge us; they are settled when they end."""

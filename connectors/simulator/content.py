@@ -52,7 +52,7 @@ class World:
         neutral = tuple(str(d) for d in value.get("neutral_domains", ())) or NEUTRAL_DOMAINS
         return cls(brands=brands, neutral_domains=neutral)
 
-    def to_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "brands": [
                 {
@@ -85,7 +85,7 @@ class SimCitation:
     cited_text: str
     brand: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "url": self.url,
             "title": self.title,

@@ -96,7 +96,7 @@ class Simulator:
                 name: {"requests": sum(paths.values()), "paths": dict(paths)}
                 for name, paths in self._stats.items()
             }
-            scripts = [script.to_json() for script in self.scripts]
+            scripts = [script.as_dict() for script in self.scripts]
         return {"platforms": platforms, "scripts": scripts}
 
     def answer_log(self, platform: str | None = None) -> list[dict[str, Any]]:
@@ -160,7 +160,7 @@ class Simulator:
             "call_no": draw.call_no,
             "fault": draw.fault,
             "answer_text": answer.text,
-            "citations": [c.to_json() for c in answer.citations],
+            "citations": [c.as_dict() for c in answer.citations],
             "mentioned": list(answer.mentioned),
             **extra,
         }

@@ -117,7 +117,7 @@ class ScriptedFault:
             return False
         return self.match in text
 
-    def to_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "match": self.match,
             "fault": self.fault,

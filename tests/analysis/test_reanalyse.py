@@ -42,7 +42,7 @@ def finished_run(celery_worker: Any) -> Iterator[Callable[..., Run]]:
         run = collected_run(**kwargs)
         celery_worker(concurrency=2)
         status = e2e.drive_until_finished(run.pk)
-        assert status.finished, status.as_json()
+        assert status.finished, status.as_dict()
         threads.append(threading.Thread(target=loop, daemon=True))
         threads[-1].start()
         return run

@@ -53,7 +53,7 @@ def test_run_detail_is_the_status_aggregation(
 ) -> None:
     run = two_tenants[0].run
     body = client_for("finance").get(f"/api/v1/runs/{run.pk}/").json()
-    status = run_status(run_id=run.pk).as_json()
+    status = run_status(run_id=run.pk).as_dict()
     assert {key: body[key] for key in status} == status
     assert body["outcome"] != "in_progress" and body["status"] == "finished"
     assert set(body["platforms"]) == {"collector", "openai"}

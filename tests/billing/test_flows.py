@@ -205,8 +205,8 @@ def test_cancel_releases_only_what_the_upstream_never_accepted() -> None:
     complete(done)
     services.capture_sample(sample_id=done.pk)
 
-    services.cancel_run(run_id=run.pk)
-    services.cancel_run(run_id=run.pk)
+    services.release_unaccepted_hold(run_id=run.pk)
+    services.release_unaccepted_hold(run_id=run.pk)
 
     billing = run_billing(run_id=run.pk)
     assert billing.released_cancelled == 90

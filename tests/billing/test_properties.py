@@ -121,7 +121,7 @@ class Driver:
         run = self._run(r)
         if run is not None:
             self.last = ("cancel", run.pk)
-            services.cancel_run(run_id=run.pk)
+            services.release_unaccepted_hold(run_id=run.pk)
 
     def op_settle(self, r: int) -> None:
         run = self._run(r)
@@ -169,7 +169,7 @@ class Driver:
         if kind == "capture":
             services.capture_sample(sample_id=args[0])
         elif kind == "cancel":
-            services.cancel_run(run_id=args[0])
+            services.release_unaccepted_hold(run_id=args[0])
         elif kind == "settle":
             services.settle_run(run_id=args[0])
         elif kind == "refund":
@@ -207,7 +207,7 @@ def assert_invariants(driver: Driver) -> None:
     # reserved = captured + released + still held, per run.
     for run in driver.runs:
         billing = run_billing(run_id=run.pk)
-        assert billing.balanced, billing.as_json()
+        assert billing.balanced, billing.as_dict()
         assert billing.reserved == billing.estimated_max
         assert billing.held >= 0
         assert billing.refunded <= billing.captured

@@ -53,7 +53,7 @@ def cite_everything(simulator: SimulatorHandle, **profile: Any) -> None:
 
 def comparable(result: NormalizedResult, *envelope: str) -> dict[str, Any]:
     """The JSON form without the capture time and the named HTTP-envelope fields."""
-    data = result.to_json()
+    data = result.as_dict()
     for name in ("captured_at", *envelope):
         data.pop(name)
     return data

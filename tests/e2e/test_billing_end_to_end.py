@@ -58,7 +58,7 @@ def test_costs_duplicate_callbacks_and_a_cancel_leave_a_balanced_reconciled_ledg
 
     status = drive_until_settled(run.pk)
 
-    assert status.finished and status.succeeded == 4, status.as_json()
+    assert status.finished and status.succeeded == 4, status.as_dict()
     # Polling alone would need 50 polls: each task finished through its callback, which came
     # twice and was acted on once.
     assert CallbackDelivery.objects.count() == 4

@@ -78,7 +78,7 @@ def test_resume_redoes_the_not_valid_completed_samples_and_keeps_the_rest(
     celery_worker()
 
     first = drive_until_finished(run.pk)
-    assert first.finished and first.outcome.value == "partially_succeeded", first.as_json()
+    assert first.finished and first.outcome.value == "partially_succeeded", first.as_dict()
     _settled(run)
     valid_ids = list(
         Sample.objects.filter(run=run, collection_state="completed", validity="valid").values_list(
@@ -100,7 +100,7 @@ def test_resume_redoes_the_not_valid_completed_samples_and_keeps_the_rest(
     assert json.loads(out.getvalue()) == plan
 
     second = drive_until_finished(run.pk)
-    assert second.finished and second.outcome.value == "all_succeeded", second.as_json()
+    assert second.finished and second.outcome.value == "all_succeeded", second.as_dict()
     money = _settled(run)
 
     reopened = set(SampleReopen.objects.filter(run=run).values_list("sample_id", flat=True))
@@ -111,7 +111,7 @@ def test_resume_redoes_the_not_valid_completed_samples_and_keeps_the_rest(
         assert Attempt.objects.filter(sample=sample, attempt_no=sample.attempts).exists()
     assert _kept_bytes(valid_ids) == kept_before
 
-    assert money.balanced and money.held == 0, money.as_json()
+    assert money.balanced and money.held == 0, money.as_dict()
     assert money.samples_charged == second.planned  # once each
     assert [v.message for v in check_all(run.pk)] == []
     assert verify_ledger().violations == []
@@ -134,7 +134,7 @@ def test_collector_submits_go_in_batches_and_the_providers_quote_is_recorded(
 
     status = drive_until_finished(run.pk)
 
-    assert status.finished and status.planned == 12, status.as_json()
+    assert status.finished and status.planned == 12, status.as_dict()
     batch_calls = simulator.stats()["platforms"]["collector"]["paths"]["POST /v1/batches"]
     assert batch_calls < 12  # several tasks per call
     refused = Sample.objects.get(run=run, question_revision__text__startswith="No capacity",

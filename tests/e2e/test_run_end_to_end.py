@@ -91,7 +91,7 @@ def test_run_finishes_with_every_planned_sample_accounted_for(
 
     status = drive_until_finished(run.pk)
 
-    assert status.finished, status.as_json()
+    assert status.finished, status.as_dict()
     assert status.planned == 6 * 2 * 2 == Sample.objects.filter(run=run).count()
     assert status.succeeded + status.failed + status.invalid + status.review == status.planned
     assert status.outcome.value == "partially_succeeded"

@@ -92,7 +92,7 @@ def test_steps_route_to_platform_evidence_and_analysis_queues() -> None:
     assert queue_for(step=Step.SUBMIT, platform="openai") == "platform.openai"
     assert queue_for(step=Step.POLL, platform="collector") == "platform.collector"
     assert queue_for(step=Step.EVIDENCE, platform="collector") == "evidence"
-    assert queue_for(step=Step.ANALYZE, platform="openai") == "analysis"
+    assert queue_for(step=Step.ANALYSE, platform="openai") == "analysis"
 
 
 @pytest.mark.django_db

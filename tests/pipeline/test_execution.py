@@ -172,7 +172,7 @@ def test_a_direct_answer_completes_collection_and_moves_on_to_analysis(upstream:
     assert outcome == "answered"
     assert (sample.submission_state, sample.collection_state) == ("accepted", "completed")
     assert (sample.step, sample.queue_state, sample.evidence_state) == (
-        "analyze",
+        Step.ANALYSE,
         "ready",
         "stored",
     )
@@ -471,7 +471,7 @@ def test_fetched_evidence_completes_the_collection(upstream: Any) -> None:
     assert outcome == "evidence-stored"
     assert (sample.collection_state, sample.evidence_state) == ("completed", "partial")
     assert sample.evidence_reason == "SCREENSHOT_UNAVAILABLE"
-    assert sample.step == "analyze"
+    assert sample.step == Step.ANALYSE
 
 
 def test_a_failed_provider_task_ends_the_sample_with_its_message(upstream: Any) -> None:
@@ -767,7 +767,7 @@ def test_repair_evidence_reports_what_is_still_missing(upstream: Any) -> None:
 
     report = repair_evidence(run_id=sample.run_id)
 
-    assert report.as_json()["still_missing"] == 1
+    assert report.as_dict()["still_missing"] == 1
     assert "still has no screenshot" in report.still_missing[sample.pk]
     assert Sample.objects.get(pk=sample.pk).evidence_state == "partial"
 

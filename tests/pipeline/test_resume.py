@@ -108,7 +108,7 @@ def test_resume_asks_exactly_the_not_valid_completed_samples_again(upstream: Any
 
     upstream.healed = True
     applied = resume_run(run_id=run.pk, actor="test")
-    assert applied.as_json() == plan
+    assert applied.as_dict() == plan
     _finish(run)
 
     after = _by_question(run)

@@ -237,7 +237,7 @@ class RunAdmin(TenantScopedAdmin):
         context = status_context(status)
         return JsonResponse(
             {
-                **status.as_json(),
+                **status.as_dict(),
                 "outcome_label": context["outcome_label"],
                 "percent_terminal": context["percent_terminal"],
                 "segments": context["segments"],

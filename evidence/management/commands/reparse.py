@@ -25,7 +25,7 @@ from sampling.models import Sample
 def printable(result: NormalizedResult) -> dict[str, Any]:
     """The normalized result without the raw bytes (shown by digest and size instead) and
     without captured_at, which for a re-parse would be the time of the re-parse."""
-    data = result.to_json()
+    data = result.as_dict()
     raw = data.pop("raw")
     data.pop("captured_at")
     data["raw_sha256"] = hashlib.sha256(result.raw).hexdigest()

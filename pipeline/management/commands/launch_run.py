@@ -41,7 +41,7 @@ class Command(BaseCommand):
                 f"unknown tenant {spec.tenant!r}: create it first with "
                 f"`manage.py create_tenant {spec.tenant} --name NAME`"
             )
-        summary: dict[str, Any] = {"run_id": None, **preview_plan(spec=spec).as_json()}
+        summary: dict[str, Any] = {"run_id": None, **preview_plan(spec=spec).as_dict()}
         try:
             # The quote launch will freeze, shown for --dry-run exactly as the console shows it.
             summary.update(_quote_summary(quote_for_spec(spec), tenant))

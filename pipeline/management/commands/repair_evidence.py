@@ -26,4 +26,4 @@ class Command(BaseCommand):
             run = Run.objects.get(pk=uuid.UUID(options["run_id"]))
         except (ValueError, Run.DoesNotExist):
             raise CommandError(f"no run with id {options['run_id']!r}") from None
-        self.stdout.write(json.dumps(repair_evidence(run_id=run.pk).as_json()))
+        self.stdout.write(json.dumps(repair_evidence(run_id=run.pk).as_dict()))

@@ -33,4 +33,4 @@ class Command(BaseCommand):
             raise CommandError(f"no run with id {options['run_id']!r}") from None
         except ResumeRefused as refused:
             raise CommandError(str(refused)) from None
-        self.stdout.write(json.dumps(plan.as_json(), sort_keys=False))
+        self.stdout.write(json.dumps(plan.as_dict(), sort_keys=False))

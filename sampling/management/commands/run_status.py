@@ -25,7 +25,7 @@ class Command(BaseCommand):
             status = run_status(run_id=run_id)
         except (ValueError, Run.DoesNotExist):
             raise CommandError(f"no run with id {options['run_id']!r}") from None
-        data = {"run_id": str(run_id), **status.as_json()}
+        data = {"run_id": str(run_id), **status.as_dict()}
         if options["json"]:
             self.stdout.write(json.dumps(data, indent=2))
             return
