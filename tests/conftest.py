@@ -72,17 +72,21 @@ def spec_with_tenant(data: dict[str, Any], **options: Any) -> Any:
 TEST_FUNDS = 10**9  # minor units: no sampling test should fail for lack of credit
 
 
-def _fund_new_tenant(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
+def fund_tenant(tenant: Any) -> Any:
+    """Give `tenant` a price list and credit, as an operator would before a launch. Idempotent:
+    the top-up carries a fixed key, so funding twice posts once."""
     from billing.services import ensure_default_price_version, top_up
 
+    version = ensure_default_price_version()
+    top_up(
+        tenant=tenant, amount=TEST_FUNDS, currency=version.currency, idempotency_key="test-funds"
+    )
+    return tenant
+
+
+def _fund_new_tenant(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
     if created:
-        version = ensure_default_price_version()
-        top_up(
-            tenant=instance,
-            amount=TEST_FUNDS,
-            currency=version.currency,
-            idempotency_key="test-funds",
-        )
+        fund_tenant(instance)
 
 
 @pytest.fixture(autouse=True)
