@@ -212,7 +212,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # --- Execution ----------------------------------------------------------------------------
 GEO_LEASE_SECONDS = int(os.environ.get("GEO_LEASE_SECONDS", "120"))
 GEO_MAX_SUBMIT_ATTEMPTS = int(os.environ.get("GEO_MAX_SUBMIT_ATTEMPTS", "5"))
-GEO_MAX_PLAN_SAMPLES = int(os.environ.get("GEO_MAX_PLAN_SAMPLES", "200000"))
+GEO_MAX_PLAN_SAMPLES = int(os.environ.get("GEO_MAX_PLAN_SAMPLES", "2000000"))
 GEO_MAX_QUESTION_CHARS = int(os.environ.get("GEO_MAX_QUESTION_CHARS", "2000"))
 GEO_DEFAULT_SUBMISSION_LIMIT = int(os.environ.get("GEO_DEFAULT_SUBMISSION_LIMIT", "100"))
 # Where connectors send requests. Unset: each platform's real endpoint. The demo and the tests

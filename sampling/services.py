@@ -3,19 +3,15 @@ all call these."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
 
 from connectors.registry import configured_model
 
-from .bulk import copy_insert
-from .dbtime import db_now
+from .expansion import expand_samples
 from .models import (
-    Batch,
     Brand,
     Campaign,
     Competitor,
@@ -24,7 +20,6 @@ from .models import (
     Question,
     QuestionRevision,
     Run,
-    Sample,
     Tenant,
 )
 from .planning import CampaignSpec, PlanError, batch_sizes, normalize_text, parse_campaign_spec
@@ -199,7 +194,7 @@ def plan_run(*, campaign: Campaign, submission_limit: int | None = None) -> Run:
             planned_samples=spec.sample_count,
             priority=spec.priority,
         )
-        _expand_samples(run=run, spec=spec, revision_ids=[r.pk for r in revisions])
+        expand_samples(run=run, spec=spec, revision_ids=[r.pk for r in revisions])
     return run
 
 
@@ -245,59 +240,6 @@ def _config_snapshot(
             {"row": d.row, "duplicate_of": d.duplicate_of, "text": d.text} for d in spec.duplicates
         ],
     }
-
-
-def _planned_rows(
-    spec: CampaignSpec, revision_ids: list[int]
-) -> Iterator[tuple[str, int, int, int]]:
-    """(platform, target index, revision id, repeat) in plan order: platform by platform, and
-    inside a platform repeat 0 of every question first, so early batches cover all questions."""
-    platforms = list(dict.fromkeys(t.platform for t in spec.targets))
-    for platform in platforms:
-        target_indexes = [i for i, t in enumerate(spec.targets) if t.platform == platform]
-        for repeat in range(spec.repeats):
-            for revision_id in revision_ids:
-                for target_index in target_indexes:
-                    yield platform, target_index, revision_id, repeat
-
-
-def _expand_samples(*, run: Run, spec: CampaignSpec, revision_ids: list[int]) -> None:
-    sizes = batch_sizes(spec)
-    batches = Batch.objects.bulk_create(
-        Batch(run=run, index=i, platform=platform, size=size)
-        for i, (platform, size) in enumerate(sizes)
-    )
-    # Higher priority work starts out as if it had been waiting longer; everything ages at
-    # the same rate, so low priority work is delayed by a bounded amount, never starved.
-    # (Read before the COPY starts: the connection runs no other query while it streams.)
-    due_at = db_now() - timedelta(seconds=60 * spec.priority)
-    copy_insert(Sample, _sample_rows(run, spec, revision_ids, batches, due_at))
-
-
-def _sample_rows(
-    run: Run, spec: CampaignSpec, revision_ids: list[int], batches: list[Batch], due_at: datetime
-) -> Iterator[dict[str, Any]]:
-    batch_iter = iter(batches)
-    batch = next(batch_iter)
-    filled = 0
-    for platform, target_index, revision_id, repeat in _planned_rows(spec, revision_ids):
-        if filled == batch.size:
-            batch, filled = next(batch_iter), 0
-        target = spec.targets[target_index]
-        filled += 1
-        yield {
-            "run_id": run.pk,
-            "batch_id": batch.pk,
-            "tenant_id": run.tenant_id,
-            "question_revision_id": revision_id,
-            "platform": platform,
-            "device": target.device,
-            "region": target.region,
-            "mode": target.mode,
-            "repeat_index": repeat,
-            "priority": spec.priority,
-            "due_at": due_at,
-        }
 
 
 def enqueue_outbox(

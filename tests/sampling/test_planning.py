@@ -115,9 +115,9 @@ def test_duplicates_after_normalisation_are_reported_and_planned_once() -> None:
             "screenshot_policy: 'always' is not one of",
         ),
         (
-            lambda d: d.update(repeats=100, questions=[f"q{i}" for i in range(2001)]),
-            "plan: 2001 questions x 1 targets x 100 repeats = 200100 samples, "
-            "over the 200000 limit",
+            lambda d: d.update(repeats=100, questions=[f"q{i}" for i in range(20001)]),
+            "plan: 20001 questions x 1 targets x 100 repeats = 2000100 samples, "
+            "over the 2000000 limit",
         ),
     ],
 )
