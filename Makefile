@@ -37,8 +37,10 @@ lint: $(STAMP)
 	$(LOCAL_ENV) $(PY) manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(PY) scripts/audit_dependencies.py
 
+# Every benchmark with its reference, one table (bench/run_all.py, docs/capacity.md). In a
+# throw-away database <name>_bench. BENCH_ARGS="--only plan" for one; sizes: GEO_BENCH_*.
 bench: $(STAMP) services
-	$(LOCAL_ENV) DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/plan_expansion.py
+	$(LOCAL_ENV) DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf var

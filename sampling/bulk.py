@@ -15,19 +15,22 @@ from django.db.models import Model
 from django.utils import timezone
 
 
-def _columns(model: type[Model]) -> list[Any]:
-    return [f for f in model._meta.concrete_fields if not f.primary_key]
+def column_defaults(model: type[Model]) -> tuple[list[Any], dict[str, Any]]:
+    """The columns a COPY writes (every concrete field but the key) and each one's default
+    (attname -> value; `auto_now` fields: now)."""
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    now = timezone.now()
+    defaults = {
+        f.attname: (now if getattr(f, "auto_now", False) else f.get_default()) for f in fields
+    }
+    return fields, defaults
 
 
 def copy_insert(model: type[Model], rows: Iterable[Mapping[str, Any]], *, chunk: int = 5000) -> int:
     """Insert `rows` (attname -> value) into `model`'s table. Returns the row count."""
     if connection.vendor != "postgresql":
         return _bulk_create(model, rows, chunk)
-    fields = _columns(model)
-    now = timezone.now()
-    defaults = {
-        f.attname: (now if getattr(f, "auto_now", False) else f.get_default()) for f in fields
-    }
+    fields, defaults = column_defaults(model)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     count = 0
     with connection.cursor() as cursor:

@@ -24,9 +24,8 @@ from typing import Any
 
 from django.db import connection
 from django.db.models.expressions import DatabaseDefault
-from django.utils import timezone
 
-from .bulk import copy_insert
+from .bulk import column_defaults, copy_insert
 from .dbtime import db_now
 from .models import Batch, Run, Sample
 from .planning import CampaignSpec, batch_sizes
@@ -193,17 +192,12 @@ def _platform_arrays(spec: CampaignSpec, batches: list[Batch]) -> dict[str, list
 def _defaults(params: dict[str, Any]) -> tuple[list[str], str]:
     """The columns the expansion does not compute, each with the model's default as a
     parameter (added to `params`); a column with only a database default is left out."""
-    now = timezone.now()
+    fields, defaults = column_defaults(Sample)
     columns: list[str] = []
     sql = ""
-    for field in Sample._meta.concrete_fields:
-        if field.primary_key or field.attname in _COMPUTED:
-            continue
-        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-            value: Any = now
-        else:
-            value = field.get_default()
-        if isinstance(value, DatabaseDefault):
+    for field in fields:
+        value = defaults[field.attname]
+        if field.attname in _COMPUTED or isinstance(value, DatabaseDefault):
             continue
         key = f"default_{field.attname}"
         params[key] = value
