@@ -56,20 +56,9 @@ def measure() -> list[BenchRow]:
         common.vacuum()
         with common.timed() as product:
             _check(_product_claims(batch, run.tenant_id), samples, "claim_ready")
-        common.log(
-            f"claim: {samples:,} in batches of {batch}: claim_ready {product.seconds:.2f} s, "
-            f"raw SKIP LOCKED {reference.seconds:.2f} s"
-        )
         common.drop_samples([run.pk])
-    return [
-        common.speed_row(
-            f"claim {samples:,} due samples, batches of {batch} (claim_ready) vs raw SKIP LOCKED",
-            product_s=product.seconds,
-            reference_s=reference.seconds,
-            target=TARGET,
-            samples=samples,
-        )
-    ]
+    name = f"claim {samples:,} due samples, batches of {batch} (claim_ready) vs raw SKIP LOCKED"
+    return [common.speed_row(name, product.seconds, reference.seconds, TARGET, samples)]
 
 
 def _product_claims(batch: int, tenant_id: int) -> int:

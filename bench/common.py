@@ -158,16 +158,15 @@ def best_of(repeats: int, run: Callable[[], float]) -> float:
     return min(run() for _ in range(max(1, repeats)))
 
 
-def speed_row(
-    name: str, *, product_s: float, reference_s: float, target: float, samples: int
-) -> BenchRow:
-    """A row for "the product does the same work at >= target x the reference's speed":
-    ratio = reference time / product time (1.0: as fast; 0.5: twice as slow)."""
+def speed_row(name: str, product_s: float, reference_s: float, target: float, n: int) -> BenchRow:
+    """A row for "the product does the same work on `n` items at >= target x the reference's
+    speed": ratio = reference time / product time (1.0: as fast; 0.5: twice as slow)."""
     ratio = reference_s / product_s if product_s else 0.0
+    log(f"{name}: product {product_s:.2f} s, reference {reference_s:.2f} s, {ratio:.2f} x")
     return BenchRow(
         name=name,
-        product=f"{product_s:.2f} s ({samples / product_s:,.0f}/s)",
-        reference=f"{reference_s:.2f} s ({samples / reference_s:,.0f}/s)",
+        product=f"{product_s:.2f} s ({n / product_s:,.0f}/s)",
+        reference=f"{reference_s:.2f} s ({n / reference_s:,.0f}/s)",
         ratio=f"{ratio:.2f} x",
         target=f">= {target} x",
         met=ratio >= target,

@@ -42,20 +42,10 @@ def measure() -> list[BenchRow]:
         written = common.sql("SELECT count(*) FROM sampling_sample WHERE run_id = %s", [run.pk])
         if written[0][0] != samples:
             raise RuntimeError(f"launch_run wrote {written[0][0]} samples, not {samples}")
-        common.log(
-            f"plan: launch_run {product.seconds:.2f} s, raw COPY {reference_s:.2f} s "
-            f"({run.batches.count()} batches)"
-        )
+        common.log(f"plan: {run.batches.count()} batches")
         common.drop_samples([run.pk])
-    return [
-        common.speed_row(
-            f"plan {samples:,} samples (launch_run) vs raw COPY",
-            product_s=product.seconds,
-            reference_s=reference_s,
-            target=TARGET,
-            samples=samples,
-        )
-    ]
+    name = f"plan {samples:,} samples (launch_run) vs raw COPY"
+    return [common.speed_row(name, product.seconds, reference_s, TARGET, samples)]
 
 
 def _raw_copy(campaign: Any) -> tuple[float, int]:
