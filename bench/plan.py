@@ -33,7 +33,7 @@ def measure() -> list[BenchRow]:
         from pipeline.launch import launch_run
 
         with common.timed() as setup:
-            campaign = common.funded_campaign(samples=samples, name=f"plan {samples}")
+            campaign = common.funded_campaign(samples=samples, name=f"plan {samples}", repeats=50)
         common.log(f"plan: campaign of {samples:,} samples saved in {setup.seconds:.1f} s")
         reference_s, reference_run = _raw_copy(campaign)
         common.drop_samples([reference_run])
@@ -42,7 +42,13 @@ def measure() -> list[BenchRow]:
         written = common.sql("SELECT count(*) FROM sampling_sample WHERE run_id = %s", [run.pk])
         if written[0][0] != samples:
             raise RuntimeError(f"launch_run wrote {written[0][0]} samples, not {samples}")
-        common.log(f"plan: {run.batches.count()} batches")
+        heap, indexes = common.sql(
+            "SELECT pg_table_size('sampling_sample'), pg_indexes_size('sampling_sample')"
+        )[0]
+        common.log(
+            f"plan: {run.batches.count()} batches; sampling_sample {heap / common.MIB:,.0f} MiB "
+            f"+ indexes {indexes / common.MIB:,.0f} MiB for {samples:,} samples"
+        )
         common.drop_samples([run.pk])
     name = f"plan {samples:,} samples (launch_run) vs raw COPY"
     return [common.speed_row(name, product.seconds, reference_s, TARGET, samples)]
