@@ -4,7 +4,7 @@ all call these."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,12 +38,7 @@ class PlanPreview:
     duplicates: list[dict[str, Any]]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "samples": self.samples,
-            "batches": self.batches,
-            "batch_platforms": self.batch_platforms,
-            "duplicates": self.duplicates,
-        }
+        return asdict(self)
 
 
 def preview_plan(*, spec: CampaignSpec) -> PlanPreview:
