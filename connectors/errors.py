@@ -208,6 +208,17 @@ def classify_error_code(code: str | None) -> ErrorClass:
     return _STREAM_CODE_CLASSES.get(code.lower(), ErrorClass.UPSTREAM_FAILED)
 
 
+def class_by_prefix(
+    code: str | None, prefixes: Mapping[ErrorClass, tuple[str, ...]]
+) -> ErrorClass | None:
+    """The class whose vendor code prefixes `code` starts with; None when it matches none.
+    (No vendor's prefix of one class starts a prefix of another, so order does not matter.)"""
+    for error_class, starts in prefixes.items():
+        if code and code.startswith(starts):
+            return error_class
+    return None
+
+
 def error_dict(error_class: ErrorClass, message: str, **details: Any) -> dict[str, Any]:
     """The `NormalizedResult.error` shape."""
     return {"class": error_class.value, "message": redact(message)[:MAX_MESSAGE_CHARS], **details}

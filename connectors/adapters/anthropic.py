@@ -24,10 +24,9 @@ from ..base import (
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    SubmitOutcome,
     UpstreamError,
 )
-from ..citations import make_citation
+from ..citations import CitationList
 from ..direct import ALL_MODES, DirectConnector, failed
 from ..errors import classify_error_code, classify_http_error, error_dict, json_body
 from ..streams import SSE_MIME, SseTranscript, parse_sse
@@ -85,7 +84,7 @@ def _block_from(content: dict[str, Any]) -> _Block:
 def _join_blocks(blocks: list[_Block]) -> tuple[str, list[Citation]]:
     """The answer text and its citations, each spanning the text block that carries it."""
     text = ""
-    citations: list[Citation] = []
+    citations = CitationList()
     for block in blocks:
         if block.kind != "text":
             continue
@@ -93,17 +92,9 @@ def _join_blocks(blocks: list[_Block]) -> tuple[str, list[Citation]]:
         for citation in block.citations:
             if citation.get("type", CITATION_TYPE) != CITATION_TYPE or not citation.get("url"):
                 continue
-            citations.append(
-                make_citation(
-                    len(citations) + 1,
-                    str(citation["url"]),
-                    title=citation.get("title"),
-                    start=start,
-                    end=end,
-                )
-            )
+            citations.add(str(citation["url"]), title=citation.get("title"), start=start, end=end)
         text += block.text
-    return text, citations
+    return text, citations.items
 
 
 def _warnings(blocks: list[_Block], stop_reason: str | None) -> list[str]:
@@ -176,6 +167,8 @@ class AnthropicConnector(DirectConnector):
     platform: ClassVar[str] = "anthropic"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
     body_name: ClassVar[str] = "a Messages API body"
+    # The request id is the `request-id` header, else the one an error event carried.
+    path: ClassVar[str] = "/v1/messages"
 
     def capabilities(self) -> Capabilities:
         return self._capabilities(ALL_MODES)
@@ -203,20 +196,9 @@ class AnthropicConnector(DirectConnector):
             body["max_tokens"] = max(max_tokens, budget + DEFAULT_MAX_TOKENS)
         return body
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        # The request id is the `request-id` header, else the one an error event carried.
-        return self._answer(
-            "/v1/messages",
-            request,
-            attempt_no,
-            headers={
-                "x-api-key": self.config.api_key,
-                "anthropic-version": API_VERSION,
-                "Accept": SSE_MIME,
-            },
-            json_body=self.request_body(request),
-            classify=self._http_error,
-        )
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
+        return {"x-api-key": self.config.api_key, "anthropic-version": API_VERSION,
+                "Accept": SSE_MIME}  # fmt: skip
 
     @staticmethod
     def _http_error(

@@ -30,14 +30,12 @@ from typing import Any, ClassVar
 from .. import safejson
 from ..base import (
     Capabilities,
-    Citation,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    SubmitOutcome,
     UpstreamError,
 )
-from ..citations import make_citation, utf8_byte_to_char_offset
+from ..citations import CitationList, utf8_byte_to_char_offset
 from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import (
     classify_error_code,
@@ -182,21 +180,17 @@ def _result_parts(state: _State) -> tuple[str, dict[int, tuple[int, str]]]:
 
 def _build(state: _State, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
     answer, bases = _result_parts(state)
-    citations: list[Citation] = []
+    citations = CitationList(len(answer))
     warnings: list[str] = []
     for support in state.supports:
         start, end, moved = _locate(answer, bases, support)
         if moved and "CITATION_SPAN_RELOCATED" not in warnings:
             warnings.append("CITATION_SPAN_RELOCATED")
-        citations.append(
-            make_citation(
-                len(citations) + 1,
-                support.url,
-                title=support.title,
-                start=start,
-                end=end,
-                text_length=len(answer),
-            )
+        citations.add(
+            support.url,
+            title=support.title,
+            start=start,
+            end=end,
         )
     if state.finish_reason and state.finish_reason != "STOP":
         warnings.append(
@@ -210,7 +204,7 @@ def _build(state: _State, raw: bytes, mime: str, sample_id: int | None) -> Norma
         sample_id,
         state.response_id,
         answer,
-        citations=citations,
+        citations=citations.items,
         warnings=warnings,
         request_id=state.response_id,
     )
@@ -246,6 +240,9 @@ def _json_array_items(raw: bytes) -> tuple[list[Any], bool]:
 class GeminiConnector(DirectConnector):
     platform: ClassVar[str] = "gemini"
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com"
+    params: ClassVar[dict[str, str]] = {"alt": "sse"}
+    # No request id header: the body's `responseId` is the request id.
+    request_id_header: ClassVar[bool] = False
 
     def capabilities(self) -> Capabilities:
         # The Gemini API has no user-location setting for google_search: the region is
@@ -266,19 +263,12 @@ class GeminiConnector(DirectConnector):
             body["generationConfig"] = {"thinkingConfig": {"thinkingBudget": budget}}
         return body
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        # No request id header: the body's `responseId` is the request id.
-        return self._answer(
-            f"/{API_VERSION}/models/{self.model(request)}:streamGenerateContent",
-            request,
-            attempt_no,
-            # The key travels in a header, never in `?key=` (URLs end up in logs).
-            headers={"x-goog-api-key": self.config.api_key, "Accept": SSE_MIME},
-            params={"alt": "sse"},
-            json_body=self.request_body(request),
-            classify=self._http_error,
-            request_id_header=False,
-        )
+    def request_path(self, request: SampleRequest) -> str:
+        return f"/{API_VERSION}/models/{self.model(request)}:streamGenerateContent"
+
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
+        # The key travels in a header, never in `?key=` (URLs end up in logs).
+        return {"x-goog-api-key": self.config.api_key, "Accept": SSE_MIME}
 
     @staticmethod
     def _http_error(

@@ -27,9 +27,8 @@ from ..base import (
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    SubmitOutcome,
 )
-from ..citations import claim_span_before_marker, find_markers, make_citation
+from ..citations import CitationList, claim_span_before_marker, find_markers
 from ..direct import DirectConnector
 from ..errors import classify_error_code, error_dict, status_error_class
 from ..streams import parse_sse
@@ -92,7 +91,7 @@ def _answer(content: str) -> tuple[str, bool]:
 
 def _citations(text: str, state: _State) -> tuple[list[Citation], int]:
     """One citation per marker that resolves to a source, and the count that did not."""
-    citations: list[Citation] = []
+    citations = CitationList(len(text))
     unresolved = 0
     for marker in find_markers(text):
         index = marker.number - 1
@@ -106,17 +105,13 @@ def _citations(text: str, state: _State) -> tuple[list[Citation], int]:
             unresolved += 1
             continue
         start, end = claim_span_before_marker(text, marker)
-        citations.append(
-            make_citation(
-                len(citations) + 1,
-                url,
-                title=str(title) if title else None,
-                start=start,
-                end=end,
-                text_length=len(text),
-            )
+        citations.add(
+            url,
+            title=str(title) if title else None,
+            start=start,
+            end=end,
         )
-    return citations, unresolved
+    return citations.items, unresolved
 
 
 def _build(
@@ -148,6 +143,7 @@ class PerplexityConnector(DirectConnector):
     platform: ClassVar[str] = "perplexity"
     default_base_url: ClassVar[str] = "https://api.perplexity.ai"
     body_name: ClassVar[str] = "a chat completions body"
+    path: ClassVar[str] = "/chat/completions"
 
     def capabilities(self) -> Capabilities:
         modes = {"web_search", "no_search"}
@@ -170,15 +166,6 @@ class PerplexityConnector(DirectConnector):
             body["disable_search"] = True
             del body["web_search_options"]
         return body
-
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        return self._answer(
-            "/chat/completions",
-            request,
-            attempt_no,
-            headers=self._bearer_headers(),
-            json_body=self.request_body(request),
-        )
 
     @classmethod
     def _is_body(cls, payload: dict[str, Any]) -> bool:
