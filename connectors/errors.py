@@ -232,18 +232,24 @@ class HttpErrorClassifier(Protocol):
     ) -> UpstreamError: ...
 
 
-def auth_by_code(
-    code_class: Callable[[str | None], ErrorClass | None], *, only: ErrorClass | None = None
+def auth_when(
+    refused: Callable[[bytes], bool], *, only: ErrorClass | None = None
 ) -> HttpErrorClassifier:
-    """`classify_http_error`, then AUTH where the vendor's code table says so: quota, spend
-    limit and unpaid-bill codes come as 429 or 403, and waiting does not cure them. With
-    `only`, an error of that class alone is changed."""
+    """`classify_http_error`, then AUTH where `refused(body)` says the vendor refused for good:
+    quota, spend limit, unpaid-bill or invalid-key errors come as 429, 403 or 400, and neither
+    waiting nor asking again cures them. With `only`, an error of that class alone is changed."""
 
     def classify(status: int, headers: dict[str, str], body: bytes, egress: str) -> UpstreamError:
         error = classify_http_error(status, headers, body, egress=egress)
-        billing = code_class(error_code(body)) is ErrorClass.AUTH
-        if billing and only in (None, error.error_class):
+        if refused(body) and only in (None, error.error_class):
             error.error_class = ErrorClass.AUTH
         return error
 
     return classify
+
+
+def auth_by_code(
+    code_class: Callable[[str | None], ErrorClass | None], *, only: ErrorClass | None = None
+) -> HttpErrorClassifier:
+    """`auth_when` the vendor's code table says AUTH."""
+    return auth_when(lambda body: code_class(error_code(body)) is ErrorClass.AUTH, only=only)

@@ -24,12 +24,11 @@ from ..base import (
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    UpstreamError,
 )
 from ..citations import CitationList
 from ..direct import ALL_MODES, DirectConnector, failed
-from ..errors import classify_error_code, classify_http_error, error_dict, json_body
-from ..streams import SSE_MIME, SseTranscript, parse_sse
+from ..errors import auth_when, classify_error_code, error_dict, json_body
+from ..streams import SSE_MIME, SseTranscript, json_frames, parse_sse
 
 API_VERSION = "2023-06-01"
 WEB_SEARCH_TOOL = "web_search_20250305"
@@ -115,15 +114,18 @@ def _error_from(payload: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _spend_limit(body: bytes) -> bool:
+    """A 429 whose `error.details.error_code` is a spend limit, which waiting does not clear."""
+    payload = json_body(body)
+    nested = payload.get("error") if isinstance(payload, dict) else None
+    details = nested.get("details") if isinstance(nested, dict) else None
+    return isinstance(details, dict) and details.get("error_code") in _SPEND_LIMIT_CODES
+
+
 def _read_stream(transcript: SseTranscript) -> _StreamState:
     state = _StreamState()
-    for event in transcript.events:
-        if event.event == "ping":
-            continue
-        payload = event.json_object()
-        if payload is None:
-            state.bad_frames += 1
-            continue
+    frames = [event for event in transcript.events if event.event != "ping"]  # keep-alives
+    for event, payload in json_frames(frames, state):
         _apply_event(state, event.event if event.event != "message" else "", payload)
         if state.terminal:
             break
@@ -200,21 +202,7 @@ class AnthropicConnector(DirectConnector):
         return {"x-api-key": self.config.api_key, "anthropic-version": API_VERSION,
                 "Accept": SSE_MIME}  # fmt: skip
 
-    @staticmethod
-    def _http_error(
-        status: int, headers: dict[str, str], body: bytes, egress: str | None = None
-    ) -> UpstreamError:
-        error = classify_http_error(status, headers, body, egress=egress)
-        payload = json_body(body)
-        nested = payload.get("error") if isinstance(payload, dict) else None
-        details = nested.get("details") if isinstance(nested, dict) else None
-        if (
-            error.error_class is ErrorClass.RATE_LIMITED
-            and isinstance(details, dict)
-            and details.get("error_code") in _SPEND_LIMIT_CODES
-        ):
-            error.error_class = ErrorClass.AUTH
-        return error
+    _http_error = staticmethod(auth_when(_spend_limit, only=ErrorClass.RATE_LIMITED))
 
     @classmethod
     def _is_body(cls, payload: dict[str, Any]) -> bool:

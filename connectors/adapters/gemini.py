@@ -33,19 +33,18 @@ from ..base import (
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    UpstreamError,
 )
 from ..citations import CitationList, utf8_byte_to_char_offset
 from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import (
+    auth_when,
     classify_error_code,
-    classify_http_error,
     error_dict,
     json_body,
     retry_info_delay,
     status_error_class,
 )
-from ..streams import SSE_MIME, is_sse, parse_sse
+from ..streams import SSE_MIME, is_sse, json_frames, parse_sse
 
 API_VERSION = "v1beta"
 DEEP_THINKING_BUDGET = 8192  # within the ranges of the 2.5 Flash and Pro models
@@ -141,6 +140,19 @@ def _error_from(payload: dict[str, Any]) -> dict[str, Any]:
     if (delay := retry_info_delay(payload)) is not None:
         details["retry_after"] = delay
     return error_dict(error_class, str(error.get("message") or "stream error"), **details)
+
+
+def _key_refused(body: bytes) -> bool:
+    """Whether an error body's `ErrorInfo.reason` says the API key is invalid or blocked."""
+    payload = json_body(body)
+    if isinstance(payload, list) and payload:
+        payload = payload[0]
+    nested = payload.get("error") if isinstance(payload, dict) else None
+    details = nested.get("details") if isinstance(nested, dict) else None
+    return any(
+        isinstance(detail, dict) and detail.get("reason") in _AUTH_REASONS
+        for detail in (details if isinstance(details, list) else [])
+    )
 
 
 def _locate(
@@ -270,20 +282,8 @@ class GeminiConnector(DirectConnector):
         # The key travels in a header, never in `?key=` (URLs end up in logs).
         return {"x-goog-api-key": self.config.api_key, "Accept": SSE_MIME}
 
-    @staticmethod
-    def _http_error(
-        status: int, headers: dict[str, str], body: bytes, egress: str | None = None
-    ) -> UpstreamError:
-        error = classify_http_error(status, headers, body, egress=egress)
-        payload = json_body(body)
-        if isinstance(payload, list) and payload:
-            payload = payload[0]
-        nested = payload.get("error") if isinstance(payload, dict) else None
-        details = nested.get("details") if isinstance(nested, dict) else None
-        for detail in details if isinstance(details, list) else []:
-            if isinstance(detail, dict) and detail.get("reason") in _AUTH_REASONS:
-                error.error_class = ErrorClass.AUTH
-        return error
+    # An invalid key is a 400 INVALID_ARGUMENT whose ErrorInfo reason says so.
+    _http_error = staticmethod(auth_when(_key_refused))
 
     @classmethod
     def parse(
@@ -317,11 +317,7 @@ class GeminiConnector(DirectConnector):
     @classmethod
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
         state = _State()
-        for event in parse_sse(raw).events:
-            payload = event.json_object()
-            if payload is None:
-                state.bad_frames += 1
-                continue
+        for _event, payload in json_frames(parse_sse(raw).events, state):
             _apply_chunk(state, payload, streamed=True)
             if state.error is not None:
                 break

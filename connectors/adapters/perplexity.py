@@ -31,7 +31,7 @@ from ..base import (
 from ..citations import CitationList, claim_span_before_marker, find_markers
 from ..direct import DirectConnector
 from ..errors import classify_error_code, error_dict, status_error_class
-from ..streams import parse_sse
+from ..streams import json_frames, parse_sse
 
 DONE = "[DONE]"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -185,13 +185,9 @@ class PerplexityConnector(DirectConnector):
     @classmethod
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
         state = _State()
-        for event in parse_sse(raw).events:
-            if event.data.strip() == DONE:
-                continue
-            payload = event.json_object()
-            if payload is None:
-                state.bad_frames += 1
-                continue
+        # `data: [DONE]` is tolerated, and says nothing.
+        frames = [event for event in parse_sse(raw).events if event.data.strip() != DONE]
+        for event, payload in json_frames(frames, state):
             if event.event == "error" or isinstance(payload.get("error"), dict):
                 state.error = _error_from(payload)
                 break

@@ -33,7 +33,7 @@ from ..base import (
 from ..citations import CitationList, claim_span_before_marker, find_markers
 from ..direct import ALL_MODES, DirectConnector
 from ..errors import auth_by_code, class_by_prefix, error_dict, status_error_class
-from ..streams import SseTranscript, parse_sse
+from ..streams import SseTranscript, json_frames, parse_sse
 
 PATH = "/api/v1/services/aigc/text-generation/generation"
 CITATION_FORMAT = "[<number>]"
@@ -161,11 +161,7 @@ def _last_error_status(transcript: SseTranscript) -> int | None:
 
 def _read_stream(transcript: SseTranscript) -> _StreamState:
     state = _StreamState()
-    for event in transcript.events:
-        payload = event.json_object()
-        if payload is None:
-            state.bad_frames += 1
-            continue
+    for event, payload in json_frames(transcript.events, state):
         if isinstance(payload.get("request_id"), str) and payload["request_id"]:
             state.request_id = payload["request_id"]
         # The SDK treats any frame with a `code` as an error, whatever its event name.
