@@ -233,15 +233,9 @@ class CollectorConnector(Connector):
         return payload
 
     def _task_spec(self, request: SampleRequest) -> dict[str, Any]:
-        return {
-            "client_key": request.idempotency_key,
-            "question": request.question,
-            "platform": self.target_platform,
-            "device": request.device,
-            "region": request.region,
-            "mode": request.mode,
-            "screenshot": request.screenshot,
-        }
+        spec = {"client_key": request.idempotency_key, "question": request.question,
+                "platform": self.target_platform}  # fmt: skip
+        return spec | {k: getattr(request, k) for k in ("device", "region", "mode", "screenshot")}
 
     def quote(self, requests: list[SampleRequest]) -> Quote | None:
         specs = [

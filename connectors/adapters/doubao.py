@@ -19,6 +19,7 @@ with Ark codes (`RateLimitExceeded.EndpointRPMExceeded`, `QuotaExceeded`, ...).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -33,7 +34,7 @@ from ..citations import make_citation
 from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import auth_by_code, class_by_prefix, classify_error_code, error_dict, json_body
 from ..responses_format import ResponsesDialect, answer, body_result, error_from, stream_result
-from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
+from ..streams import SSE_MIME, SseEvent, SseTranscript, is_sse, json_frames, parse_sse
 from ..transport import header_safe
 
 RESPONSES_PATH = "/api/v3/responses"
@@ -96,16 +97,18 @@ class _BotsState:
                 seen.add(reference["url"])
 
 
-def _read_bots(transcript: SseTranscript) -> _BotsState:
-    state = _BotsState()
-    for event in transcript.events:
+def _until_done(events: Iterable[SseEvent], state: _BotsState) -> Iterator[SseEvent]:
+    """The events before `data: [DONE]`; reaching it marks the stream done."""
+    for event in events:
         if event.data.strip() == "[DONE]":
             state.done = True
-            break
-        payload = event.json_object()
-        if payload is None:
-            state.bad_frames += 1
-            continue
+            return
+        yield event
+
+
+def _read_bots(transcript: SseTranscript) -> _BotsState:
+    state = _BotsState()
+    for _event, payload in json_frames(_until_done(transcript.events, state), state):
         if isinstance(payload.get("error"), dict):
             state.error = error_from(payload["error"], "stream error", DIALECT)
             break
