@@ -66,6 +66,10 @@ class DirectConnector(Connector):
         super().__init__(config)
         self.transport = HttpTransport(config)
 
+    def capabilities(self) -> Capabilities:
+        """Every mode, from every region; adapters narrow it with `_capabilities`."""
+        return self._capabilities(ALL_MODES)
+
     def _capabilities(
         self,
         modes: Iterable[str],

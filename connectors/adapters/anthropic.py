@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..base import (
-    Capabilities,
     Citation,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
 )
 from ..citations import CitationList
-from ..direct import ALL_MODES, DirectConnector, failed
+from ..direct import DirectConnector, failed
 from ..errors import auth_when, classify_error_code, error_dict, json_body
 from ..streams import SSE_MIME, SseTranscript, json_frames, parse_sse
 
@@ -171,9 +170,6 @@ class AnthropicConnector(DirectConnector):
     body_name: ClassVar[str] = "a Messages API body"
     # The request id is the `request-id` header, else the one an error event carried.
     path: ClassVar[str] = "/v1/messages"
-
-    def capabilities(self) -> Capabilities:
-        return self._capabilities(ALL_MODES)
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         max_tokens = int(self.config.extra.get("max_tokens", DEFAULT_MAX_TOKENS))

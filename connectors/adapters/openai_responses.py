@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..base import Capabilities, NormalizedResult, SampleRequest
-from ..direct import ALL_MODES, DirectConnector
+from ..base import NormalizedResult, SampleRequest
+from ..direct import DirectConnector
 from ..errors import classify_error_code
 from ..responses_format import ResponsesDialect, body_result, stream_result
 from ..streams import parse_sse
@@ -28,9 +28,6 @@ class OpenAIResponsesConnector(DirectConnector):
     default_base_url: ClassVar[str] = "https://api.openai.com"
     body_name: ClassVar[str] = "a Responses API body"
     path: ClassVar[str] = "/v1/responses"
-
-    def capabilities(self) -> Capabilities:
-        return self._capabilities(ALL_MODES)
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
