@@ -6,7 +6,7 @@ like every rate in the report (analysis/reports.py)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -32,16 +32,9 @@ class EvidenceSummary:
         return rate(self.partial + self.failed, self.planned)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "platform": self.platform,
-            "planned": self.planned,
-            "stored": self.stored,
-            "partial": self.partial,
-            "failed": self.failed,
-            "pending": self.pending,
-            "evidence_missing_rate": self.missing_rate.as_dict(),
-            "reasons": self.reasons,
-        }
+        data = asdict(self)
+        reasons = data.pop("reasons")
+        return data | {"evidence_missing_rate": self.missing_rate.as_dict(), "reasons": reasons}
 
 
 def evidence_by_platform(*, run_id: UUID | str) -> list[EvidenceSummary]:

@@ -79,12 +79,10 @@ class Quote:
     unit_costs: tuple[int, ...]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "quote_id": self.quote_id,
-            "currency": self.currency,
-            "total": self.total,
-            "tasks": len(self.unit_costs),
-        }
+        """The quote with its unit costs counted as `tasks`."""
+        data = asdict(self)
+        data["tasks"] = len(data.pop("unit_costs"))
+        return data
 
 
 @dataclass(frozen=True)

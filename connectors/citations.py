@@ -10,7 +10,7 @@ and clamped, because upstream offsets are not always inside the text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from .base import Citation
@@ -181,6 +181,21 @@ def make_citation(
         start=start,
         end=end,
     )
+
+
+@dataclass
+class CitationList:
+    """Citations numbered `c1`, `c2`, ... in the order they are added; given the answer's
+    length, their spans are clamped into it (`make_citation`)."""
+
+    text_length: int | None = None
+    items: list[Citation] = field(default_factory=list)
+
+    def add(self, url: str, title: str | None = None, start: int | None = None,
+            end: int | None = None) -> None:  # fmt: skip
+        number = len(self.items) + 1
+        span = {"start": start, "end": end, "text_length": self.text_length}
+        self.items.append(make_citation(number, url, title=title, **span))
 
 
 def claim_span_before_marker(text: str, marker: Marker) -> tuple[int, int]:

@@ -1,10 +1,11 @@
 """What the direct model API adapters have in common once a response is in hand.
 
-Direct adapters (docs/platforms.md) answer in the submit call. They share no request code: each
-builds its own request and reads its own wire format. What they do share is everything around
-that: one HTTP transport per connector, the shape of their capabilities, and turning an answered
-exchange into a SubmitOutcome (a non-2xx raises the classified error; a body cut mid-stream says
-where; an answer without any id is named after the idempotency key).
+Direct adapters (docs/platforms.md) answer in the submit call. Each builds its own request
+(`request_path`, `request_headers`, `request_body`) and reads its own wire format (`parse`). What
+they share is everything around that: one HTTP transport per connector, the shape of their
+capabilities, POSTing the question, and turning an answered exchange into a SubmitOutcome (a
+non-2xx raises the classified error; a body cut mid-stream says where; an answer without any id
+is named after the idempotency key).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .base import (
     NormalizedResult,
     SampleRequest,
     SubmitOutcome,
+    UpstreamError,
 )
 from .errors import (
     HttpErrorClassifier,
@@ -51,10 +53,22 @@ class DirectConnector(Connector):
 
     # What `parse` calls this API's non-streaming body, in the error for any other body.
     body_name: ClassVar[str] = "the API's response body"
+    # Where `submit` POSTs the question (`request_path` may derive it per request), with these
+    # query parameters.
+    path: ClassVar[str] = ""
+    params: ClassVar[Mapping[str, str] | None] = None
+    # False for APIs that send no request id header: only the id `parse` finds in the body.
+    request_id_header: ClassVar[bool] = True
+    # Bound on one streamed answer, unless `extra["stream_deadline_seconds"]` says otherwise.
+    stream_deadline_seconds: ClassVar[float] = STREAM_DEADLINE_SECONDS
 
     def __init__(self, config: ConnectorConfig) -> None:
         super().__init__(config)
         self.transport = HttpTransport(config)
+
+    def capabilities(self) -> Capabilities:
+        """Every mode, from every region; adapters narrow it with `_capabilities`."""
+        return self._capabilities(ALL_MODES)
 
     def _capabilities(
         self,
@@ -79,9 +93,30 @@ class DirectConnector(Connector):
         regions = self.config.extra.get("regions")
         return frozenset(regions) if regions else default
 
-    def _stream_deadline(self, default: float = STREAM_DEADLINE_SECONDS) -> float:
+    def _stream_deadline(self) -> float:
         """Keep-alives reset the read timeout; this bounds a stream that never ends."""
-        return float(self.config.extra.get("stream_deadline_seconds", default))
+        return float(self.config.extra.get("stream_deadline_seconds", self.stream_deadline_seconds))
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the question asks for a streamed answer."""
+        return True
+
+    def request_path(self, request: SampleRequest) -> str:
+        return self.path
+
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
+        return self._bearer_headers()
+
+    def request_body(self, request: SampleRequest) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} builds no request body")
+
+    @staticmethod
+    def _http_error(
+        status: int, headers: dict[str, str], body: bytes, /, *, egress: str
+    ) -> UpstreamError:
+        """A non-2xx answer as an UpstreamError; adapters refine it with the vendor's codes."""
+        return classify_http_error(status, headers, body, egress=egress)
 
     @classmethod
     def parse(
@@ -115,34 +150,25 @@ class DirectConnector(Connector):
         headers = {"Authorization": f"Bearer {self.config.api_key}", "Accept": SSE_MIME}
         return headers | dict(extra or {})
 
-    def _answer(
-        self,
-        path: str,
-        request: SampleRequest,
-        attempt_no: int,
-        *,
-        headers: Mapping[str, str],
-        json_body: Any,
-        params: Mapping[str, str] | None = None,
-        stream: bool = True,
-        deadline_seconds: float | None = None,
-        classify: HttpErrorClassifier = classify_http_error,
-        request_id_header: bool = True,
-    ) -> SubmitOutcome:
-        """POST one question and read the whole (streamed) answer into a SubmitOutcome, as
-        `outcome_from_exchange` does; `deadline_seconds` defaults to `_stream_deadline()`."""
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        """POST the question and read the whole (streamed) answer into a SubmitOutcome, as
+        `outcome_from_exchange` does."""
         exchange = self.transport.request(
             "POST",
-            path,
+            self.request_path(request),
             attempt_no=attempt_no,
-            headers=headers,
-            json_body=json_body,
-            params=params,
-            stream=stream,
-            deadline_seconds=deadline_seconds or self._stream_deadline(),
+            headers=self.request_headers(request),
+            json_body=self.request_body(request),
+            params=self.params,
+            stream=self.streaming,
+            deadline_seconds=self._stream_deadline(),
         )
         return outcome_from_exchange(
-            exchange, request, self.parse, classify=classify, request_id_header=request_id_header
+            exchange,
+            request,
+            self.parse,
+            classify=self._http_error,
+            request_id_header=self.request_id_header,
         )
 
 

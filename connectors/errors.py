@@ -208,6 +208,17 @@ def classify_error_code(code: str | None) -> ErrorClass:
     return _STREAM_CODE_CLASSES.get(code.lower(), ErrorClass.UPSTREAM_FAILED)
 
 
+def class_by_prefix(
+    code: str | None, prefixes: Mapping[ErrorClass, tuple[str, ...]]
+) -> ErrorClass | None:
+    """The class whose vendor code prefixes `code` starts with; None when it matches none.
+    (No vendor's prefix of one class starts a prefix of another, so order does not matter.)"""
+    for error_class, starts in prefixes.items():
+        if code and code.startswith(starts):
+            return error_class
+    return None
+
+
 def error_dict(error_class: ErrorClass, message: str, **details: Any) -> dict[str, Any]:
     """The `NormalizedResult.error` shape."""
     return {"class": error_class.value, "message": redact(message)[:MAX_MESSAGE_CHARS], **details}
@@ -221,18 +232,24 @@ class HttpErrorClassifier(Protocol):
     ) -> UpstreamError: ...
 
 
-def auth_by_code(
-    code_class: Callable[[str | None], ErrorClass | None], *, only: ErrorClass | None = None
+def auth_when(
+    refused: Callable[[bytes], bool], *, only: ErrorClass | None = None
 ) -> HttpErrorClassifier:
-    """`classify_http_error`, then AUTH where the vendor's code table says so: quota, spend
-    limit and unpaid-bill codes come as 429 or 403, and waiting does not cure them. With
-    `only`, an error of that class alone is changed."""
+    """`classify_http_error`, then AUTH where `refused(body)` says the vendor refused for good:
+    quota, spend limit, unpaid-bill or invalid-key errors come as 429, 403 or 400, and neither
+    waiting nor asking again cures them. With `only`, an error of that class alone is changed."""
 
     def classify(status: int, headers: dict[str, str], body: bytes, egress: str) -> UpstreamError:
         error = classify_http_error(status, headers, body, egress=egress)
-        billing = code_class(error_code(body)) is ErrorClass.AUTH
-        if billing and only in (None, error.error_class):
+        if refused(body) and only in (None, error.error_class):
             error.error_class = ErrorClass.AUTH
         return error
 
     return classify
+
+
+def auth_by_code(
+    code_class: Callable[[str | None], ErrorClass | None], *, only: ErrorClass | None = None
+) -> HttpErrorClassifier:
+    """`auth_when` the vendor's code table says AUTH."""
+    return auth_when(lambda body: code_class(error_code(body)) is ErrorClass.AUTH, only=only)

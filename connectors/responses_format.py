@@ -18,7 +18,7 @@ from typing import Any
 from .base import Citation, ErrorClass, NormalizedResult
 from .citations import make_citation
 from .errors import error_dict
-from .streams import SseTranscript
+from .streams import SseTranscript, json_frames
 
 TERMINAL_EVENTS = ("response.completed", "response.failed", "response.incomplete")
 
@@ -97,11 +97,7 @@ def response_error(
 
 def read_stream(transcript: SseTranscript, dialect: ResponsesDialect) -> ResponsesStream:
     state = ResponsesStream()
-    for event in transcript.events:
-        payload = event.json_object()
-        if payload is None:
-            state.bad_frames += 1
-            continue
+    for event, payload in json_frames(transcript.events, state):
         _apply_event(state, str(payload.get("type") or event.event), payload, dialect)
         if state.terminal:
             break

@@ -13,9 +13,9 @@ never dispatched and is reported separately, because a cut stream often ends exa
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from . import safejson
 
@@ -40,6 +40,23 @@ class SseEvent:
         except ValueError:
             return None
         return payload if isinstance(payload, dict) else None
+
+
+class CountsBadFrames(Protocol):
+    bad_frames: int
+
+
+def json_frames(
+    events: Iterable[SseEvent], state: CountsBadFrames
+) -> Iterator[tuple[SseEvent, dict[str, Any]]]:
+    """Each event whose data is a JSON object, with that object; any other event is a bad
+    frame, counted in `state.bad_frames` and skipped."""
+    for event in events:
+        payload = event.json_object()
+        if payload is None:
+            state.bad_frames += 1
+        else:
+            yield event, payload
 
 
 @dataclass

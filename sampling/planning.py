@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -55,12 +55,7 @@ class TargetSpec:
     mode: str
 
     def as_dict(self) -> dict[str, str]:
-        return {
-            "platform": self.platform,
-            "device": self.device,
-            "region": self.region,
-            "mode": self.mode,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

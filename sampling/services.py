@@ -3,7 +3,7 @@ all call these."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db import transaction
@@ -33,12 +33,7 @@ class PlanPreview:
     duplicates: list[dict[str, Any]]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "samples": self.samples,
-            "batches": self.batches,
-            "batch_platforms": self.batch_platforms,
-            "duplicates": self.duplicates,
-        }
+        return asdict(self)
 
 
 def preview_plan(*, spec: CampaignSpec) -> PlanPreview:

@@ -19,18 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..base import (
-    Capabilities,
     Citation,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    SubmitOutcome,
-    UpstreamError,
 )
-from ..citations import make_citation
-from ..direct import ALL_MODES, DirectConnector, failed
-from ..errors import classify_error_code, classify_http_error, error_dict, json_body
-from ..streams import SSE_MIME, SseTranscript, parse_sse
+from ..citations import CitationList
+from ..direct import DirectConnector, failed
+from ..errors import auth_when, classify_error_code, error_dict, json_body
+from ..streams import SSE_MIME, SseTranscript, json_frames, parse_sse
 
 API_VERSION = "2023-06-01"
 WEB_SEARCH_TOOL = "web_search_20250305"
@@ -85,7 +82,7 @@ def _block_from(content: dict[str, Any]) -> _Block:
 def _join_blocks(blocks: list[_Block]) -> tuple[str, list[Citation]]:
     """The answer text and its citations, each spanning the text block that carries it."""
     text = ""
-    citations: list[Citation] = []
+    citations = CitationList()
     for block in blocks:
         if block.kind != "text":
             continue
@@ -93,17 +90,9 @@ def _join_blocks(blocks: list[_Block]) -> tuple[str, list[Citation]]:
         for citation in block.citations:
             if citation.get("type", CITATION_TYPE) != CITATION_TYPE or not citation.get("url"):
                 continue
-            citations.append(
-                make_citation(
-                    len(citations) + 1,
-                    str(citation["url"]),
-                    title=citation.get("title"),
-                    start=start,
-                    end=end,
-                )
-            )
+            citations.add(str(citation["url"]), title=citation.get("title"), start=start, end=end)
         text += block.text
-    return text, citations
+    return text, citations.items
 
 
 def _warnings(blocks: list[_Block], stop_reason: str | None) -> list[str]:
@@ -124,15 +113,18 @@ def _error_from(payload: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _spend_limit(body: bytes) -> bool:
+    """A 429 whose `error.details.error_code` is a spend limit, which waiting does not clear."""
+    payload = json_body(body)
+    nested = payload.get("error") if isinstance(payload, dict) else None
+    details = nested.get("details") if isinstance(nested, dict) else None
+    return isinstance(details, dict) and details.get("error_code") in _SPEND_LIMIT_CODES
+
+
 def _read_stream(transcript: SseTranscript) -> _StreamState:
     state = _StreamState()
-    for event in transcript.events:
-        if event.event == "ping":
-            continue
-        payload = event.json_object()
-        if payload is None:
-            state.bad_frames += 1
-            continue
+    frames = [event for event in transcript.events if event.event != "ping"]  # keep-alives
+    for event, payload in json_frames(frames, state):
         _apply_event(state, event.event if event.event != "message" else "", payload)
         if state.terminal:
             break
@@ -176,9 +168,8 @@ class AnthropicConnector(DirectConnector):
     platform: ClassVar[str] = "anthropic"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
     body_name: ClassVar[str] = "a Messages API body"
-
-    def capabilities(self) -> Capabilities:
-        return self._capabilities(ALL_MODES)
+    # The request id is the `request-id` header, else the one an error event carried.
+    path: ClassVar[str] = "/v1/messages"
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         max_tokens = int(self.config.extra.get("max_tokens", DEFAULT_MAX_TOKENS))
@@ -203,36 +194,11 @@ class AnthropicConnector(DirectConnector):
             body["max_tokens"] = max(max_tokens, budget + DEFAULT_MAX_TOKENS)
         return body
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        # The request id is the `request-id` header, else the one an error event carried.
-        return self._answer(
-            "/v1/messages",
-            request,
-            attempt_no,
-            headers={
-                "x-api-key": self.config.api_key,
-                "anthropic-version": API_VERSION,
-                "Accept": SSE_MIME,
-            },
-            json_body=self.request_body(request),
-            classify=self._http_error,
-        )
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
+        return {"x-api-key": self.config.api_key, "anthropic-version": API_VERSION,
+                "Accept": SSE_MIME}  # fmt: skip
 
-    @staticmethod
-    def _http_error(
-        status: int, headers: dict[str, str], body: bytes, egress: str | None = None
-    ) -> UpstreamError:
-        error = classify_http_error(status, headers, body, egress=egress)
-        payload = json_body(body)
-        nested = payload.get("error") if isinstance(payload, dict) else None
-        details = nested.get("details") if isinstance(nested, dict) else None
-        if (
-            error.error_class is ErrorClass.RATE_LIMITED
-            and isinstance(details, dict)
-            and details.get("error_code") in _SPEND_LIMIT_CODES
-        ):
-            error.error_class = ErrorClass.AUTH
-        return error
+    _http_error = staticmethod(auth_when(_spend_limit, only=ErrorClass.RATE_LIMITED))
 
     @classmethod
     def _is_body(cls, payload: dict[str, Any]) -> bool:

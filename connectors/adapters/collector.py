@@ -63,7 +63,7 @@ from ..base import (
     SubmitOutcome,
     UpstreamError,
 )
-from ..citations import make_citation
+from ..citations import CitationList
 from ..direct import failed
 from ..errors import classify_http_error, error_dict, json_body, request_id_from
 from ..transport import HttpExchange, HttpTransport, header_safe
@@ -233,15 +233,9 @@ class CollectorConnector(Connector):
         return payload
 
     def _task_spec(self, request: SampleRequest) -> dict[str, Any]:
-        return {
-            "client_key": request.idempotency_key,
-            "question": request.question,
-            "platform": self.target_platform,
-            "device": request.device,
-            "region": request.region,
-            "mode": request.mode,
-            "screenshot": request.screenshot,
-        }
+        spec = {"client_key": request.idempotency_key, "question": request.question,
+                "platform": self.target_platform}  # fmt: skip
+        return spec | {k: getattr(request, k) for k in ("device", "region", "mode", "screenshot")}
 
     def quote(self, requests: list[SampleRequest]) -> Quote | None:
         specs = [
@@ -427,21 +421,17 @@ def _as_dict(value: Any) -> dict[str, Any]:
 
 
 def _citations(items: Any, text_length: int) -> list[Citation]:
-    citations: list[Citation] = []
+    citations = CitationList(text_length)
     for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and item.get("url"):
             start, end = item.get("start"), item.get("end")
-            citations.append(
-                make_citation(
-                    len(citations) + 1,
-                    str(item["url"]),
-                    title=item.get("title"),
-                    start=start if isinstance(start, int) else None,
-                    end=end if isinstance(end, int) else None,
-                    text_length=text_length,
-                )
+            citations.add(
+                str(item["url"]),
+                title=item.get("title"),
+                start=start if isinstance(start, int) else None,
+                end=end if isinstance(end, int) else None,
             )
-    return citations
+    return citations.items
 
 
 def _apply_cost(result: NormalizedResult, cost: Any) -> None:

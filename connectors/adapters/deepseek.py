@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .. import chat_format
-from ..base import Capabilities, NormalizedResult, SampleRequest, SubmitOutcome
+from ..base import Capabilities, NormalizedResult, SampleRequest
 from ..direct import CN_VENDOR_REGIONS, DirectConnector, unparseable
 
 CHAT_PATH = "/chat/completions"
@@ -33,6 +33,9 @@ CHAT_PATH = "/chat/completions"
 class DeepSeekConnector(DirectConnector):
     platform: ClassVar[str] = "deepseek"
     default_base_url: ClassVar[str] = "https://api.deepseek.com"
+    path: ClassVar[str] = CHAT_PATH
+    # DeepSeek closes a connection whose inference has not started after 10 minutes.
+    stream_deadline_seconds: ClassVar[float] = 900.0
 
     def capabilities(self) -> Capabilities:
         regions = self._configured_regions(CN_VENDOR_REGIONS)
@@ -50,16 +53,6 @@ class DeepSeekConnector(DirectConnector):
             "stream_options": {"include_usage": True},
             "thinking": {"type": "enabled" if thinking else "disabled"},
         }
-
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        return self._answer(
-            CHAT_PATH,
-            request,
-            attempt_no,
-            headers=self._bearer_headers(),
-            json_body=self.request_body(request),
-            deadline_seconds=self._stream_deadline(900),
-        )
 
     @classmethod
     def parse(

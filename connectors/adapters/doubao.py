@@ -19,6 +19,7 @@ with Ark codes (`RateLimitExceeded.EndpointRPMExceeded`, `QuotaExceeded`, ...).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,48 +29,34 @@ from ..base import (
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    SubmitOutcome,
 )
 from ..citations import make_citation
 from ..direct import ALL_MODES, DirectConnector, unparseable
-from ..errors import auth_by_code, classify_error_code, error_dict, json_body
+from ..errors import auth_by_code, class_by_prefix, classify_error_code, error_dict, json_body
 from ..responses_format import ResponsesDialect, answer, body_result, error_from, stream_result
-from ..streams import SSE_MIME, SseTranscript, is_sse, parse_sse
+from ..streams import SSE_MIME, SseEvent, SseTranscript, is_sse, json_frames, parse_sse
 from ..transport import header_safe
 
 RESPONSES_PATH = "/api/v3/responses"
 BOTS_PATH = "/api/v3/bots/chat/completions"
 
 # Ark error codes (docs/platforms.md §8 and the Ark public error code page), by prefix.
-_CODE_PREFIXES: tuple[tuple[str, ErrorClass], ...] = (
-    ("RateLimitExceeded", ErrorClass.RATE_LIMITED),
-    ("ServerOverloaded", ErrorClass.RATE_LIMITED),
-    ("TooManyRequests", ErrorClass.RATE_LIMITED),
+_CODE_PREFIXES: dict[ErrorClass, tuple[str, ...]] = {
+    ErrorClass.RATE_LIMITED: ("RateLimitExceeded", "ServerOverloaded", "TooManyRequests"),
     # Free quota used up / safe-mode spend limit / unpaid bills: waiting does not help.
-    ("QuotaExceeded", ErrorClass.AUTH),
-    ("SetLimitExceeded", ErrorClass.AUTH),
-    ("AccountOverdueError", ErrorClass.AUTH),
-    ("AuthenticationError", ErrorClass.AUTH),
-    ("AccessDenied", ErrorClass.AUTH),
-    ("InternalServiceError", ErrorClass.TRANSIENT),
-    ("InternalServerError", ErrorClass.TRANSIENT),
-    ("ServiceUnavailable", ErrorClass.TRANSIENT),
-    ("MissingParameter", ErrorClass.INVALID),
-    ("InvalidParameter", ErrorClass.INVALID),
-    ("InvalidEndpoint", ErrorClass.INVALID),
-    ("ModelNotOpen", ErrorClass.INVALID),
-    ("InputTextRiskDetection", ErrorClass.INVALID),
+    ErrorClass.AUTH: ("QuotaExceeded", "SetLimitExceeded", "AccountOverdueError",
+                      "AuthenticationError", "AccessDenied"),
+    ErrorClass.TRANSIENT: ("InternalServiceError", "InternalServerError", "ServiceUnavailable"),
+    ErrorClass.INVALID: ("MissingParameter", "InvalidParameter", "InvalidEndpoint",
+                         "ModelNotOpen", "InputTextRiskDetection"),
     # The answer was withheld by moderation: asking again gets the same.
-    ("OutputTextRiskDetection", ErrorClass.UPSTREAM_FAILED),
-)
+    ErrorClass.UPSTREAM_FAILED: ("OutputTextRiskDetection",),
+}  # fmt: skip
 
 
 def ark_code_class(code: str | None) -> ErrorClass:
     """The class of an Ark error code; unknown codes fall back to the shared table."""
-    for prefix, error_class in _CODE_PREFIXES:
-        if code and code.startswith(prefix):
-            return error_class
-    return classify_error_code(code)
+    return class_by_prefix(code, _CODE_PREFIXES) or classify_error_code(code)
 
 
 # Ark annotations are "url_citation" or "annotation" (or untyped), and carry no offsets.
@@ -110,16 +97,18 @@ class _BotsState:
                 seen.add(reference["url"])
 
 
-def _read_bots(transcript: SseTranscript) -> _BotsState:
-    state = _BotsState()
-    for event in transcript.events:
+def _until_done(events: Iterable[SseEvent], state: _BotsState) -> Iterator[SseEvent]:
+    """The events before `data: [DONE]`; reaching it marks the stream done."""
+    for event in events:
         if event.data.strip() == "[DONE]":
             state.done = True
-            break
-        payload = event.json_object()
-        if payload is None:
-            state.bad_frames += 1
-            continue
+            return
+        yield event
+
+
+def _read_bots(transcript: SseTranscript) -> _BotsState:
+    state = _BotsState()
+    for _event, payload in json_frames(_until_done(transcript.events, state), state):
         if isinstance(payload.get("error"), dict):
             state.error = error_from(payload["error"], "stream error", DIALECT)
             break
@@ -174,18 +163,12 @@ class DoubaoConnector(DirectConnector):
             body["tools"] = [{"type": "web_search"}]
         return body
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        return self._answer(
-            BOTS_PATH if self.bot_id else RESPONSES_PATH,
-            request,
-            attempt_no,
-            # Echoed for tracing; Ark has no idempotency key.
-            headers=self._bearer_headers(
-                {"X-Client-Request-Id": header_safe(request.idempotency_key)}
-            ),
-            json_body=self.request_body(request),
-            classify=self._http_error,
-        )
+    def request_path(self, request: SampleRequest) -> str:
+        return BOTS_PATH if self.bot_id else RESPONSES_PATH
+
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
+        # Echoed for tracing; Ark has no idempotency key.
+        return self._bearer_headers({"X-Client-Request-Id": header_safe(request.idempotency_key)})
 
     # `QuotaExceeded` / `SetLimitExceeded` come as 429 but waiting does not cure them.
     _http_error = staticmethod(auth_by_code(ark_code_class, only=ErrorClass.RATE_LIMITED))

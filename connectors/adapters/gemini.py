@@ -30,24 +30,21 @@ from typing import Any, ClassVar
 from .. import safejson
 from ..base import (
     Capabilities,
-    Citation,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    SubmitOutcome,
-    UpstreamError,
 )
-from ..citations import make_citation, utf8_byte_to_char_offset
+from ..citations import CitationList, utf8_byte_to_char_offset
 from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import (
+    auth_when,
     classify_error_code,
-    classify_http_error,
     error_dict,
     json_body,
     retry_info_delay,
     status_error_class,
 )
-from ..streams import SSE_MIME, is_sse, parse_sse
+from ..streams import SSE_MIME, is_sse, json_frames, parse_sse
 
 API_VERSION = "v1beta"
 DEEP_THINKING_BUDGET = 8192  # within the ranges of the 2.5 Flash and Pro models
@@ -145,6 +142,19 @@ def _error_from(payload: dict[str, Any]) -> dict[str, Any]:
     return error_dict(error_class, str(error.get("message") or "stream error"), **details)
 
 
+def _key_refused(body: bytes) -> bool:
+    """Whether an error body's `ErrorInfo.reason` says the API key is invalid or blocked."""
+    payload = json_body(body)
+    if isinstance(payload, list) and payload:
+        payload = payload[0]
+    nested = payload.get("error") if isinstance(payload, dict) else None
+    details = nested.get("details") if isinstance(nested, dict) else None
+    return any(
+        isinstance(detail, dict) and detail.get("reason") in _AUTH_REASONS
+        for detail in (details if isinstance(details, list) else [])
+    )
+
+
 def _locate(
     answer: str, bases: dict[int, tuple[int, str]], support: _Support
 ) -> tuple[int, int, bool]:
@@ -182,21 +192,17 @@ def _result_parts(state: _State) -> tuple[str, dict[int, tuple[int, str]]]:
 
 def _build(state: _State, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
     answer, bases = _result_parts(state)
-    citations: list[Citation] = []
+    citations = CitationList(len(answer))
     warnings: list[str] = []
     for support in state.supports:
         start, end, moved = _locate(answer, bases, support)
         if moved and "CITATION_SPAN_RELOCATED" not in warnings:
             warnings.append("CITATION_SPAN_RELOCATED")
-        citations.append(
-            make_citation(
-                len(citations) + 1,
-                support.url,
-                title=support.title,
-                start=start,
-                end=end,
-                text_length=len(answer),
-            )
+        citations.add(
+            support.url,
+            title=support.title,
+            start=start,
+            end=end,
         )
     if state.finish_reason and state.finish_reason != "STOP":
         warnings.append(
@@ -210,7 +216,7 @@ def _build(state: _State, raw: bytes, mime: str, sample_id: int | None) -> Norma
         sample_id,
         state.response_id,
         answer,
-        citations=citations,
+        citations=citations.items,
         warnings=warnings,
         request_id=state.response_id,
     )
@@ -246,6 +252,9 @@ def _json_array_items(raw: bytes) -> tuple[list[Any], bool]:
 class GeminiConnector(DirectConnector):
     platform: ClassVar[str] = "gemini"
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com"
+    params: ClassVar[dict[str, str]] = {"alt": "sse"}
+    # No request id header: the body's `responseId` is the request id.
+    request_id_header: ClassVar[bool] = False
 
     def capabilities(self) -> Capabilities:
         # The Gemini API has no user-location setting for google_search: the region is
@@ -266,34 +275,15 @@ class GeminiConnector(DirectConnector):
             body["generationConfig"] = {"thinkingConfig": {"thinkingBudget": budget}}
         return body
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        # No request id header: the body's `responseId` is the request id.
-        return self._answer(
-            f"/{API_VERSION}/models/{self.model(request)}:streamGenerateContent",
-            request,
-            attempt_no,
-            # The key travels in a header, never in `?key=` (URLs end up in logs).
-            headers={"x-goog-api-key": self.config.api_key, "Accept": SSE_MIME},
-            params={"alt": "sse"},
-            json_body=self.request_body(request),
-            classify=self._http_error,
-            request_id_header=False,
-        )
+    def request_path(self, request: SampleRequest) -> str:
+        return f"/{API_VERSION}/models/{self.model(request)}:streamGenerateContent"
 
-    @staticmethod
-    def _http_error(
-        status: int, headers: dict[str, str], body: bytes, egress: str | None = None
-    ) -> UpstreamError:
-        error = classify_http_error(status, headers, body, egress=egress)
-        payload = json_body(body)
-        if isinstance(payload, list) and payload:
-            payload = payload[0]
-        nested = payload.get("error") if isinstance(payload, dict) else None
-        details = nested.get("details") if isinstance(nested, dict) else None
-        for detail in details if isinstance(details, list) else []:
-            if isinstance(detail, dict) and detail.get("reason") in _AUTH_REASONS:
-                error.error_class = ErrorClass.AUTH
-        return error
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
+        # The key travels in a header, never in `?key=` (URLs end up in logs).
+        return {"x-goog-api-key": self.config.api_key, "Accept": SSE_MIME}
+
+    # An invalid key is a 400 INVALID_ARGUMENT whose ErrorInfo reason says so.
+    _http_error = staticmethod(auth_when(_key_refused))
 
     @classmethod
     def parse(
@@ -327,11 +317,7 @@ class GeminiConnector(DirectConnector):
     @classmethod
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
         state = _State()
-        for event in parse_sse(raw).events:
-            payload = event.json_object()
-            if payload is None:
-                state.bad_frames += 1
-                continue
+        for _event, payload in json_frames(parse_sse(raw).events, state):
             _apply_chunk(state, payload, streamed=True)
             if state.error is not None:
                 break

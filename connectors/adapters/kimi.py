@@ -50,7 +50,7 @@ from ..base import (
     SubmitOutcome,
     UpstreamError,
 )
-from ..citations import make_citation, normalize_url
+from ..citations import CitationList, normalize_url
 from ..direct import CN_VENDOR_REGIONS, DirectConnector, accepted, failed
 from ..errors import (
     classify_error_code,
@@ -134,18 +134,14 @@ def citations_in_text(text: str) -> list[Citation]:
             continue
         url = match.group(0).rstrip(_TRAILING)
         found.append((match.start(), match.start() + len(url), url, None))
-    citations: list[Citation] = []
+    citations = CitationList(len(text))
     seen: set[str] = set()
     for start, end, url, title in sorted(found):
         if normalize_url(url) in seen:
             continue
         seen.add(normalize_url(url))
-        citations.append(
-            make_citation(
-                len(citations) + 1, url, title=title, start=start, end=end, text_length=len(text)
-            )
-        )
-    return citations
+        citations.add(url, title=title, start=start, end=end)
+    return citations.items
 
 
 # --- the envelope ---------------------------------------------------------------------------
@@ -270,11 +266,12 @@ class KimiConnector(DirectConnector):
         return self._capabilities({"web_search", "no_search"}, regions=regions)
 
     def request_body(
-        self, request: SampleRequest, messages: list[dict[str, Any]]
+        self, request: SampleRequest, messages: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
+        """One round's body: `messages` so far, by default the question alone."""
         body: dict[str, Any] = {
             "model": request.model or self.config.model,
-            "messages": messages,
+            "messages": messages or [{"role": "user", "content": request.question}],
             "stream": True,
         }
         if request.mode == "web_search":

@@ -21,7 +21,6 @@ from ..base import (
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    SubmitOutcome,
     UpstreamError,
 )
 from ..direct import DirectConnector, unparseable
@@ -70,6 +69,9 @@ def _read(objects: list[Any]) -> tuple[_Lines, int]:
 class OllamaConnector(DirectConnector):
     platform: ClassVar[str] = "ollama"
     default_base_url: ClassVar[str] = "http://localhost:11434"
+    path: ClassVar[str] = PATH
+    # Ollama has no response or request id: the key names the attempt.
+    request_id_header: ClassVar[bool] = False
 
     def capabilities(self) -> Capabilities:
         modes = {"no_search"} | ({"deep_thinking"} if self.config.extra.get("thinking") else set())
@@ -87,20 +89,11 @@ class OllamaConnector(DirectConnector):
             body["think"] = True
         return body
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
         headers = {"Accept": NDJSON_MIME}
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
-        # Ollama has no response or request id: the key names the attempt.
-        return self._answer(
-            PATH,
-            request,
-            attempt_no,
-            headers=headers,
-            json_body=self.request_body(request),
-            classify=self._http_error,
-            request_id_header=False,
-        )
+        return headers
 
     @staticmethod
     def _http_error(

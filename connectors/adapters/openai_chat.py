@@ -28,8 +28,8 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from .. import chat_format
-from ..base import Capabilities, Citation, NormalizedResult, SampleRequest, SubmitOutcome
-from ..citations import make_citation
+from ..base import Capabilities, Citation, NormalizedResult, SampleRequest
+from ..citations import CitationList
 from ..direct import REGIONS, DirectConnector, unparseable
 from ..transport import header_safe
 
@@ -60,7 +60,7 @@ def chat_path(base_url: str, configured: str | None = None) -> str:
 def citations_from(completion: chat_format.ChatCompletion) -> list[Citation]:
     """url_citation annotations, both the nested shape (`{"url_citation": {...}}`) OpenAI sends
     and the flat one (`{"url": ...}`) some compatible servers send."""
-    found: list[Citation] = []
+    found = CitationList(len(completion.content))
     seen: set[tuple[str, int | None, int | None]] = set()
     for annotation in completion.annotations:
         if annotation.get("type", "url_citation") != "url_citation":
@@ -75,17 +75,13 @@ def citations_from(completion: chat_format.ChatCompletion) -> list[Citation]:
         if (url, start, end) in seen:  # a server repeating its annotations in two deltas
             continue
         seen.add((url, start, end))
-        found.append(
-            make_citation(
-                len(found) + 1,
-                url,
-                title=fields.get("title") if isinstance(fields.get("title"), str) else None,
-                start=start,
-                end=end,
-                text_length=len(completion.content),
-            )
+        found.add(
+            url,
+            title=fields.get("title") if isinstance(fields.get("title"), str) else None,
+            start=start,
+            end=end,
         )
-    return found
+    return found.items
 
 
 class OpenAIChatConnector(DirectConnector):
@@ -128,7 +124,10 @@ class OpenAIChatConnector(DirectConnector):
             body |= extra_body
         return body
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+    def request_path(self, request: SampleRequest) -> str:
+        return chat_path(self.config.base_url, self.config.extra.get("chat_path"))
+
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
         headers = {
             "Accept": chat_format.SSE_MIME if self.streaming else chat_format.JSON_MIME,
             # Not an idempotency key (OpenAI has none); it lets support find the call.
@@ -136,14 +135,7 @@ class OpenAIChatConnector(DirectConnector):
         }
         if self.config.api_key:  # local OpenAI-compatible servers often take none
             headers["Authorization"] = f"Bearer {self.config.api_key}"
-        return self._answer(
-            chat_path(self.config.base_url, self.config.extra.get("chat_path")),
-            request,
-            attempt_no,
-            headers=headers,
-            json_body=self.request_body(request),
-            stream=self.streaming,
-        )
+        return headers
 
     @classmethod
     def parse(

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..base import Capabilities, NormalizedResult, SampleRequest, SubmitOutcome
-from ..direct import ALL_MODES, DirectConnector
+from ..base import NormalizedResult, SampleRequest
+from ..direct import DirectConnector
 from ..errors import classify_error_code
 from ..responses_format import ResponsesDialect, body_result, stream_result
 from ..streams import parse_sse
@@ -27,9 +27,7 @@ class OpenAIResponsesConnector(DirectConnector):
     platform: ClassVar[str] = "openai"
     default_base_url: ClassVar[str] = "https://api.openai.com"
     body_name: ClassVar[str] = "a Responses API body"
-
-    def capabilities(self) -> Capabilities:
-        return self._capabilities(ALL_MODES)
+    path: ClassVar[str] = "/v1/responses"
 
     def request_body(self, request: SampleRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -48,17 +46,9 @@ class OpenAIResponsesConnector(DirectConnector):
             body["reasoning"] = {"effort": DEEP_THINKING_EFFORT}
         return body
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        return self._answer(
-            "/v1/responses",
-            request,
-            attempt_no,
-            # Not an idempotency key (OpenAI has none); it lets support find the call.
-            headers=self._bearer_headers(
-                {"X-Client-Request-Id": header_safe(request.idempotency_key)}
-            ),
-            json_body=self.request_body(request),
-        )
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
+        # Not an idempotency key (OpenAI has none); it lets support find the call.
+        return self._bearer_headers({"X-Client-Request-Id": header_safe(request.idempotency_key)})
 
     @classmethod
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:

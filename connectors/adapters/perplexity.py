@@ -27,12 +27,11 @@ from ..base import (
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    SubmitOutcome,
 )
-from ..citations import claim_span_before_marker, find_markers, make_citation
+from ..citations import CitationList, claim_span_before_marker, find_markers
 from ..direct import DirectConnector
 from ..errors import classify_error_code, error_dict, status_error_class
-from ..streams import parse_sse
+from ..streams import json_frames, parse_sse
 
 DONE = "[DONE]"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -92,7 +91,7 @@ def _answer(content: str) -> tuple[str, bool]:
 
 def _citations(text: str, state: _State) -> tuple[list[Citation], int]:
     """One citation per marker that resolves to a source, and the count that did not."""
-    citations: list[Citation] = []
+    citations = CitationList(len(text))
     unresolved = 0
     for marker in find_markers(text):
         index = marker.number - 1
@@ -106,17 +105,13 @@ def _citations(text: str, state: _State) -> tuple[list[Citation], int]:
             unresolved += 1
             continue
         start, end = claim_span_before_marker(text, marker)
-        citations.append(
-            make_citation(
-                len(citations) + 1,
-                url,
-                title=str(title) if title else None,
-                start=start,
-                end=end,
-                text_length=len(text),
-            )
+        citations.add(
+            url,
+            title=str(title) if title else None,
+            start=start,
+            end=end,
         )
-    return citations, unresolved
+    return citations.items, unresolved
 
 
 def _build(
@@ -148,6 +143,7 @@ class PerplexityConnector(DirectConnector):
     platform: ClassVar[str] = "perplexity"
     default_base_url: ClassVar[str] = "https://api.perplexity.ai"
     body_name: ClassVar[str] = "a chat completions body"
+    path: ClassVar[str] = "/chat/completions"
 
     def capabilities(self) -> Capabilities:
         modes = {"web_search", "no_search"}
@@ -171,15 +167,6 @@ class PerplexityConnector(DirectConnector):
             del body["web_search_options"]
         return body
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        return self._answer(
-            "/chat/completions",
-            request,
-            attempt_no,
-            headers=self._bearer_headers(),
-            json_body=self.request_body(request),
-        )
-
     @classmethod
     def _is_body(cls, payload: dict[str, Any]) -> bool:
         return bool({"choices", "error"} & payload.keys())
@@ -198,13 +185,9 @@ class PerplexityConnector(DirectConnector):
     @classmethod
     def _parse_stream(cls, raw: bytes, mime: str, sample_id: int | None) -> NormalizedResult:
         state = _State()
-        for event in parse_sse(raw).events:
-            if event.data.strip() == DONE:
-                continue
-            payload = event.json_object()
-            if payload is None:
-                state.bad_frames += 1
-                continue
+        # `data: [DONE]` is tolerated, and says nothing.
+        frames = [event for event in parse_sse(raw).events if event.data.strip() != DONE]
+        for event, payload in json_frames(frames, state):
             if event.event == "error" or isinstance(payload.get("error"), dict):
                 state.error = _error_from(payload)
                 break

@@ -29,41 +29,30 @@ from ..base import (
     ErrorClass,
     NormalizedResult,
     SampleRequest,
-    SubmitOutcome,
 )
-from ..citations import claim_span_before_marker, find_markers, make_citation
+from ..citations import CitationList, claim_span_before_marker, find_markers
 from ..direct import ALL_MODES, DirectConnector
-from ..errors import auth_by_code, error_dict, status_error_class
-from ..streams import SseTranscript, parse_sse
+from ..errors import auth_by_code, class_by_prefix, error_dict, status_error_class
+from ..streams import SseTranscript, json_frames, parse_sse
 
 PATH = "/api/v1/services/aigc/text-generation/generation"
 CITATION_FORMAT = "[<number>]"
 _HTTP_STATUS = re.compile(r"^HTTP_STATUS/(\d{3})$")
 _NOT_FINISHED = (None, "", "null")
 
-# DashScope error codes (docs/platforms.md §9), most specific prefix first.
-_CODE_PREFIXES: tuple[tuple[str, ErrorClass], ...] = (
-    ("Throttling", ErrorClass.RATE_LIMITED),
-    ("Arrearage", ErrorClass.AUTH),
-    ("InvalidApiKey", ErrorClass.AUTH),
-    ("AccessDenied", ErrorClass.AUTH),
-    ("insufficient_quota", ErrorClass.AUTH),
-    ("invalid_api_key", ErrorClass.AUTH),
-    ("InternalError", ErrorClass.TRANSIENT),
-    ("ServiceUnavailable", ErrorClass.TRANSIENT),
-    ("RequestTimeOut", ErrorClass.TRANSIENT),
-    ("InvalidParameter", ErrorClass.INVALID),
-    ("ModelNotFound", ErrorClass.INVALID),
-    ("NotFound", ErrorClass.INVALID),
-)
+# DashScope error codes (docs/platforms.md §9), by prefix.
+_CODE_PREFIXES: dict[ErrorClass, tuple[str, ...]] = {
+    ErrorClass.RATE_LIMITED: ("Throttling",),
+    ErrorClass.AUTH: ("Arrearage", "InvalidApiKey", "AccessDenied", "insufficient_quota",
+                      "invalid_api_key"),
+    ErrorClass.TRANSIENT: ("InternalError", "ServiceUnavailable", "RequestTimeOut"),
+    ErrorClass.INVALID: ("InvalidParameter", "ModelNotFound", "NotFound"),
+}  # fmt: skip
 
 
 def dashscope_code_class(code: str | None) -> ErrorClass | None:
     """The class a DashScope error code implies; None when the code says nothing we know."""
-    for prefix, error_class in _CODE_PREFIXES:
-        if code and code.startswith(prefix):
-            return error_class
-    return None
+    return class_by_prefix(code, _CODE_PREFIXES)
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -100,7 +89,7 @@ def _search_results(output: dict[str, Any]) -> list[dict[str, Any]]:
 def _citations(text: str, sources: dict[int, dict[str, Any]]) -> tuple[list[Citation], bool]:
     """One citation per marker that names a known source (span = the claim before it), then
     the sources no marker named (no offsets). Also: whether some marker named no source."""
-    citations: list[Citation] = []
+    citations = CitationList(len(text))
     cited: set[int] = set()
     unresolved = False
     for marker in find_markers(text):
@@ -109,23 +98,17 @@ def _citations(text: str, sources: dict[int, dict[str, Any]]) -> tuple[list[Cita
             unresolved = True
             continue
         start, end = claim_span_before_marker(text, marker)
-        citations.append(
-            make_citation(
-                len(citations) + 1,
-                str(source["url"]),
-                title=source.get("title"),
-                start=start,
-                end=end,
-                text_length=len(text),
-            )
+        citations.add(
+            str(source["url"]),
+            title=source.get("title"),
+            start=start,
+            end=end,
         )
         cited.add(marker.number)
     for index in sorted(set(sources) - cited):
         source = sources[index]
-        citations.append(
-            make_citation(len(citations) + 1, str(source["url"]), title=source.get("title"))
-        )
-    return citations, unresolved
+        citations.add(str(source["url"]), title=source.get("title"))
+    return citations.items, unresolved
 
 
 def _sources(results: list[dict[str, Any]], into: dict[int, dict[str, Any]]) -> None:
@@ -178,11 +161,7 @@ def _last_error_status(transcript: SseTranscript) -> int | None:
 
 def _read_stream(transcript: SseTranscript) -> _StreamState:
     state = _StreamState()
-    for event in transcript.events:
-        payload = event.json_object()
-        if payload is None:
-            state.bad_frames += 1
-            continue
+    for event, payload in json_frames(transcript.events, state):
         if isinstance(payload.get("request_id"), str) and payload["request_id"]:
             state.request_id = payload["request_id"]
         # The SDK treats any frame with a `code` as an error, whatever its event name.
@@ -213,6 +192,8 @@ class QwenConnector(DirectConnector):
     platform: ClassVar[str] = "qwen"
     default_base_url: ClassVar[str] = "https://dashscope.aliyuncs.com"
     body_name: ClassVar[str] = "a DashScope generation body"
+    # `x-request-id` when sent, else the body's `request_id` (the same value).
+    path: ClassVar[str] = PATH
 
     def capabilities(self) -> Capabilities:
         # The search takes no location; the Beijing endpoint searches the Chinese web.
@@ -235,16 +216,8 @@ class QwenConnector(DirectConnector):
             "parameters": parameters,
         }
 
-    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
-        # `x-request-id` when sent, else the body's `request_id` (the same value).
-        return self._answer(
-            PATH,
-            request,
-            attempt_no,
-            headers=self._bearer_headers({"X-DashScope-SSE": "enable"}),
-            json_body=self.request_body(request),
-            classify=self._http_error,
-        )
+    def request_headers(self, request: SampleRequest) -> dict[str, str]:
+        return self._bearer_headers({"X-DashScope-SSE": "enable"})
 
     # A 429 or 403 code can say more than the status: `Arrearage` is not cured by waiting.
     _http_error = staticmethod(auth_by_code(dashscope_code_class))

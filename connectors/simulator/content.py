@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -86,14 +86,7 @@ class SimCitation:
     brand: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "url": self.url,
-            "title": self.title,
-            "start": self.start,
-            "end": self.end,
-            "cited_text": self.cited_text,
-            "brand": self.brand,
-        }
+        return asdict(self)
 
 
 @dataclass

@@ -345,16 +345,10 @@ def make_server(
     return _Server((host, port), Simulator(seed=seed, world=world, profile=profile))
 
 
-def start_simulator(
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    seed: int = 0,
-    world: Any = None,
-    profile: dict[str, Any] | None = None,
-) -> SimulatorHandle:
-    """Start a simulator on a background thread; `port=0` picks a free port."""
-    server = make_server(host=host, port=port, seed=seed, world=world, profile=profile)
+def start_simulator(**options: Any) -> SimulatorHandle:
+    """Start a simulator (`options` as `make_server` takes them) on a background thread;
+    `port=0` picks a free port."""
+    server = make_server(**options)
     thread = threading.Thread(target=server.serve_forever, name="platform-simulator", daemon=True)
     thread.start()
     return SimulatorHandle(sim=server.sim, server=server, thread=thread)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 HTTP_FAULTS = frozenset(
@@ -118,14 +118,7 @@ class ScriptedFault:
         return self.match in text
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "match": self.match,
-            "fault": self.fault,
-            "times": self.times,
-            "platform": self.platform,
-            "params": self.params,
-            "used": self.used,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -57,17 +57,14 @@ class ChatReply:
             message["tool_calls"] = self.tool_calls
         return message
 
+    def _envelope(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """The fields every body and chunk starts with, then `fields`."""
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model,
+                **fields}  # fmt: skip
+
     def body(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [
-                {"index": 0, "message": self.message(), "finish_reason": self.finish_reason}
-            ],
-            "usage": self.usage,
-        }
+        choice = {"index": 0, "message": self.message(), "finish_reason": self.finish_reason}
+        return self._envelope("chat.completion", choices=[choice], usage=self.usage)
 
     def chunk(
         self,
@@ -77,23 +74,10 @@ class ChatReply:
         **extra: Any,
     ) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason} | extra
-        return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-        }
+        return self._envelope("chat.completion.chunk", choices=[choice])
 
     def usage_chunk(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [],
-            "usage": self.usage,
-        }
+        return self._envelope("chat.completion.chunk", choices=[], usage=self.usage)
 
 
 def usage_for(question: str, answer: str, reasoning: str = "") -> dict[str, Any]:

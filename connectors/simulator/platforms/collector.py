@@ -283,12 +283,18 @@ class CollectorProtocol(PlatformProtocol):
             return {"code": "task_lost", "message": "the task was lost by a worker"}
         return None
 
+    def _live(self, task_id: str) -> tuple[_Task | None, str]:
+        """The task (None when unknown or lost) and its status now. Hold the lock."""
+        task = self.tasks.get(task_id)
+        if task is None or task.lost:
+            return None, "unknown"
+        return task, task.status(int(self.settings["polls_until_done"]))
+
     def task_result(self, task_id: str) -> SimResponse:
         with self.sim.lock:
-            task = self.tasks.get(task_id)
-            if task is None or task.lost:
+            task, status = self._live(task_id)
+            if task is None:
                 return _error(404, "task_not_found", f"unknown task {task_id}")
-            status = task.status(int(self.settings["polls_until_done"]))
             if status in ("queued", "running"):
                 return _error(409, "task_not_finished", f"task is {status}", {"Retry-After": "1"})
             task.results_fetched += 1
@@ -323,13 +329,11 @@ class CollectorProtocol(PlatformProtocol):
 
     def cancel(self, task_id: str) -> SimResponse:
         with self.sim.lock:
-            task = self.tasks.get(task_id)
-            if task is None or task.lost:
+            task, status = self._live(task_id)
+            if task is None:
                 return _error(404, "task_not_found", f"unknown task {task_id}")
-            status = task.status(int(self.settings["polls_until_done"]))
-            if status in ("queued", "running"):
-                task.cancelled = True
-            status = task.status(int(self.settings["polls_until_done"]))
+            task.cancelled = task.cancelled or status in ("queued", "running")
+            _, status = self._live(task_id)
             payload = {"task_id": task_id, "status": status, "cancelled": task.cancelled}
             return SimResponse.json(200, payload)
 

@@ -30,6 +30,8 @@ from .responses_wire import SSE_HEADERS, Event
 RESPONSES_PATH = "/api/v3/responses"
 BOTS_PATH = "/api/v3/bots/chat/completions"
 DELTA_CHARS = 8
+# What a `midstream_error` fault says.
+STREAM_FAILURE = ("InternalServiceError", "The service encountered an unexpected internal error.")
 THINKING_TYPES = frozenset({"enabled", "disabled", "auto"})
 
 
@@ -207,7 +209,7 @@ class DoubaoProtocol(PlatformProtocol):
         response = self._response(draw, str(body["model"]), answer, web_search, thinking)
         self.record(question, draw, answer, response["id"], headers["X-Request-Id"])
         if body.get("stream"):
-            chunks = self._stream(draw, response, answer)
+            chunks = wire.answer_stream(draw, response, answer, self._item_events, STREAM_FAILURE)
             return self._respond(SimResponse(200, dict(SSE_HEADERS), chunks=chunks), headers, draw)
         if draw.fault == "midstream_error":
             error = {"code": "InternalServiceError", "message": "The model failed to respond."}
@@ -268,17 +270,6 @@ class DoubaoProtocol(PlatformProtocol):
                 ("response.output_text.annotation.added", at | {"annotation": annotation})
             )
         return wire.message_events(index, item, events)
-
-    def _stream(
-        self, draw: Draw, response: dict[str, Any], answer: SimAnswer
-    ) -> list[bytes | float]:
-        events = wire.events(response, lambda index, item: self._item_events(index, item, answer))
-        message = "The service encountered an unexpected internal error."
-        return wire.streamed(
-            draw,
-            events,
-            lambda: wire.failure_event(draw, response, "InternalServiceError", message),
-        )
 
     # --- Bots API -------------------------------------------------------------------------------
     def _bots(

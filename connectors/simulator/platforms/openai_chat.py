@@ -18,7 +18,7 @@ from ..content import SimAnswer
 from ..faults import Draw
 from ..protocol import SimRequest, SimResponse
 from . import chat_wire
-from .openai_responses import OpenAIResponsesProtocol, _error, unknown_parameter
+from .openai_responses import OpenAIResponsesProtocol, _error, unknown_parameter, url_annotations
 
 # POST /v1/chat/completions body fields (openai-python CompletionCreateParams).
 CHAT_FIELDS = frozenset(
@@ -33,18 +33,12 @@ CHAT_FIELDS = frozenset(
 
 
 def _annotations(answer: SimAnswer) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "url_citation",
-            "url_citation": {
-                "url": c.url,
-                "title": c.title,
-                "start_index": c.start,
-                "end_index": c.end,
-            },
-        }
-        for c in answer.citations
-    ]
+    """The Responses API's annotations, nested under their type as Chat Completions sends."""
+    nested = []
+    for annotation in url_annotations(answer):
+        kind = annotation.pop("type")
+        nested.append({"type": kind, kind: annotation})
+    return nested
 
 
 class OpenAIChatProtocol(OpenAIResponsesProtocol):

@@ -58,7 +58,11 @@ def _echoed_request(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _annotations(answer: SimAnswer) -> list[dict[str, Any]]:
+# What a `midstream_error` fault says.
+STREAM_FAILURE = ("server_error", "The model failed to generate a response.")
+
+
+def url_annotations(answer: SimAnswer) -> list[dict[str, Any]]:
     return [
         {
             "type": "url_citation",
@@ -133,7 +137,7 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         response |= _echoed_request(body)
         self.record(question, draw, answer, response["id"], headers["x-request-id"])
         if body.get("stream"):
-            chunks = self._stream(draw, response, answer)
+            chunks = wire.answer_stream(draw, response, answer, self._item_events, STREAM_FAILURE)
             return self._respond(
                 SimResponse(200, dict(wire.SSE_HEADERS), chunks=chunks), headers, draw
             )
@@ -148,7 +152,7 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         output: list[dict[str, Any]] = []
         if web_search:
             output.append(wire.web_search_call(draw, answer.text[:40]))
-        part = {"type": "output_text", "text": answer.text, "annotations": _annotations(answer),
+        part = {"type": "output_text", "text": answer.text, "annotations": url_annotations(answer),
                 "logprobs": []}  # fmt: skip
         output.append(wire.message(draw, part))
         tokens = len(answer.text) // 4 + 1
@@ -177,12 +181,3 @@ class OpenAIResponsesProtocol(PlatformProtocol):
                  at | {"annotation_index": number, "annotation": annotation})
             )  # fmt: skip
         return wire.message_events(index, item, events, logprobs=[])
-
-    def _stream(
-        self, draw: Draw, response: dict[str, Any], answer: SimAnswer
-    ) -> list[bytes | float]:
-        events = wire.events(response, lambda index, item: self._item_events(index, item, answer))
-        message = "The model failed to generate a response."
-        return wire.streamed(
-            draw, events, lambda: wire.failure_event(draw, response, "server_error", message)
-        )

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..content import SimAnswer
 from ..faults import Draw
 from ..protocol import all_text, cut_stream, paced
 
@@ -145,3 +146,17 @@ def streamed(draw: Draw, stream: list[Event], failure: Callable[[], Event]) -> l
         data = {"type": kind, "sequence_number": sequence} | payload
         frames.append(f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n")
     return paced(draw, frames, stall)
+
+
+def answer_stream(
+    draw: Draw,
+    response: dict[str, Any],
+    answer: SimAnswer,
+    item_events: Callable[[int, dict[str, Any], SimAnswer], list[Event]],
+    failure: tuple[str, str],
+) -> list[bytes | float]:
+    """`response` as SSE frames (`events`, each message item's from `item_events`) through
+    `streamed`; the mid-stream failure says `failure` = (code, message)."""
+    code, message = failure
+    stream = events(response, lambda index, item: item_events(index, item, answer))
+    return streamed(draw, stream, lambda: failure_event(draw, response, code, message))
