@@ -82,7 +82,8 @@ def test_partial_evidence_shows_its_reason_and_can_only_be_acknowledged(
         evidence_state="partial", evidence_reason="SCREENSHOT_UNAVAILABLE"
     )
     client = _client(user("ana", tenant="acme", role="analyst"))
-    page = client.get(reverse("admin:evidence_reviewsample_change", args=[sample.pk]))
+    sample_page = reverse("admin:evidence_reviewsample_change", args=[sample.pk])
+    page = client.get(sample_page)
     assert "partial evidence: SCREENSHOT_UNAVAILABLE" in page.content.decode()
     assert "No screenshot stored." in page.content.decode()
 
