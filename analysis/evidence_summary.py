@@ -15,6 +15,7 @@ from sampling.models import EvidenceState, Sample
 from .stats import Rate, rate
 
 MISSING_STATES = (EvidenceState.PARTIAL, EvidenceState.FAILED)
+COUNTS = ("planned", "stored", "partial", "failed", "pending")  # samples per platform
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,10 @@ class EvidenceSummary:
         return rate(self.partial + self.failed, self.planned)
 
     def as_dict(self) -> dict[str, Any]:
+        counts = {name: getattr(self, name) for name in COUNTS}
         return {
             "platform": self.platform,
-            "planned": self.planned,
-            "stored": self.stored,
-            "partial": self.partial,
-            "failed": self.failed,
-            "pending": self.pending,
+            **counts,
             "evidence_missing_rate": self.missing_rate.as_dict(),
             "reasons": self.reasons,
         }
