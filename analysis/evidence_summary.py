@@ -15,6 +15,7 @@ from sampling.models import EvidenceState, Sample
 from .stats import Rate, rate
 
 MISSING_STATES = (EvidenceState.PARTIAL, EvidenceState.FAILED)
+COUNTS = ("planned", "stored", "partial", "failed", "pending")  # samples per platform
 
 
 @dataclass(frozen=True)

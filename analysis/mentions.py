@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 from analysis.domains import CitationShare, cited_domain_share
@@ -109,12 +109,7 @@ class AmbiguousSpan:
     entities: tuple[str, ...]
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "start": self.start,
-            "end": self.end,
-            "text": self.text,
-            "entities": list(self.entities),
-        }
+        return {**asdict(self), "entities": list(self.entities)}
 
 
 @dataclass

@@ -3,17 +3,24 @@ per-token throttling and a capped request body."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.sessions.backends.base import SessionBase
-from rest_framework import generics, permissions
+from django.db.models import Model, QuerySet
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
+from rest_framework import generics, mixins, permissions
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
+from rest_framework.response import Response
+
+from console.scope import require_somewhere, role_checked_get, scoped
 
 from .auth import TokenAuthentication
 from .errors import BodyTooLarge
 from .models import ApiToken
+from .pagination import IdCursor
 from .services import token_session
 from .throttling import TokenRateThrottle
 
@@ -40,3 +47,36 @@ class ApiView(generics.GenericAPIView):
         if isinstance(self.request.auth, ApiToken):
             return token_session(self.request.auth)
         return self.request._request.session
+
+    def checked_object(self, pk: Any, *, perm: str, **options: Any) -> Any:
+        """One row of the view's queryset by primary key, through the caller's role on its
+        tenant (console/scope.py `role_checked_get`: 404 outside their tenants, 403 when the
+        role does not grant `perm`)."""
+        return role_checked_get(self.get_queryset(), self.request.user, perm=perm, pk=pk, **options)
+
+
+class ScopedList(mixins.ListModelMixin, ApiView):
+    """A page of the caller's tenants' rows of `queryset`: `view_permission` must be granted
+    by a role somewhere, then rows are limited to the tenants (console/scope.py `scoped`)."""
+
+    pagination_class = IdCursor
+    view_permission: str
+
+    def get_queryset(self) -> QuerySet[Model]:
+        require_somewhere(self.request.user, self.view_permission)
+        return scoped(super().get_queryset(), self.request.user)
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self.list(request)
+
+
+View = TypeVar("View", bound=type[ScopedList])
+
+
+def list_schema(
+    summary: str, description: str, *examples: OpenApiExample
+) -> Callable[[View], View]:
+    """The schema of a `ScopedList`'s GET: what it lists, and an example page."""
+    schema = extend_schema(summary=summary, description=description, examples=list(examples))
+    decorate: Callable[[View], View] = extend_schema_view(get=schema)
+    return decorate

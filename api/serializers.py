@@ -10,6 +10,9 @@ from rest_framework import serializers
 from billing.services import format_amount
 from sampling.services import campaign_spec_data
 
+# The four layers of a sample's state machine and its queue state (docs/architecture.md).
+LAYERS = ("submission", "collection", "evidence", "analysis", "queue")
+
 
 class EntitySerializer(serializers.Serializer):
     name = serializers.CharField()
@@ -115,13 +118,7 @@ class SampleSerializer(serializers.Serializer):
     evidence = serializers.SerializerMethodField()
 
     def get_layers(self, sample: Any) -> dict[str, str]:
-        return {
-            "submission": sample.submission_state,
-            "collection": sample.collection_state,
-            "evidence": sample.evidence_state,
-            "analysis": sample.analysis_state,
-            "queue": sample.queue_state,
-        }
+        return {layer: getattr(sample, f"{layer}_state") for layer in LAYERS}
 
     def get_evidence(self, sample: Any) -> list[dict[str, Any]]:
         return evidence_links(sample)

@@ -1,26 +1,30 @@
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from .views import billing, campaigns, evidence, hooks, runs
 
 app_name = "api"
 
-v1 = [
+campaign = [
+    path("", campaigns.CampaignDetail.as_view(), name="campaign"),
+    path("preview", campaigns.CampaignPreview.as_view(), name="preview"),
+    path("launch", campaigns.CampaignLaunch.as_view(), name="launch"),
+]
+
+run = [
+    path("", runs.RunDetail.as_view(), name="run"),
+    path("cancel", runs.RunCancel.as_view(), name="cancel"),
+    path("resume", runs.RunResume.as_view(), name="resume"),
+    path("samples/", runs.RunSamples.as_view(), name="samples"),
+    path("report", runs.RunReport.as_view(), name="report"),
+    path("reconciliation", billing.RunReconciliation.as_view(), name="reconciliation"),
+]
+
+v1: list[URLPattern | URLResolver] = [
     path("campaigns/", campaigns.CampaignList.as_view(), name="campaigns"),
-    path("campaigns/<int:pk>/", campaigns.CampaignDetail.as_view(), name="campaign"),
-    path("campaigns/<int:pk>/preview", campaigns.CampaignPreview.as_view(), name="preview"),
-    path("campaigns/<int:pk>/launch", campaigns.CampaignLaunch.as_view(), name="launch"),
+    path("campaigns/<int:pk>/", include(campaign)),
     path("runs/", runs.RunList.as_view(), name="runs"),
-    path("runs/<uuid:run_id>/", runs.RunDetail.as_view(), name="run"),
-    path("runs/<uuid:run_id>/cancel", runs.RunCancel.as_view(), name="cancel"),
-    path("runs/<uuid:run_id>/resume", runs.RunResume.as_view(), name="resume"),
-    path("runs/<uuid:run_id>/samples/", runs.RunSamples.as_view(), name="samples"),
-    path("runs/<uuid:run_id>/report", runs.RunReport.as_view(), name="report"),
-    path(
-        "runs/<uuid:run_id>/reconciliation",
-        billing.RunReconciliation.as_view(),
-        name="reconciliation",
-    ),
+    path("runs/<uuid:run_id>/", include(run)),
     path("samples/<int:pk>/", runs.SampleDetail.as_view(), name="sample"),
     path("ledger/entries/", billing.LedgerEntries.as_view(), name="ledger-entries"),
     path("accounts/", billing.Accounts.as_view(), name="accounts"),

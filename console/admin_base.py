@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.paginator import Paginator
 from django.db import models
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.functional import cached_property
 
@@ -46,6 +46,43 @@ class ScopedRelatedFilter(admin.RelatedFieldListFilter):
         if ordering:
             queryset = queryset.order_by(*ordering)
         return [(obj.pk, str(obj)) for obj in queryset[:200]]
+
+
+class NamedFilter(admin.SimpleListFilter):
+    """A list filter whose query parameter is its title unless it says otherwise."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.parameter_name = cls.parameter_name or str(cls.title)
+
+
+class OptionsFilter(NamedFilter):
+    """A list filter from a table: each option's value, label and the rows it keeps."""
+
+    options: dict[str, tuple[str, Q]]
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, label) for value, (label, _) in self.options.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        option = self.options.get(self.value() or "")
+        return queryset if option is None else queryset.filter(option[1])
+
+
+class FieldValueFilter(NamedFilter):
+    """Rows whose `field` is the chosen value; `values` says which values to offer."""
+
+    field: str
+
+    def values(self, request: HttpRequest, model_admin: Any) -> list[str]:
+        raise NotImplementedError
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, value) for value in self.values(request, model_admin)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(**{self.field: value}) if value else queryset
 
 
 def _scoped_formfield(field: Any, request: HttpRequest, editing: type[models.Model]) -> Any:

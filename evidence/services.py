@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
@@ -136,18 +136,7 @@ def record_capture(
         upstream_cost_currency=result.cost_currency or "",
         captured_at=result.captured_at,
     )
-    EvidenceObject.objects.bulk_create(
-        EvidenceObject(
-            capture=capture,
-            kind=o.kind,
-            key=o.key,
-            sha256=o.sha256,
-            size=o.size,
-            mime=o.mime,
-            revision=archived.revision,
-        )
-        for o in archived.objects
-    )
+    _object_rows(capture, archived.objects)
     Citation.objects.bulk_create(
         Citation(
             capture=capture,
@@ -163,6 +152,13 @@ def record_capture(
         for i, c in enumerate(result.citations)
     )
     return capture
+
+
+def _object_rows(capture: Capture, stored: list[StoredObject]) -> list[EvidenceObject]:
+    """The rows that make objects already in storage visible as evidence of `capture`."""
+    return EvidenceObject.objects.bulk_create(
+        EvidenceObject(capture=capture, revision=capture.revision, **asdict(o)) for o in stored
+    )
 
 
 def _storable_domain(domain: str | None) -> str:
@@ -251,18 +247,7 @@ def store_screenshot(*, sample_id: int, capture_id: int, png: bytes) -> list[Evi
         locked = Capture.objects.select_for_update().get(pk=capture_id)
         if locked.evidence_objects.filter(kind=EvidenceKind.SCREENSHOT).exists():
             raise EvidenceExists(f"capture {capture_id} already has a screenshot")
-        return EvidenceObject.objects.bulk_create(
-            EvidenceObject(
-                capture=locked,
-                kind=o.kind,
-                key=o.key,
-                sha256=o.sha256,
-                size=o.size,
-                mime=o.mime,
-                revision=locked.revision,
-            )
-            for o in stored
-        )
+        return _object_rows(locked, stored)
 
 
 def decide_review(

@@ -5,23 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status
+from rest_framework import status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from billing.models import Account, JournalEntry
 from billing.reconciliation import MAX_STATEMENT_BYTES, StatementError, import_statement, reconcile
-from console.scope import require_somewhere, role_checked_get, scoped
-from sampling.models import Run
+from console.scope import require_somewhere
 
 from .. import schema_docs as docs
-from ..base import ApiView
+from ..base import ApiView, ScopedList, list_schema
 from ..errors import row_items
-from ..pagination import IdCursor
 from ..serializers import AccountSerializer, JournalEntrySerializer
+from .runs import RunView
 
 
 class EntryFilter(django_filters.FilterSet):
@@ -32,52 +30,31 @@ class EntryFilter(django_filters.FilterSet):
         fields = ["kind", "run", "tenant"]
 
 
-class LedgerEntries(mixins.ListModelMixin, ApiView):
+@list_schema(
+    "Ledger entries",
+    "Journal entries of the caller's tenants with their postings (minor units). Finance.",
+    docs.LEDGER_EXAMPLE,
+)
+class LedgerEntries(ScopedList):
     serializer_class = JournalEntrySerializer
-    pagination_class = IdCursor
     filterset_class = EntryFilter
-    queryset = JournalEntry.objects.all()
-
-    def get_queryset(self) -> QuerySet[JournalEntry]:
-        require_somewhere(self.request.user, "billing.view_journalentry")
-        entries = JournalEntry.objects.select_related("tenant").prefetch_related(
-            "postings__account"
-        )
-        return scoped(entries, self.request.user)
-
-    @extend_schema(
-        summary="Ledger entries",
-        description=(
-            "Journal entries of the caller's tenants with their postings (minor units). Finance."
-        ),
-        examples=[docs.LEDGER_EXAMPLE],
-    )
-    def get(self, request: Request) -> Response:
-        return self.list(request)
+    queryset = JournalEntry.objects.select_related("tenant").prefetch_related("postings__account")
+    view_permission = "billing.view_journalentry"
 
 
-class Accounts(mixins.ListModelMixin, ApiView):
+@list_schema(
+    "Accounts",
+    "Accounts of the caller's tenants with their balances. Finance.",
+    docs.ACCOUNTS_EXAMPLE,
+)
+class Accounts(ScopedList):
     serializer_class = AccountSerializer
-    pagination_class = IdCursor
     filterset_fields = ["kind", "currency", "tenant"]
-    queryset = Account.objects.all()
-
-    def get_queryset(self) -> QuerySet[Account]:
-        require_somewhere(self.request.user, "billing.view_account")
-        return scoped(Account.objects.select_related("tenant"), self.request.user)
-
-    @extend_schema(
-        summary="Accounts",
-        description="Accounts of the caller's tenants with their balances. Finance.",
-        examples=[docs.ACCOUNTS_EXAMPLE],
-    )
-    def get(self, request: Request) -> Response:
-        return self.list(request)
+    queryset = Account.objects.select_related("tenant")
+    view_permission = "billing.view_account"
 
 
-class RunReconciliation(ApiView):
-    queryset = Run.objects.all()
-
+class RunReconciliation(RunView):
     @extend_schema(
         summary="A run's reconciliation",
         description=(
@@ -88,8 +65,7 @@ class RunReconciliation(ApiView):
         examples=[docs.RECONCILIATION_EXAMPLE],
     )
     def get(self, request: Request, run_id: Any) -> Response:
-        perm = "billing.view_samplesettlement"
-        run = role_checked_get(Run.objects.all(), request.user, perm=perm, pk=run_id)
+        run = self.run(run_id, perm="billing.view_samplesettlement")
         report = reconcile(run_id=run.pk)
         counts: dict[str, int] = {}
         for row in report.rows:

@@ -5,22 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from billing.services import BillingError, InsufficientFunds, format_amount
-from console.scope import allows, require_somewhere, role_checked_get, scoped, tenants_where
+from console.scope import allows, require_somewhere, tenants_where
 from pipeline.preview import StalePreview, issue_launch_token, preview_campaign
 from sampling.models import Campaign
 from sampling.planning import PlanError
 
 from .. import schema_docs as docs
-from ..base import ApiView
+from ..base import ApiView, ScopedList, list_schema
 from ..errors import Conflict, DetailedError, invalid
-from ..pagination import IdCursor
 from ..serializers import CampaignBodySerializer, CampaignSerializer
 from ..services import KeyConflict, TokenUsed, create_campaign, launch_with_key, update_campaign
 
@@ -29,28 +27,19 @@ ADD_CAMPAIGN = "sampling.add_campaign"
 LAUNCH = "sampling.add_run"
 
 
-def _operator_campaign(request: Request, pk: int, perm: str) -> Campaign:
-    queryset = Campaign.objects.select_related("tenant", "brand")
-    return role_checked_get(queryset, request.user, perm=perm, pk=pk)
+CAMPAIGNS = Campaign.objects.select_related("tenant", "brand")
 
 
-class CampaignList(mixins.ListModelMixin, ApiView):
+@list_schema(
+    "List campaigns",
+    "The campaigns of the caller's tenants (operators), newest first.",
+    docs.CAMPAIGN_LIST,
+)
+class CampaignList(ScopedList):
     serializer_class = CampaignSerializer
-    pagination_class = IdCursor
-    queryset = Campaign.objects.all()
+    queryset = CAMPAIGNS
     filterset_fields = ["tenant"]
-
-    def get_queryset(self) -> QuerySet[Campaign]:
-        require_somewhere(self.request.user, "sampling.view_campaign")
-        return scoped(Campaign.objects.select_related("tenant", "brand"), self.request.user)
-
-    @extend_schema(
-        summary="List campaigns",
-        description="The campaigns of the caller's tenants (operators), newest first.",
-        examples=[docs.CAMPAIGN_LIST],
-    )
-    def get(self, request: Request) -> Response:
-        return self.list(request)
+    view_permission = "sampling.view_campaign"
 
     @extend_schema(
         summary="Create a campaign",
@@ -78,7 +67,7 @@ class CampaignList(mixins.ListModelMixin, ApiView):
 
 class CampaignDetail(ApiView):
     serializer_class = CampaignSerializer
-    queryset = Campaign.objects.all()
+    queryset = CAMPAIGNS
 
     @extend_schema(
         summary="Read a campaign",
@@ -86,7 +75,7 @@ class CampaignDetail(ApiView):
         examples=[docs.CAMPAIGN],
     )
     def get(self, request: Request, pk: int) -> Response:
-        campaign = _operator_campaign(request, pk, "sampling.view_campaign")
+        campaign = self.checked_object(pk, perm="sampling.view_campaign")
         return Response(CampaignSerializer(campaign).data)
 
     @extend_schema(
@@ -100,7 +89,7 @@ class CampaignDetail(ApiView):
         examples=[docs.CAMPAIGN_PATCH, docs.CAMPAIGN, docs.VALIDATION_ERROR],
     )
     def patch(self, request: Request, pk: int) -> Response:
-        campaign = _operator_campaign(request, pk, CHANGE)
+        campaign = self.checked_object(pk, perm=CHANGE)
         try:
             campaign = update_campaign(campaign=campaign, changes=request.data)
         except PlanError as error:
@@ -141,7 +130,7 @@ def preview_body(preview: Any) -> dict[str, Any]:
 
 
 class CampaignPreview(ApiView):
-    queryset = Campaign.objects.all()
+    queryset = CAMPAIGNS
 
     @extend_schema(
         summary="Preview a launch",
@@ -156,7 +145,7 @@ class CampaignPreview(ApiView):
         examples=[docs.PREVIEW_EXAMPLE],
     )
     def post(self, request: Request, pk: int) -> Response:
-        campaign = _operator_campaign(request, pk, LAUNCH)
+        campaign = self.checked_object(pk, perm=LAUNCH)
         try:
             preview = preview_campaign(campaign=campaign)
         except PlanError as error:
@@ -172,7 +161,7 @@ class CampaignPreview(ApiView):
 
 
 class CampaignLaunch(ApiView):
-    queryset = Campaign.objects.all()
+    queryset = CAMPAIGNS
 
     @extend_schema(
         summary="Launch a previewed plan",
@@ -203,7 +192,7 @@ class CampaignLaunch(ApiView):
         examples=[docs.LAUNCH_REQUEST_EXAMPLE, docs.LAUNCH_EXAMPLE, docs.FUNDS_SHORT_EXAMPLE],
     )
     def post(self, request: Request, pk: int) -> Response:
-        campaign = _operator_campaign(request, pk, LAUNCH)
+        campaign = self.checked_object(pk, perm=LAUNCH)
         if not allows(request.user, CHANGE, campaign.tenant_id):
             raise PermissionDenied("your role may not launch this campaign")
         problems = _launch_problems(request)

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiExample, extend_schema
-from rest_framework import mixins, serializers, status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.scope import require_somewhere, scoped, tenants_where
+from console.scope import require_somewhere, tenants_where
 from sampling.models import Tenant
 
 from .. import schema_docs as docs
-from ..base import ApiView
+from ..base import ScopedList, list_schema
 from ..errors import invalid
 from ..models import WebhookEndpoint, WebhookEvent
-from ..pagination import IdCursor
 from ..webhooks import WebhookUrlError, check_url, new_secret
 
 ADD = "api.add_webhookendpoint"
@@ -51,24 +49,15 @@ EXAMPLE = {
 }
 
 
-class Webhooks(mixins.ListModelMixin, ApiView):
+@list_schema(
+    "Webhook endpoints",
+    "The caller's tenants' endpoints (operators). Secrets are not listed.",
+    OpenApiExample("A page", value={"next": None, "previous": None, "results": [EXAMPLE]}),
+)
+class Webhooks(ScopedList):
     serializer_class = WebhookEndpointSerializer
-    pagination_class = IdCursor
-    queryset = WebhookEndpoint.objects.all()
-
-    def get_queryset(self) -> QuerySet[WebhookEndpoint]:
-        require_somewhere(self.request.user, "api.view_webhookendpoint")
-        return scoped(WebhookEndpoint.objects.select_related("tenant"), self.request.user)
-
-    @extend_schema(
-        summary="Webhook endpoints",
-        description="The caller's tenants' endpoints (operators). Secrets are not listed.",
-        examples=[
-            OpenApiExample("A page", value={"next": None, "previous": None, "results": [EXAMPLE]})
-        ],
-    )
-    def get(self, request: Request) -> Response:
-        return self.list(request)
+    queryset = WebhookEndpoint.objects.select_related("tenant")
+    view_permission = "api.view_webhookendpoint"
 
     @extend_schema(
         summary="Register a webhook endpoint",

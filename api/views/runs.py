@@ -18,7 +18,7 @@ from analysis.report_exports import render_report
 from analysis.reports import ReportIntegrityError, build_run_report
 from billing.services import InsufficientFunds
 from console.roles import REPORT_ROLES
-from console.scope import require_somewhere, role_checked_get, scoped
+from console.scope import role_checked_get
 from evidence.models import Capture
 from pipeline.resume import ResumeRefused, resume_run
 from pipeline.runs import cancel_run
@@ -26,7 +26,7 @@ from sampling.models import Run, Sample
 from sampling.selectors import platform_statuses, run_status
 
 from .. import schema_docs as docs
-from ..base import ApiView
+from ..base import ApiView, ScopedList, list_schema
 from ..errors import Conflict, DetailedError
 from ..pagination import AscendingIdCursor, NewestFirstCursor
 from ..serializers import RunSerializer, SampleDetailSerializer, SampleSerializer
@@ -38,9 +38,18 @@ REPORT_TYPES = {
 }
 
 
-def _run(request: Request, run_id: Any, perm: str = "sampling.view_run", **options: Any) -> Run:
-    queryset = Run.objects.select_related("tenant", "campaign")
-    return role_checked_get(queryset, request.user, perm=perm, pk=run_id, **options)
+VIEW_RUN = "sampling.view_run"
+RUNS = Run.objects.select_related("tenant", "campaign")
+
+
+class RunView(ApiView):
+    """A view of one run, found through the caller's role on its tenant."""
+
+    queryset = RUNS
+
+    def run(self, run_id: Any, perm: str = VIEW_RUN, **options: Any) -> Run:
+        run: Run = self.checked_object(run_id, perm=perm, **options)
+        return run
 
 
 class RunFilter(django_filters.FilterSet):
@@ -66,23 +75,17 @@ class RunFilter(django_filters.FilterSet):
         )
 
 
-class RunList(mixins.ListModelMixin, ApiView):
+@list_schema(
+    "List runs",
+    "Runs of the caller's tenants, newest first; filter by campaign and status.",
+    docs.RUN_LIST,
+)
+class RunList(ScopedList):
     serializer_class = RunSerializer
     pagination_class = NewestFirstCursor
     filterset_class = RunFilter
-    queryset = Run.objects.all()
-
-    def get_queryset(self) -> QuerySet[Run]:
-        require_somewhere(self.request.user, "sampling.view_run")
-        return scoped(Run.objects.select_related("tenant"), self.request.user)
-
-    @extend_schema(
-        summary="List runs",
-        description="Runs of the caller's tenants, newest first; filter by campaign and status.",
-        examples=[docs.RUN_LIST],
-    )
-    def get(self, request: Request) -> Response:
-        return self.list(request)
+    queryset = Run.objects.select_related("tenant")
+    view_permission = VIEW_RUN
 
 
 def run_body(run: Run) -> dict[str, Any]:
@@ -94,9 +97,7 @@ def run_body(run: Run) -> dict[str, Any]:
     }
 
 
-class RunDetail(ApiView):
-    queryset = Run.objects.all()
-
+class RunDetail(RunView):
     @extend_schema(
         summary="Run status",
         description=(
@@ -108,12 +109,10 @@ class RunDetail(ApiView):
         examples=[docs.RUN_STATUS_EXAMPLE],
     )
     def get(self, request: Request, run_id: Any) -> Response:
-        return Response(run_body(_run(request, run_id)))
+        return Response(run_body(self.run(run_id)))
 
 
-class RunCancel(ApiView):
-    queryset = Run.objects.all()
-
+class RunCancel(RunView):
     @extend_schema(
         summary="Cancel a run",
         description=(
@@ -125,15 +124,13 @@ class RunCancel(ApiView):
         examples=[docs.CANCEL_EXAMPLE],
     )
     def post(self, request: Request, run_id: Any) -> Response:
-        run = _run(request, run_id, perm="sampling.change_run")
+        run = self.run(run_id, perm="sampling.change_run")
         cancelled = cancel_run(run_id=run.pk, reason=f"cancelled through the API by {request.user}")
         run.refresh_from_db()
         return Response({"cancelled_samples": cancelled, **run_body(run)})
 
 
-class RunResume(ApiView):
-    queryset = Run.objects.all()
-
+class RunResume(RunView):
     @extend_schema(
         summary="Resume a run",
         description=(
@@ -145,7 +142,7 @@ class RunResume(ApiView):
         examples=[docs.RESUME_EXAMPLE],
     )
     def post(self, request: Request, run_id: Any) -> Response:
-        run = _run(request, run_id, perm="sampling.change_run")
+        run = self.run(run_id, perm="sampling.change_run")
         try:
             plan = resume_run(run_id=run.pk, actor=f"api:{request.user}")
         except ResumeRefused as error:
@@ -177,7 +174,8 @@ class RunSamples(mixins.ListModelMixin, ApiView):
     def get_queryset(self) -> QuerySet[Sample]:
         if getattr(self, "swagger_fake_view", False):
             return Sample.objects.none()
-        run = _run(self.request, self.kwargs["run_id"], perm="sampling.view_sample")
+        user, run_id = self.request.user, self.kwargs["run_id"]
+        run = role_checked_get(RUNS, user, perm="sampling.view_sample", pk=run_id)
         return _samples().filter(run_id=run.pk)
 
     @extend_schema(
@@ -194,7 +192,13 @@ class RunSamples(mixins.ListModelMixin, ApiView):
 
 class SampleDetail(ApiView):
     serializer_class = SampleDetailSerializer
-    queryset = Sample.objects.all()
+    queryset = (
+        _samples()
+        .select_related("question_revision")
+        .prefetch_related(
+            "captures__citations", Prefetch("mentions", queryset=Mention.objects.order_by("id"))
+        )
+    )
 
     @extend_schema(
         summary="One sample",
@@ -204,20 +208,11 @@ class SampleDetail(ApiView):
         examples=[docs.SAMPLE_DETAIL],
     )
     def get(self, request: Request, pk: int) -> Response:
-        queryset = (
-            _samples()
-            .select_related("question_revision")
-            .prefetch_related(
-                "captures__citations", Prefetch("mentions", queryset=Mention.objects.order_by("id"))
-            )
-        )
-        sample = role_checked_get(queryset, request.user, perm="sampling.view_sample", pk=pk)
+        sample = self.checked_object(pk, perm="sampling.view_sample")
         return Response(SampleDetailSerializer(sample).data)
 
 
-class RunReport(ApiView):
-    queryset = Run.objects.all()
-
+class RunReport(RunView):
     @extend_schema(
         summary="The run's auditable report",
         description=(
@@ -236,7 +231,7 @@ class RunReport(ApiView):
         examples=[docs.REPORT_REFUSED],
     )
     def get(self, request: Request, run_id: Any) -> HttpResponse:
-        run = _run(request, run_id, roles=REPORT_ROLES)
+        run = self.run(run_id, roles=REPORT_ROLES)
         fmt = request.query_params.get("format", "json")
         if fmt not in REPORT_TYPES:
             raise DetailedError(

@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from analysis.models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention
 from connectors.registry import known_platforms
-from console.admin_base import HistoryAdmin, TenantScopedAdmin
+from console.admin_base import FieldValueFilter, HistoryAdmin, OptionsFilter, TenantScopedAdmin
 from console.scope import scoped
 from sampling.models import Run
 
@@ -39,43 +39,31 @@ class MentionRunFilter(admin.SimpleListFilter):
             return queryset.none()
 
 
-class MentionPlatformFilter(admin.SimpleListFilter):
+class MentionPlatformFilter(FieldValueFilter):
     title = "platform"
-    parameter_name = "platform"
+    field = "sample__platform"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(p, p) for p in known_platforms()]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset.filter(sample__platform=self.value()) if self.value() else queryset
+    def values(self, request: HttpRequest, model_admin: Any) -> list[str]:
+        return known_platforms()
 
 
-class EntityFilter(admin.SimpleListFilter):
+class EntityFilter(FieldValueFilter):
     """The entities of the user's own mentions (bounded: the latest rows)."""
 
     title = "entity"
-    parameter_name = "entity"
+    field = "entity"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def values(self, request: HttpRequest, model_admin: Any) -> list[str]:
         recent = model_admin.get_queryset(request).order_by("-id")[:2000]
-        names = sorted({name for name in recent.values_list("entity", flat=True)})
-        return [(name, name) for name in names]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset.filter(entity=self.value()) if self.value() else queryset
+        return sorted({name for name in recent.values_list("entity", flat=True)})
 
 
-class VerdictFilter(admin.SimpleListFilter):
+class VerdictFilter(OptionsFilter):
     title = "verdict"
-    parameter_name = "verdict"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("mentioned", "Mentioned"), ("not_mentioned", "Not mentioned")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value() in ("mentioned", "not_mentioned"):
-            return queryset.filter(mentioned=self.value() == "mentioned")
-        return queryset
+    options = {
+        "mentioned": ("Mentioned", Q(mentioned=True)),
+        "not_mentioned": ("Not mentioned", Q(mentioned=False)),
+    }
 
 
 @admin.register(Mention)

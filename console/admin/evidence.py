@@ -26,7 +26,7 @@ from django.utils.safestring import SafeString, mark_safe
 from analysis.mentions import Entity, find_mentions
 from analysis.selectors import analysis_review_note
 from analysis.services import entities_from_snapshot
-from console.admin_base import HistoryAdmin, HistoryInline, TenantScopedAdmin
+from console.admin_base import HistoryAdmin, HistoryInline, OptionsFilter, TenantScopedAdmin
 from console.scope import scoped
 from console.widgets import (
     CaptureDisplay,
@@ -198,19 +198,13 @@ def review_queue(user: Any) -> QuerySet[ReviewSample]:
     return scoped(queue, user)
 
 
-class ReviewReasonFilter(admin.SimpleListFilter):
+class ReviewReasonFilter(OptionsFilter):
     title = "why queued"
     parameter_name = "why"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("analysis", "Analysis in review"), ("evidence", "Partial evidence")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value() == "analysis":
-            return queryset.filter(analysis_state=AnalysisState.REVIEW)
-        if self.value() == "evidence":
-            return queryset.filter(evidence_state=EvidenceState.PARTIAL)
-        return queryset
+    options = {
+        "analysis": ("Analysis in review", Q(analysis_state=AnalysisState.REVIEW)),
+        "evidence": ("Partial evidence", Q(evidence_state=EvidenceState.PARTIAL)),
+    }
 
 
 @admin.register(ReviewSample)
@@ -259,13 +253,8 @@ class ReviewSampleAdmin(HistoryAdmin):
             *super().get_urls(),
         ]
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
+    def change_view(self, request: HttpRequest, object_id: str, *_: Any, **__: Any) -> HttpResponse:
+        """The review page replaces the change form (nothing here is edited as a form)."""
         sample = self._queued(request, object_id)
         return TemplateResponse(
             request,

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.db.models import Q
 
-from console.admin_base import HistoryAdmin
+from console.admin_base import HistoryAdmin, OptionsFilter
 from sampling.models import Attempt, OutboxMessage, StaleWrite
 
 
@@ -46,19 +43,12 @@ class StaleWriteAdmin(HistoryAdmin):
     ordering = ("-id",)
 
 
-class OutboxSentFilter(admin.SimpleListFilter):
+class OutboxSentFilter(OptionsFilter):
     title = "sent"
-    parameter_name = "sent"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("no", "Waiting"), ("yes", "Sent")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value() == "no":
-            return queryset.filter(sent_at__isnull=True)
-        if self.value() == "yes":
-            return queryset.filter(sent_at__isnull=False)
-        return queryset
+    options = {
+        "no": ("Waiting", Q(sent_at__isnull=True)),
+        "yes": ("Sent", Q(sent_at__isnull=False)),
+    }
 
 
 @admin.register(OutboxMessage)
