@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -95,12 +97,20 @@ def test_adding_a_campaign_with_inline_questions_creates_revision_one_of_each(
     assert campaign.targets.get().platform == "openai"
 
 
-def _edit_questions(
-    admin_client: Client, tenant: Tenant, brand: Brand, texts: tuple[str, str], *, status: int
-) -> tuple[Campaign, Question, Question, HttpResponse]:
+Edited = tuple[Campaign, Question, Question, HttpResponse]
+
+
+@pytest.fixture
+def edit_questions(admin_client: Client, tenant: Tenant, brand: Brand) -> Callable[..., Edited]:
     """Add the campaign, then post its change form with the two questions' texts replaced
     (its target and competitor unchanged), answered with `status`. Returns the campaign, its
     two questions and the response."""
+    return functools.partial(_edit_questions, admin_client, tenant, brand)
+
+
+def _edit_questions(
+    admin_client: Client, tenant: Tenant, brand: Brand, texts: tuple[str, str], *, status: int
+) -> Edited:
     campaign = _add_campaign(admin_client, tenant, brand)
     first, second = campaign.questions.order_by("position")
     questions = [
@@ -121,10 +131,10 @@ def _edit_questions(
 
 @pytest.mark.django_db
 def test_editing_question_text_creates_revision_two_and_keeps_revision_one(
-    admin_client: Client, tenant: Tenant, brand: Brand
+    admin_client: Client, edit_questions: Callable[..., Edited]
 ) -> None:
     texts = ("Which CRM is best for a team of five?", "哪个CRM 最适合小团队？")
-    campaign, first, second, _ = _edit_questions(admin_client, tenant, brand, texts, status=302)
+    campaign, first, second, _ = edit_questions(texts, status=302)
 
     first.refresh_from_db()
     assert [(r.revision_no, r.text) for r in first.revisions.order_by("revision_no")] == [
@@ -140,11 +150,8 @@ def test_editing_question_text_creates_revision_two_and_keeps_revision_one(
 
 
 @pytest.mark.django_db
-def test_clearing_a_question_text_is_rejected_and_keeps_its_revision(
-    admin_client: Client, tenant: Tenant, brand: Brand
-) -> None:
-    texts = ("   ", "哪个CRM 最适合小团队?")
-    _, first, _, response = _edit_questions(admin_client, tenant, brand, texts, status=200)
+def test_clearing_a_question_text_is_rejected_and_keeps_its_revision(edit_questions: Any) -> None:
+    _, first, _, response = edit_questions(("   ", "哪个CRM 最适合小团队?"), status=200)
 
     assert "This field is required." in response.content.decode()
     assert list(first.revisions.values_list("revision_no", flat=True)) == [1]
