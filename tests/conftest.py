@@ -5,12 +5,10 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db.models.signals import post_save
 
 BASE_CAMPAIGN: dict[str, Any] = {
     "tenant": "acme",
@@ -60,12 +58,15 @@ def ensure_tenant(slug: str) -> Any:
     return tenant
 
 
-def spec_with_tenant(data: dict[str, Any], **options: Any) -> Any:
-    """`parse_campaign_spec(data)` after creating the tenant the data names."""
+def spec_with_tenant(data: dict[str, Any], *, funded: bool = False, **options: Any) -> Any:
+    """`parse_campaign_spec(data)` after creating the tenant the data names; with
+    `funded=True` the tenant also gets a price list and credit (`fund_tenant`)."""
     from sampling.planning import parse_campaign_spec
 
     spec = parse_campaign_spec(data, **options)
-    ensure_tenant(spec.tenant)
+    tenant = ensure_tenant(spec.tenant)
+    if funded:
+        fund_tenant(tenant)
     return spec
 
 
@@ -84,18 +85,19 @@ def fund_tenant(tenant: Any) -> Any:
     return tenant
 
 
-def _fund_new_tenant(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
-    if created:
-        fund_tenant(instance)
+def launch_funded(data: dict[str, Any], **options: Any) -> Any:
+    """Save the campaign `data` describes for its funded tenant and launch it (the launch holds
+    the quote, so the tenant is funded first). Returns the run."""
+    from pipeline.launch import launch_run
+    from sampling.services import save_campaign
+
+    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data, funded=True, **options)))
 
 
-@pytest.fixture(autouse=True)
-def funded_tenants() -> Iterator[None]:
-    """Launching a run holds its quote, so every tenant a test creates gets a price list and
-    credit, as an operator would set up. Billing's own tests override this to start empty."""
-    post_save.connect(_fund_new_tenant, sender="sampling.Tenant", dispatch_uid="test-funds")
-    yield
-    post_save.disconnect(sender="sampling.Tenant", dispatch_uid="test-funds")
+@pytest.fixture
+def funded_tenant(db: None) -> Any:
+    """The tenant BASE_CAMPAIGN names ("acme"), with a price list and credit."""
+    return fund_tenant(ensure_tenant(BASE_CAMPAIGN["tenant"]))
 
 
 # --- no silent skips in CI (docs/decisions.md "No silent skips") -----------------------------

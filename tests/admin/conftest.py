@@ -16,10 +16,20 @@ from sampling.services import save_campaign
 from tests.conftest import BASE_CAMPAIGN, spec_with_tenant
 
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
+# The layers of a sample that went all the way: answered, stored, analysed valid, done.
+SUCCEEDED: dict[str, str] = {
+    "submission_state": "accepted",
+    "collection_state": "completed",
+    "evidence_state": "stored",
+    "analysis_state": "accepted",
+    "validity": "valid",
+    "queue_state": "done",
+    "step": "none",
+}
 
 
 def make_campaign(data: dict[str, Any] | None = None) -> Campaign:
-    return save_campaign(spec=spec_with_tenant(data or copy.deepcopy(BASE_CAMPAIGN)))
+    return save_campaign(spec=spec_with_tenant(data or copy.deepcopy(BASE_CAMPAIGN), funded=True))
 
 
 @pytest.fixture
@@ -37,30 +47,12 @@ def run(campaign: Campaign) -> Run:
 def run_with_outcomes(run: Run) -> Run:
     """One sample each: succeeded, failed, invalid; the fourth still pending."""
     ids = list(Sample.objects.filter(run=run).order_by("id").values_list("id", flat=True))
-    Sample.objects.filter(id=ids[0]).update(
-        submission_state="accepted",
-        collection_state="completed",
-        evidence_state="stored",
-        analysis_state="accepted",
-        validity="valid",
-        queue_state="done",
-        step="none",
-    )
+    Sample.objects.filter(id=ids[0]).update(**SUCCEEDED)
     Sample.objects.filter(id=ids[1]).update(
-        collection_state="failed",
-        queue_state="done",
-        step="none",
-        failure_reason="auth",
+        collection_state="failed", queue_state="done", step="none", failure_reason="auth"
     )
     Sample.objects.filter(id=ids[2]).update(
-        submission_state="accepted",
-        collection_state="completed",
-        evidence_state="stored",
-        analysis_state="accepted",
-        validity="invalid",
-        validity_reason="login_page",
-        queue_state="done",
-        step="none",
+        **{**SUCCEEDED, "validity": "invalid", "validity_reason": "login_page"}
     )
     return run
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from sampling.models import Brand, Campaign, QuestionRevision, Tenant
+from sampling.models import Brand, Campaign, Question, QuestionRevision, Tenant
+
+OPENAI_TARGET = {"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}
 
 
 def _formset(prefix: str, rows: list[dict[str, Any]], initial: int = 0) -> dict[str, Any]:
@@ -45,8 +50,7 @@ def _campaign_post(
         ),
         **_formset(
             "targets",
-            targets
-            or [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}],
+            targets or [OPENAI_TARGET],
             initial_targets,
         ),
         **_formset("questions", questions, initial_questions),
@@ -93,45 +97,45 @@ def test_adding_a_campaign_with_inline_questions_creates_revision_one_of_each(
     assert campaign.targets.get().platform == "openai"
 
 
-@pytest.mark.django_db
-def test_editing_question_text_creates_revision_two_and_keeps_revision_one(
-    admin_client: Client, tenant: Tenant, brand: Brand
-) -> None:
+Edited = tuple[Campaign, Question, Question, HttpResponse]
+
+
+@pytest.fixture
+def edit_questions(admin_client: Client, tenant: Tenant, brand: Brand) -> Callable[..., Edited]:
+    """Add the campaign, then post its change form with the two questions' texts replaced
+    (its target and competitor unchanged), answered with `status`. Returns the campaign, its
+    two questions and the response."""
+    return functools.partial(_edit_questions, admin_client, tenant, brand)
+
+
+def _edit_questions(
+    admin_client: Client, tenant: Tenant, brand: Brand, texts: tuple[str, str], *, status: int
+) -> Edited:
     campaign = _add_campaign(admin_client, tenant, brand)
     first, second = campaign.questions.order_by("position")
-    target = campaign.targets.get()
     questions = [
-        {
-            "id": first.pk,
-            "position": 0,
-            "text": "Which CRM is best for a team of five?",
-            "is_active": "on",
-        },
-        {"id": second.pk, "position": 1, "text": "哪个CRM 最适合小团队？", "is_active": "on"},
+        {"id": question.pk, "position": position, "text": text, "is_active": "on"}
+        for position, (question, text) in enumerate(zip((first, second), texts, strict=True))
     ]
+    target = {"id": campaign.targets.get().pk, **OPENAI_TARGET}
     data = _campaign_post(
-        tenant,
-        brand,
-        questions,
-        initial_questions=2,
-        initial_targets=1,
-        targets=[
-            {
-                "id": target.pk,
-                "platform": "openai",
-                "device": "desktop",
-                "region": "us",
-                "mode": "web_search",
-            }
-        ],
+        tenant, brand, questions, initial_questions=2, initial_targets=1, targets=[target]
     )
     data.update({"competitors-TOTAL_FORMS": 0})
-
     response = admin_client.post(
         reverse("admin:sampling_campaign_change", args=[campaign.pk]), data
     )
+    assert response.status_code == status, response.content.decode()[:3000]
+    return campaign, first, second, response
 
-    assert response.status_code == 302, response.content.decode()[:3000]
+
+@pytest.mark.django_db
+def test_editing_question_text_creates_revision_two_and_keeps_revision_one(
+    admin_client: Client, edit_questions: Callable[..., Edited]
+) -> None:
+    texts = ("Which CRM is best for a team of five?", "哪个CRM 最适合小团队？")
+    campaign, first, second, _ = edit_questions(texts, status=302)
+
     first.refresh_from_db()
     assert [(r.revision_no, r.text) for r in first.revisions.order_by("revision_no")] == [
         (1, "Which CRM is best for a small team?"),
@@ -146,38 +150,9 @@ def test_editing_question_text_creates_revision_two_and_keeps_revision_one(
 
 
 @pytest.mark.django_db
-def test_clearing_a_question_text_is_rejected_and_keeps_its_revision(
-    admin_client: Client, tenant: Tenant, brand: Brand
-) -> None:
-    campaign = _add_campaign(admin_client, tenant, brand)
-    first, second = campaign.questions.order_by("position")
-    target = campaign.targets.get()
-    questions = [
-        {"id": first.pk, "position": 0, "text": "   ", "is_active": "on"},
-        {"id": second.pk, "position": 1, "text": "哪个CRM 最适合小团队?", "is_active": "on"},
-    ]
-    data = _campaign_post(
-        tenant,
-        brand,
-        questions,
-        initial_questions=2,
-        initial_targets=1,
-        targets=[
-            {
-                "id": target.pk,
-                "platform": "openai",
-                "device": "desktop",
-                "region": "us",
-                "mode": "web_search",
-            }
-        ],
-    )
+def test_clearing_a_question_text_is_rejected_and_keeps_its_revision(edit_questions: Any) -> None:
+    _, first, _, response = edit_questions(("   ", "哪个CRM 最适合小团队?"), status=200)
 
-    response = admin_client.post(
-        reverse("admin:sampling_campaign_change", args=[campaign.pk]), data
-    )
-
-    assert response.status_code == 200
     assert "This field is required." in response.content.decode()
     assert list(first.revisions.values_list("revision_no", flat=True)) == [1]
 

@@ -11,6 +11,7 @@ from django.urls import reverse
 from pipeline.launch import launch_run
 from sampling.models import Run
 from sampling.selectors import run_status
+from tests.admin.conftest import SUCCEEDED
 
 COUNTS = ("succeeded", "failed", "invalid", "review", "pending")
 
@@ -64,15 +65,7 @@ def test_run_detail_shows_status_layers_batches_snapshot_and_samples_link(
 
 @pytest.mark.django_db
 def test_finished_run_shows_its_final_outcome(admin_client: Client, run: Run) -> None:
-    run.samples.update(
-        submission_state="accepted",
-        collection_state="completed",
-        evidence_state="stored",
-        analysis_state="accepted",
-        validity="valid",
-        queue_state="done",
-        step="none",
-    )
+    run.samples.update(**SUCCEEDED)
 
     page = admin_client.get(reverse("admin:sampling_run_change", args=[run.pk])).content.decode()
 

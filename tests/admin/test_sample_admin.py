@@ -14,7 +14,7 @@ from console.admin_base import CappedCountPaginator
 from evidence.models import Capture, Citation, EvidenceObject
 from pipeline.launch import launch_run
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
-from tests.admin.conftest import make_campaign
+from tests.admin.conftest import SUCCEEDED, make_campaign
 from tests.conftest import make_campaign_data
 
 HOSTILE = "Best CRM: <script>alert(1)</script> and <img src=x onerror=alert(1)> Acme"
@@ -24,33 +24,15 @@ HOSTILE = "Best CRM: <script>alert(1)</script> and <img src=x onerror=alert(1)> 
 def captured_sample(run: Run) -> Sample:
     sample = Sample.objects.filter(run=run).order_by("id").first()
     assert sample is not None
-    Sample.objects.filter(pk=sample.pk).update(
-        submission_state="accepted",
-        collection_state="completed",
-        evidence_state="stored",
-        analysis_state="accepted",
-        validity="valid",
-        queue_state="done",
-        step="none",
-    )
-    Attempt.objects.create(
-        sample=sample,
-        attempt_no=1,
-        idempotency_key="k-1",
-        fencing_token=1,
-        status="failed",
-        error_class="transient",
-        status_code=503,
-        egress="direct",
-    )
-    Attempt.objects.create(
-        sample=sample,
-        attempt_no=2,
-        idempotency_key="k-2",
-        fencing_token=2,
-        status="accepted",
-        upstream_id="resp_123",
-    )
+    Sample.objects.filter(pk=sample.pk).update(**SUCCEEDED)
+    outcomes = [
+        {"status": "failed", "error_class": "transient", "status_code": 503, "egress": "direct"},
+        {"status": "accepted", "upstream_id": "resp_123"},
+    ]
+    for n, outcome in enumerate(outcomes, start=1):
+        Attempt.objects.create(
+            sample=sample, attempt_no=n, idempotency_key=f"k-{n}", fencing_token=n, **outcome
+        )
     capture = Capture.objects.create(
         sample=sample,
         revision=1,
@@ -68,21 +50,17 @@ def captured_sample(run: Run) -> Sample:
         size=len(HOSTILE.encode()),
         mime="text/plain; charset=utf-8",
     )
-    Citation.objects.create(
-        capture=capture,
-        position=0,
-        url="javascript:alert(2)",
-        normalized_url="javascript:",
-        title="<b>bold</b>",
-    )
-    Citation.objects.create(
-        capture=capture,
-        position=1,
-        url="https://acme.com/?utm_source=x",
-        normalized_url="https://acme.com/",
-        domain="acme.com",
-        title="Acme",
-    )
+    cited = [
+        {"url": "javascript:alert(2)", "normalized_url": "javascript:", "title": "<b>bold</b>"},
+        {
+            "url": "https://acme.com/?utm_source=x",
+            "normalized_url": "https://acme.com/",
+            "domain": "acme.com",
+            "title": "Acme",
+        },
+    ]
+    for position, citation in enumerate(cited):
+        Citation.objects.create(capture=capture, position=position, **citation)
     revision = AnalysisRevision.objects.create(
         run=sample.run, number=1, analyser="rules", analyser_version="1.0"
     )
@@ -100,14 +78,16 @@ def captured_sample(run: Run) -> Sample:
     return sample
 
 
-@pytest.mark.django_db
-def test_sample_detail_escapes_hostile_answer_text(
-    admin_client: Client, captured_sample: Sample
-) -> None:
-    page = admin_client.get(
-        reverse("admin:sampling_sample_change", args=[captured_sample.pk])
-    ).content.decode()
+@pytest.fixture
+def sample_page(admin_client: Client, captured_sample: Sample) -> str:
+    """The captured sample's detail page in the admin, as HTML."""
+    url = reverse("admin:sampling_sample_change", args=[captured_sample.pk])
+    return admin_client.get(url).content.decode()
 
+
+@pytest.mark.django_db
+def test_sample_detail_escapes_hostile_answer_text(sample_page: str) -> None:
+    page = sample_page
     assert "<script>alert(1)</script>" not in page
     assert "<img src=x onerror=alert(1)>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -119,12 +99,9 @@ def test_sample_detail_escapes_hostile_answer_text(
 
 @pytest.mark.django_db
 def test_sample_detail_shows_attempts_evidence_citations_and_mentions(
-    admin_client: Client, captured_sample: Sample
+    sample_page: str, captured_sample: Sample
 ) -> None:
-    page = admin_client.get(
-        reverse("admin:sampling_sample_change", args=[captured_sample.pk])
-    ).content.decode()
-
+    page = sample_page
     assert "resp_123" in page and "transient" in page and "503" in page  # attempts
     assert f"acme/{captured_sample.run_id}/{captured_sample.pk}/1/text" in page
     assert "ab" * 32 in page and "text/plain; charset=utf-8" in page  # evidence object

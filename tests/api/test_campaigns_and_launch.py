@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db.models.signals import post_save
 from rest_framework.test import APIClient
 
 from api.errors import problem_items
@@ -178,7 +177,6 @@ def test_a_stale_preview_token_is_a_409_and_launches_nothing(
 def test_funds_short_is_a_402_naming_the_shortfall(
     two_tenants: tuple[TenantWorld, TenantWorld],
 ) -> None:
-    post_save.disconnect(sender="sampling.Tenant", dispatch_uid="test-funds")
     tenant = Tenant.objects.create(slug="poor", name="Poor")
     grant_role(username="poor-op", tenant=tenant, role="operator", password="pw")
     client = token_client(get_user_model().objects.get(username="poor-op"))

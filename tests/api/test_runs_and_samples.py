@@ -11,11 +11,9 @@ from rest_framework.test import APIClient
 
 from analysis.reports import ReportIntegrityError
 from evidence.models import EvidenceObject
-from pipeline.launch import launch_run
 from sampling.models import Run, Sample
 from sampling.selectors import run_status
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.console.conftest import TenantWorld
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +25,7 @@ def _planned_run(questions: int, repeats: int, name: str = "big") -> Run:
     data = make_campaign_data(
         questions=questions, targets=OPENAI, repeats=repeats, tenant="alpha", name=name
     )
-    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    return launch_funded(data)
 
 
 def test_runs_list_filters_by_campaign_and_status(

@@ -4,20 +4,17 @@ retries and a delivery log; a local HTTP server receives them and checks the sig
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
 
 from api import webhooks
 from api.models import DeliveryState, WebhookDelivery, WebhookEndpoint
-from pipeline.launch import launch_run
 from pipeline.runs import on_run_finished
 from sampling.models import OutboxMessage, Run
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
+from tests.services import QuietHandler, loopback_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,23 +31,15 @@ class Receiver:
 def receiver() -> Iterator[tuple[Receiver, str]]:
     state = Receiver()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            state.received.append({"headers": dict(self.headers), "body": body})
+            state.received.append({"headers": dict(self.headers), "body": self.read_body()})
             status = 500 if state.fail_next > 0 else 204
             state.fail_next -= 1
-            self.send_response(status)
-            self.end_headers()
+            self.reply(status)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state, f"http://127.0.0.1:{server.server_address[1]}/hook"
-    server.shutdown()
+    with loopback_server(Handler, threaded=False) as url:
+        yield state, f"{url}/hook"
 
 
 def _finished_run(settings: Any, review: bool) -> Run:
@@ -61,7 +50,7 @@ def _finished_run(settings: Any, review: bool) -> Run:
         repeats=1,
         tenant="hooks",
     )
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     run.samples.update(
         queue_state="done",
         collection_state="completed",

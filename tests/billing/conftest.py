@@ -88,11 +88,6 @@ def fail(sample: Sample, *, accepted: bool = False) -> None:
     )
 
 
-@pytest.fixture(autouse=True)
-def funded_tenants() -> None:
-    """Billing tests start with no price list and no credit; each sets up what it needs."""
-
-
 @pytest.fixture
 def prices() -> None:
     ensure_default_price_version()

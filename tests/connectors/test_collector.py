@@ -7,7 +7,6 @@ import hmac
 import json
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -20,6 +19,7 @@ from connectors.adapters.collector import (
 from connectors.base import ErrorClass, SubmitOutcome, UpstreamError
 from connectors.simulator import SimulatorHandle
 from connectors.simulator.png import png_size
+from tests.services import QuietHandler, loopback_server
 
 from .contract import CITED_WORLD, sample
 
@@ -229,30 +229,21 @@ def test_callback_signature_verification() -> None:
     assert verify_callback_signature(body, rotated, "s3cret", now=1_700_000_010)
 
 
-class _Receiver(BaseHTTPRequestHandler):
+class _Receiver(QuietHandler):
     received: list[tuple[bytes, str]]
     arrived: threading.Semaphore
 
     def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.received.append((body, self.headers["X-Collector-Signature"]))
-        self.send_response(204)
-        self.end_headers()
+        self.received.append((self.read_body(), self.headers["X-Collector-Signature"]))
+        self.reply(204)
         self.arrived.release()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
 def callback_receiver() -> Iterator[tuple[str, type[_Receiver]]]:
     handler = type("Receiver", (_Receiver,), {"received": [], "arrived": threading.Semaphore(0)})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hooks/collector", handler
-    server.shutdown()
-    server.server_close()
+    with loopback_server(handler) as url:
+        yield f"{url}/hooks/collector", handler
 
 
 def test_duplicate_signed_callbacks(

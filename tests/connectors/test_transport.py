@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import http.client
 import socket
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
@@ -15,13 +13,14 @@ from connectors.adapters.openai_responses import OpenAIResponsesConnector
 from connectors.base import ConnectorConfig, ErrorClass, UpstreamError
 from connectors.simulator import SimulatorHandle
 from connectors.transport import HttpTransport, choose_egress, egress_label, header_safe
+from tests.services import QuietHandler, loopback_server
 
 from .contract import sample
 
 Factory = Callable[..., OpenAIResponsesConnector]
 
 
-class _ForwardProxy(BaseHTTPRequestHandler):
+class _ForwardProxy(QuietHandler):
     """A plain-HTTP forward proxy: reads the absolute-URI request, replays it upstream."""
 
     protocol_version = "HTTP/1.1"
@@ -36,7 +35,7 @@ class _ForwardProxy(BaseHTTPRequestHandler):
     def _forward(self) -> None:
         target = urlsplit(self.path)
         self.forwarded.append(f"{self.command} {target.path}")
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = self.read_body()
         upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
         skip = {"proxy-connection", "connection", "keep-alive"}
         headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
@@ -52,20 +51,13 @@ class _ForwardProxy(BaseHTTPRequestHandler):
         self.wfile.write(payload)
         upstream.close()
 
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture
 def forward_proxy() -> Iterator[tuple[str, list[str]]]:
     forwarded: list[str] = []
     handler = type("Proxy", (_ForwardProxy,), {"forwarded": forwarded})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", forwarded
-    server.shutdown()
-    server.server_close()
+    with loopback_server(handler) as url:
+        yield url, forwarded
 
 
 def _closed_port() -> int:

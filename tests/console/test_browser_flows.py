@@ -3,7 +3,6 @@ Screenshots of every main page are written to var/artefacts/browser/ as test art
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,50 +16,30 @@ from billing.models import JournalEntry
 from console.services import grant_role
 from evidence.models import ReviewDecision
 from sampling.models import Brand, Run, Sample, Tenant
+from tests.chromium import chromium, log_in, needs_browser
+from tests.conftest import fund_tenant
 from tests.console.conftest import PASSWORD
 from tests.evidence.helpers import COLLECTOR, collected_run
 from tests.inprocess import drive_in_process
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 ARTEFACTS = Path(settings.BASE_DIR) / "var" / "artefacts" / "browser"
 
-pytestmark = [
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
-    pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="needs playwright"),
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = [*needs_browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
     # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls
     # (setup and checks) are plain blocking calls between browser steps.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 def _page(browser: Any, live_server: Any, username: str) -> Any:
     page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    page.goto(f"{live_server.url}/admin/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    log_in(page, f"{live_server.url}/admin/login/", username, PASSWORD)
     page.wait_for_selector("#site-name")
     return page
 
@@ -92,7 +71,7 @@ def test_operator_creates_previews_launches_watches_and_opens_the_report(
     simulator: Any,
     local_storage: Any,
 ) -> None:
-    tenant = Tenant.objects.create(slug="alpha", name="Alpha Inc")
+    tenant = fund_tenant(Tenant.objects.create(slug="alpha", name="Alpha Inc"))
     Brand.objects.create(tenant=tenant, name="Acme", aliases=["ACME"], domains=["acme.com"])
     grant_role(username="olga", tenant=tenant, role="operator", password=PASSWORD)
     page = _page(browser, live_server, "olga")

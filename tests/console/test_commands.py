@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 from billing.models import JournalEntry
 from billing.services import ensure_default_price_version
 from evidence.models import TenantMembership
 from sampling.models import Run, Tenant
+from tests.services import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,12 +25,10 @@ CAMPAIGN = ROOT / "demo" / "campaign.json"
 
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    db = connection.settings_dict
-    url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": url, **env},
+        env={**os.environ, "DATABASE_URL": database_url(), **env},
         capture_output=True,
         text=True,
         timeout=120,

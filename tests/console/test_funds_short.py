@@ -14,11 +14,6 @@ from tests.conftest import BASE_CAMPAIGN, spec_with_tenant
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def funded_tenants() -> None:
-    """Overrides the suite's autouse funding: this tenant starts with nothing."""
-
-
 def test_the_preview_says_funds_are_short_and_offers_no_launch(admin_client: Client) -> None:
     campaign = save_campaign(spec=spec_with_tenant(copy.deepcopy(BASE_CAMPAIGN)))
     page = admin_client.get(reverse("admin:sampling_campaign_preview", args=[campaign.pk]))

@@ -12,7 +12,13 @@ from django.urls import reverse
 
 from billing.selectors import available_balance
 from billing.services import create_price_version
-from pipeline.preview import StalePreview, issue_launch_token, launch_once, preview_campaign
+from pipeline.preview import (
+    LaunchPreview,
+    StalePreview,
+    issue_launch_token,
+    launch_once,
+    preview_campaign,
+)
 from sampling.models import Campaign, Question, Run
 from sampling.services import save_campaign
 from tests.conftest import BASE_CAMPAIGN, spec_with_tenant
@@ -21,21 +27,28 @@ pytestmark = pytest.mark.django_db
 
 
 def _campaign() -> Campaign:
-    return save_campaign(spec=spec_with_tenant(copy.deepcopy(BASE_CAMPAIGN)))
+    return save_campaign(spec=spec_with_tenant(copy.deepcopy(BASE_CAMPAIGN), funded=True))
 
 
-def _session() -> SessionStore:
+def _previewed() -> tuple[Campaign, LaunchPreview, SessionStore, str]:
+    """A funded tenant's campaign, its preview with a quote, and the launch token the preview
+    issued in an operator's session."""
+    campaign = _campaign()
+    preview = preview_campaign(campaign=campaign)
+    assert preview.quote is not None
     session = SessionStore()
     session.create()
-    return session
+    return (
+        campaign,
+        preview,
+        session,
+        issue_launch_token(session, campaign=campaign, quote=preview.quote),
+    )
 
 
 def test_launch_freezes_exactly_the_quote_the_preview_showed() -> None:
-    campaign = _campaign()
-    preview = preview_campaign(campaign=campaign)
-    assert preview.quote is not None and preview.can_launch
-    session = _session()
-    token = issue_launch_token(session, campaign=campaign, quote=preview.quote)
+    campaign, preview, session, token = _previewed()
+    assert preview.can_launch
 
     run, already = launch_once(session, campaign=campaign, token=token)
 
@@ -46,11 +59,7 @@ def test_launch_freezes_exactly_the_quote_the_preview_showed() -> None:
 
 
 def test_a_changed_price_list_refuses_the_old_preview_and_writes_nothing() -> None:
-    campaign = _campaign()
-    preview = preview_campaign(campaign=campaign)
-    assert preview.quote is not None
-    session = _session()
-    token = issue_launch_token(session, campaign=campaign, quote=preview.quote)
+    campaign, _, session, token = _previewed()
     create_price_version(name="dearer", currency="USD", prices={"openai": {"base": 50}})
     balance = available_balance(campaign.tenant, "USD")
 
@@ -67,11 +76,7 @@ def test_a_changed_price_list_refuses_the_old_preview_and_writes_nothing() -> No
 
 
 def test_a_changed_campaign_or_an_unknown_token_is_refused() -> None:
-    campaign = _campaign()
-    preview = preview_campaign(campaign=campaign)
-    assert preview.quote is not None
-    session = _session()
-    token = issue_launch_token(session, campaign=campaign, quote=preview.quote)
+    campaign, _, session, token = _previewed()
     Campaign.objects.filter(pk=campaign.pk).update(repeats=3)
     with pytest.raises(StalePreview, match="campaign changed"):
         launch_once(session, campaign=campaign, token=token)

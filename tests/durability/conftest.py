@@ -21,9 +21,8 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 from django.core.management import call_command
-from django.db import connection
 
-from connectors.simulator import SimulatorHandle, start_simulator
+from connectors.simulator import SimulatorHandle
 from geo_collect.logs import messages
 from geo_collect.processes import (
     ALL_QUEUES,
@@ -34,10 +33,9 @@ from geo_collect.processes import (
 )
 from pipeline.dispatch import dispatch_once
 from pipeline.invariants import check_all
-from pipeline.launch import launch_run
 from sampling.models import Run, Sample
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
+from tests.services import broker_url, database_url, empty_broker, simulator_fixture
 
 LEASE_SECONDS = 3
 VISIBILITY_TIMEOUT = 2
@@ -48,26 +46,24 @@ COLLECTOR = {"platform": "collector", "device": "desktop", "region": "us", "mode
 ANTHROPIC = {"platform": "anthropic", "device": "desktop", "region": "us", "mode": "web_search"}
 
 
+# Every durability test: real processes, committed transactions, leases as short as the workers'.
+IN_PROCESSES = [
+    pytest.mark.e2e,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("short_leases"),
+]
+
+
 # --- services ---------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def broker() -> Iterator[redis.Redis]:
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        pytest.fail("durability tests need REDIS_URL (make test sets it)")
-    client = redis.Redis.from_url(url)
-    client.flushdb()  # messages of an earlier, interrupted test name rows that are gone
-    yield client
-    client.flushdb()
+    with empty_broker(broker_url("durability tests")) as client:
+        yield client
 
 
-@pytest.fixture
-def simulator(settings: Any) -> Iterator[SimulatorHandle]:
-    handle = start_simulator(seed=11)
-    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
-    yield handle
-    handle.stop()
+simulator = simulator_fixture(seed=11)
 
 
 @pytest.fixture
@@ -133,12 +129,8 @@ def failpoint_dir(tmp_path: Path) -> Path:
 def procs(
     broker: redis.Redis, simulator: SimulatorHandle, tmp_path: Path, failpoint_dir: Path
 ) -> Iterator[Procs]:
-    db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     env = {
-        "DATABASE_URL": (
-            f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-        ),
+        "DATABASE_URL": database_url(),
         "REDIS_URL": os.environ["REDIS_URL"],
         "GEO_UPSTREAM_BASE_URL": simulator.base_url,
         "GEO_VAR_DIR": str(django_settings.VAR_DIR),
@@ -233,7 +225,7 @@ def launch(
     data["screenshot_policy"] = screenshot_policy
     if prefix:
         data["questions"] = [f"{prefix} {q}" for q in data["questions"]]
-    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    return launch_funded(data)
 
 
 def assert_invariants(run: Run | None = None) -> str:

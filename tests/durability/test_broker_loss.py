@@ -17,14 +17,17 @@ import redis
 from connectors.simulator import SimulatorHandle
 from sampling.models import Sample
 
-from .conftest import COLLECTOR, Procs, assert_invariants, collector_tasks, launch, run_finished
+from .conftest import (
+    COLLECTOR,
+    IN_PROCESSES,
+    Procs,
+    assert_invariants,
+    collector_tasks,
+    launch,
+    run_finished,
+)
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("short_leases"),
-    pytest.mark.needs_binary("redis-server"),
-]
+pytestmark = [*IN_PROCESSES, pytest.mark.needs_binary("redis-server")]
 
 
 class PrivateRedis:

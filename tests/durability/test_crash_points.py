@@ -20,6 +20,7 @@ from sampling.models import Attempt, OutboxMessage, Run, Sample
 
 from .conftest import (
     COLLECTOR,
+    IN_PROCESSES,
     OPENAI,
     Procs,
     assert_invariants,
@@ -32,11 +33,7 @@ from .conftest import (
     wait_killed,
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("short_leases"),
-]
+pytestmark = IN_PROCESSES
 
 
 def _one_accepted_attempt_each(run: Run) -> None:

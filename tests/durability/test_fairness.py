@@ -5,18 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from connectors.simulator import SimulatorHandle
 from sampling.models import Sample
 
-from .conftest import ANTHROPIC, OPENAI, Procs, assert_invariants, drive, launch, run_finished
+from .conftest import (
+    ANTHROPIC,
+    IN_PROCESSES,
+    OPENAI,
+    Procs,
+    assert_invariants,
+    drive,
+    launch,
+    run_finished,
+)
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("short_leases"),
-]
+pytestmark = IN_PROCESSES
 
 
 def test_a_slow_platform_does_not_delay_a_fast_one(

@@ -16,23 +16,9 @@ from pipeline.tasks import execute_step
 from sampling.leases import claim_ready
 from sampling.models import Attempt, Sample, StaleWrite
 
-from .conftest import (
-    COLLECTOR,
-    OPENAI,
-    Procs,
-    assert_invariants,
-    collector_tasks,
-    drive,
-    launch,
-    outcomes,
-    run_finished,
-)
+from . import conftest as rig
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("short_leases"),
-]
+pytestmark = rig.IN_PROCESSES
 
 
 def _wait(condition: object, *, timeout: float = 30.0) -> None:
@@ -44,28 +30,28 @@ def _wait(condition: object, *, timeout: float = 30.0) -> None:
 
 
 def test_worker_paused_past_its_lease_has_its_late_write_refused_and_recorded(
-    procs: Procs, simulator: SimulatorHandle
+    procs: rig.Procs, simulator: SimulatorHandle
 ) -> None:
     # The provider takes 6 s to answer the batch submit; the lease is 3 s.
     simulator.configure(profile={"platforms": {"collector": {"latency_ms": [6000, 6000]}}})
-    run = launch(targets=[COLLECTOR], questions=1)
+    run = rig.launch(targets=[rig.COLLECTOR], questions=1)
     sample = Sample.objects.get(run=run)
     # One thread: while it holds its message it fetches no other (prefetch = concurrency).
     paused = procs.worker("paused", queues=["platform.collector"], concurrency=1)
 
     # The worker recorded its attempt and is waiting on the upstream: stop it there.
-    drive(lambda: Attempt.objects.filter(sample=sample).exists())
+    rig.drive(lambda: Attempt.objects.filter(sample=sample).exists())
     os.kill(paused.pid, signal.SIGSTOP)
     first_token = Attempt.objects.get(sample=sample).fencing_token
 
     # Its lease runs out (it cannot renew while stopped); the sweeper and a new claim hand
     # the sample to another worker, which verifies the submit by key and finishes it.
     rescuer = procs.worker("rescuer")
-    drive(run_finished(run))
+    rig.drive(rig.run_finished(run))
     sample.refresh_from_db()
     assert sample.fencing_token > first_token
     assert (sample.submission_state, sample.collection_state) == ("accepted", "completed")
-    assert "verified-accepted" in outcomes(rescuer)
+    assert "verified-accepted" in rig.outcomes(rescuer)
     assert not StaleWrite.objects.exists()
 
     # Resumed, the paused worker gets its (late) answer and tries to record it: refused.
@@ -75,7 +61,7 @@ def test_worker_paused_past_its_lease_has_its_late_write_refused_and_recorded(
     assert stale.presented_token == first_token
     assert stale.current_token == sample.fencing_token
     assert stale.operation == "accept"
-    _wait(lambda: "stale-write-refused" in outcomes(paused))
+    _wait(lambda: "stale-write-refused" in rig.outcomes(paused))
 
     # Nothing it held was written: one task upstream, one accepted attempt, one capture.
     sample.refresh_from_db()
@@ -84,11 +70,11 @@ def test_worker_paused_past_its_lease_has_its_late_write_refused_and_recorded(
         "completed",
         "done",
     )
-    assert len(collector_tasks(simulator)) == 1
+    assert len(rig.collector_tasks(simulator)) == 1
     assert list(sample.attempt_set.values_list("status", flat=True)) == ["accepted"]
     assert Capture.objects.filter(sample=sample).count() == 1
     assert not Capture.objects.filter(sample=sample, fencing_token=first_token).exists()
-    assert_invariants(run)
+    rig.assert_invariants(run)
 
 
 def _publish_twice(sample: Sample, queue: str) -> int:
@@ -103,47 +89,49 @@ def _publish_twice(sample: Sample, queue: str) -> int:
 
 @pytest.mark.parametrize(
     "target",
-    [COLLECTOR, OPENAI],
+    [rig.COLLECTOR, rig.OPENAI],
     ids=["collector", "openai"],
 )
 def test_the_same_message_delivered_twice_has_one_result(
-    procs: Procs, simulator: SimulatorHandle, target: dict[str, str]
+    procs: rig.Procs, simulator: SimulatorHandle, target: dict[str, str]
 ) -> None:
     """Two copies of one execute_step message (same sample, same token), consumed at once by
     two threads, then the message once more after the run ended: one submission upstream,
     one answer, one result.
 
     The second copy finds the attempt of its own lease in flight and leaves it alone."""
-    run = launch(targets=[target], questions=1)
+    run = rig.launch(targets=[target], questions=1)
     sample = Sample.objects.get(run=run)
     worker = procs.worker("w1", concurrency=4)
     queue = f"platform.{sample.platform}"
     token = _publish_twice(sample, queue)
 
-    drive(lambda: not Sample.objects.filter(run=run, queue_state__in=["ready", "leased"]).exists())
+    rig.drive(
+        lambda: not Sample.objects.filter(run=run, queue_state__in=["ready", "leased"]).exists()
+    )
     sample.refresh_from_db()
     assert (sample.collection_state, sample.queue_state) == ("completed", "done"), (
         sample.submission_state,
         sample.queue_state,
         sample.failure_reason,
-        outcomes(worker),
+        rig.outcomes(worker),
     )
     # The late third copy does nothing.
     execute_step.apply_async(args=(sample.pk, token), queue=queue)
-    _wait(lambda: "stale-message" in outcomes(worker))
+    _wait(lambda: "stale-message" in rig.outcomes(worker))
     sample.refresh_from_db()
-    assert run_finished(run)()
+    assert rig.run_finished(run)()
     assert list(sample.attempt_set.values_list("status", flat=True)) == ["accepted"]
     assert Capture.objects.filter(sample=sample, collection_state="completed").count() == 1
     if sample.platform == "collector":
-        assert len(collector_tasks(simulator)) == 1
+        assert len(rig.collector_tasks(simulator)) == 1
     else:
         assert len(simulator.answers(sample.platform)) == 1
-    assert_invariants(run)
+    rig.assert_invariants(run)
 
 
 def test_duplicate_provider_callbacks_change_nothing_twice(
-    procs: Procs, simulator: SimulatorHandle, live_server: Any, settings: Any
+    procs: rig.Procs, simulator: SimulatorHandle, live_server: Any, settings: Any
 ) -> None:
     """The collector signs a callback for every finished task and, here, delivers each one
     twice. The application records each delivery once; the second copy is recognised as a
@@ -153,12 +141,12 @@ def test_duplicate_provider_callbacks_change_nothing_twice(
 
     settings.GEO_COLLECTOR_CALLBACK_SECRET = "sim-callback-secret"  # the simulator's default
     simulator.script({"match": "", "fault": "duplicate_callback", "times": None})
-    run = launch(targets=[COLLECTOR], questions=4)
+    run = rig.launch(targets=[rig.COLLECTOR], questions=4)
     callback_url = f"{live_server.url}/callbacks/collector/"
     procs.worker("w1", env={"GEO_COLLECTOR_CALLBACK_URL": callback_url})
-    drive(run_finished(run))
+    rig.drive(rig.run_finished(run))
 
-    tasks = collector_tasks(simulator)
+    tasks = rig.collector_tasks(simulator)
     assert len(tasks) == 4
     provider: Any = simulator.sim.protocol("collector")
     _wait(lambda: all(provider.tasks[t["task_id"]].callbacks_sent == 2 for t in tasks))
@@ -178,4 +166,4 @@ def test_duplicate_provider_callbacks_change_nothing_twice(
             ).count()
             == 1
         )
-    assert_invariants(run)
+    rig.assert_invariants(run)

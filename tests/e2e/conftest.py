@@ -2,49 +2,36 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import redis
 from django.conf import settings
-from django.db import connection
 
 from billing.selectors import run_billing
-from connectors.simulator import start_simulator
 from connectors.simulator.core import SimulatorHandle
 from geo_collect.processes import start_worker, stop_worker
 from pipeline.dispatch import dispatch_once
 from sampling.models import OutboxMessage
 from sampling.selectors import Status, run_status
+from tests.services import broker_url, database_url, empty_broker, simulator_fixture
 
 
 @pytest.fixture
 def broker() -> Iterator[str]:
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        pytest.fail("end-to-end tests need REDIS_URL (make test sets it)")
-    client = redis.Redis.from_url(url)
-    client.flushdb()  # messages left by an earlier, interrupted run name rows that are gone
-    yield url
-    client.flushdb()
+    url = broker_url("end-to-end tests")
+    with empty_broker(url):
+        yield url
 
 
-@pytest.fixture
-def simulator(settings: Any) -> Iterator[SimulatorHandle]:
-    handle = start_simulator(seed=11)
-    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
-    yield handle
-    handle.stop()
+simulator = simulator_fixture(seed=11)
 
 
 @pytest.fixture
 def worker_env(broker: str, simulator: SimulatorHandle, tmp_path: Any) -> dict[str, str]:
-    db = connection.settings_dict
     return {
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "DATABASE_URL": database_url(),
         "REDIS_URL": broker,
         "GEO_UPSTREAM_BASE_URL": simulator.base_url,
         "GEO_VAR_DIR": str(settings.VAR_DIR),

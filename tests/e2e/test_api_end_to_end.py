@@ -5,10 +5,8 @@ webhook received and verified on a local server."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
@@ -20,7 +18,8 @@ from api.models import WebhookEndpoint
 from console.services import grant_role
 from pipeline.dispatch import dispatch_once
 from tests.api.conftest import token_client
-from tests.conftest import BASE_CAMPAIGN, ensure_tenant
+from tests.conftest import BASE_CAMPAIGN, ensure_tenant, fund_tenant
+from tests.services import QuietHandler, loopback_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -31,24 +30,17 @@ SECRET = "e2e-webhook-secret-" + "1" * 40
 def hook_server() -> Iterator[tuple[list[dict[str, Any]], str]]:
     received: list[dict[str, Any]] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append({"headers": dict(self.headers), "body": body})
-            self.send_response(204)
-            self.end_headers()
+            received.append({"headers": dict(self.headers), "body": self.read_body()})
+            self.reply(204)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield received, f"http://127.0.0.1:{server.server_address[1]}/hook"
-    server.shutdown()
+    with loopback_server(Handler, threaded=False) as url:
+        yield received, f"{url}/hook"
 
 
 def _operator() -> APIClient:
-    tenant = ensure_tenant("apiflow")
+    tenant = fund_tenant(ensure_tenant("apiflow"))  # the API launch holds its quote
     grant_role(username="apiflow-op", tenant=tenant, role="operator", password="pw")
     return token_client(get_user_model().objects.get(username="apiflow-op"))
 

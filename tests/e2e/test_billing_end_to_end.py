@@ -21,11 +21,9 @@ from billing.reconciliation import (
     settle_differences,
 )
 from billing.selectors import run_billing
-from pipeline.launch import launch_run
 from pipeline.runs import cancel_run
 from sampling.models import CallbackDelivery, Run, Sample
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.e2e.conftest import drive_until_settled
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -37,7 +35,7 @@ COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mod
 def _launch(name: str, questions: list[str]) -> Run:
     data = make_campaign_data(questions=0, targets=COLLECTOR, repeats=1, name=name)
     data["questions"] = questions
-    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    return launch_funded(data)
 
 
 def test_costs_duplicate_callbacks_and_a_cancel_leave_a_balanced_reconciled_ledger(

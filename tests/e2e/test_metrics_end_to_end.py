@@ -15,10 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from geo_collect.logs import messages
 from pipeline.dispatch import dispatch_once
-from pipeline.launch import launch_run
 from sampling.models import Attempt, Sample, SubmissionState
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.e2e.conftest import drive_until_finished
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -103,7 +101,7 @@ def test_metrics_and_logs_after_an_end_to_end_run(
     before = _scrape(client)
     data = make_campaign_data(questions=0, targets=TARGETS, repeats=2)
     data["questions"] = ["Rate limited: which CRM?", "No screenshot: which CRM?", "哪个CRM好？"]
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     worker = celery_worker()
     assert drive_until_finished(run.pk).finished
     after = _after_the_end_event(client, before)  # relayed through the outbox to the worker

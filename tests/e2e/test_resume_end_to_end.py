@@ -18,10 +18,8 @@ from billing.selectors import run_billing
 from evidence.models import Capture, EvidenceObject
 from pipeline.dispatch import dispatch_once
 from pipeline.invariants import check_all
-from pipeline.launch import launch_run
 from sampling.models import Attempt, Run, Sample, SampleReopen
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.e2e.conftest import drive_until_finished
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -41,7 +39,7 @@ QUESTIONS = [
 def _launch() -> Run:
     data = make_campaign_data(questions=0, targets=TARGETS, repeats=1)
     data.update(questions=QUESTIONS, screenshot_policy="none")
-    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    return launch_funded(data)
 
 
 def _settled(run: Run, *, timeout: float = 60.0) -> Any:
@@ -127,7 +125,7 @@ def test_collector_submits_go_in_batches_and_the_providers_quote_is_recorded(
         + ["No capacity: which CRM?"],
         screenshot_policy="none",
     )
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     quote = (run.quote_snapshot or {})["provider_quotes"]["collector"]
     assert quote["tasks"] == 12 and quote["total"] > 0 and quote["quote_id"]
     celery_worker()

@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 
 from evidence.models import Capture, EvidenceObject
-from pipeline.launch import launch_run
 from sampling.models import Attempt, Run, Sample
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.durability.conftest import assert_invariants
 from tests.e2e.conftest import drive_until_finished
 
@@ -44,7 +42,7 @@ EXPECTED_ANALYSIS = {
 def _launch(questions: list[str]) -> Run:
     data = make_campaign_data(questions=0, targets=TARGETS, repeats=2)
     data["questions"] = questions
-    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    return launch_funded(data)
 
 
 def _counts(run: Run, field: str) -> Counter[tuple[str, str]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from connectors.simulator import SimulatorHandle, start_simulator
+from tests.services import simulator_fixture
 
 S3_KEYS = {"access_key": "testing", "secret_key": "testing", "region_name": "us-east-1"}
 
@@ -104,9 +104,4 @@ def local_storage(settings: Any, tmp_path: Any) -> Any:
     return tmp_path / "media"
 
 
-@pytest.fixture
-def simulator(settings: Any) -> Iterator[SimulatorHandle]:
-    handle = start_simulator(seed=3)
-    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
-    yield handle
-    handle.stop()
+simulator = simulator_fixture(seed=3)

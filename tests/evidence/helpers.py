@@ -13,10 +13,8 @@ from connectors.base import Attachment, Citation, NormalizedResult
 from connectors.citations import normalize_url
 from evidence import services
 from evidence.models import Capture, TenantMembership
-from pipeline.launch import launch_run
 from sampling.models import Run, Sample, Tenant
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.inprocess import drive_in_process
 
 COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
@@ -28,7 +26,7 @@ def collected_run(
 ) -> Run:
     spec = make_campaign_data(questions=questions, targets=targets, repeats=repeats)
     spec.update(data)
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(spec)))
+    run = launch_funded(spec)
     drive_in_process(run.pk)
     return run
 

@@ -3,35 +3,27 @@ browser the evidence is partial, with its reason, and the answer still counts.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from connectors.simulator import SimulatorHandle, start_simulator
 from evidence.models import EvidenceObject
 from evidence.screenshots import chromium_binary
-from pipeline.launch import launch_run
 from sampling.models import Sample
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.inprocess import drive_in_process
+from tests.services import simulator_fixture
 
 OPENAI = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
 
 
-@pytest.fixture
-def upstream(settings: Any) -> Iterator[SimulatorHandle]:
-    handle = start_simulator(seed=9)
-    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
-    yield handle
-    handle.stop()
+upstream = simulator_fixture(seed=9)
 
 
 def _run(policy: str) -> Sample:
     data = make_campaign_data(questions=1, targets=OPENAI, repeats=1)
     data["screenshot_policy"] = policy
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     outcomes = drive_in_process(run.pk)
     assert outcomes[0] == "answered"
     return Sample.objects.get(run=run)

@@ -89,16 +89,14 @@ def _audit(page: str, where: str) -> None:
 def test_hostile_answers_and_citations_are_inert_in_console_and_report(
     simulator: SimulatorHandle, local_storage: Any, django_user_model: Any
 ) -> None:
-    from pipeline.launch import launch_run
-    from sampling.services import save_campaign
-    from tests.conftest import make_campaign_data, spec_with_tenant
+    from tests.conftest import launch_funded, make_campaign_data
     from tests.inprocess import drive_in_process
 
     data = make_campaign_data(questions=1, targets=OPENAI, repeats=2)
     data["questions"] = [HOSTILE_QUESTION]
     data["competitors"][0]["name"] = "Globex<svg onload=alert(22)>"
     data["competitors"][0]["aliases"] = ["Globex"]
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     drive_in_process(run.pk)  # collection through the simulator (the question is echoed)
 
     first, second = Sample.objects.filter(run=run).order_by("id")

@@ -1,28 +1,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from io import StringIO
-from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from connectors.simulator import SimulatorHandle, start_simulator
+from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
-from pipeline.launch import launch_run
 from sampling.models import Sample
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.inprocess import drive_in_process
+from tests.services import simulator_fixture
 
-
-@pytest.fixture
-def simulator(settings: Any) -> Iterator[SimulatorHandle]:
-    handle = start_simulator(seed=5)
-    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
-    yield handle
-    handle.stop()
+simulator = simulator_fixture(seed=5)
 
 
 @pytest.mark.django_db
@@ -31,7 +22,7 @@ def test_reparse_sample_adds_a_revision_equal_to_the_live_derivation(
 ) -> None:
     targets = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
     data = make_campaign_data(questions=1, targets=targets, repeats=1)
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     drive_in_process(run.pk)
     sample = Sample.objects.get(run=run)
     original = Capture.objects.get(sample=sample)

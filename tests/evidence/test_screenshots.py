@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import io
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -21,6 +19,7 @@ from evidence.screenshots import (
 )
 from sampling.models import Sample
 from tests.evidence.helpers import OPENAI, collected_run, record_result, result
+from tests.services import QuietHandler, loopback_server
 
 pytestmark = pytest.mark.django_db
 needs_chromium = pytest.mark.skipif(chromium_binary() is None, reason="needs Debian's chromium")
@@ -31,21 +30,13 @@ def canary() -> Iterator[tuple[str, list[str]]]:
     """A loopback HTTP server that records every request: nothing may reach it."""
     hits: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             hits.append(self.path)
-            self.send_response(200)
-            self.end_headers()
+            self.reply(200)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    server.shutdown()
-    server.server_close()
+    with loopback_server(Handler) as url:
+        yield url, hits
 
 
 @needs_chromium

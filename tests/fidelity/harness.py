@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,13 @@ SCENARIOS = [
     Scenario("provider_error", fault="server_error"),
 ]
 SCENARIO_IDS = [s.name for s in SCENARIOS]
+each_scenario = pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_IDS)
+
+
+def chat_request(model: str, scenario: Scenario) -> dict[str, Any]:
+    """The request every chat-style SDK starts from: the model and the question as one user
+    turn; each platform's suite adds its own options."""
+    return {"model": model, "messages": [{"role": "user", "content": scenario.question}]}
 
 
 def prepare(sim: SimulatorHandle, scenario: Scenario, platform: str) -> None:
@@ -242,6 +250,35 @@ class OurView:
         return None
 
 
+@dataclass
+class EventsView:
+    """What an SDK with an event stream and a final object made of the exchange."""
+
+    events: list[Any] = field(default_factory=list)
+    final: Any = None
+    error: Exception | None = None
+    request_id: str | None = None
+
+
+@dataclass
+class ChunksView:
+    """What an SDK streaming Chat Completions chunks made of the exchange."""
+
+    chunks: list[Any] = field(default_factory=list)
+    error: Exception | None = None
+
+    def text(self) -> str:
+        return "".join(c.choices[0].delta.content or "" for c in self.chunks if c.choices)
+
+    def finish_reason(self) -> str | None:
+        reasons = [c.choices[0].finish_reason for c in self.chunks if c.choices]
+        return next((r for r in reversed(reasons) if r), None)
+
+
+# An inline citation marker `[n]` in answer text (Perplexity, DashScope).
+CITATION_MARKER = re.compile(r"\[(\d+)\]")
+
+
 def connector_for(
     platform: str, base_url: str, *, model: str, extra: dict[str, Any] | None = None
 ) -> Connector:
@@ -310,13 +347,161 @@ def our_citations(result: NormalizedResult, *, offsets: bool = True) -> list[Cit
     ]
 
 
-# What our classification must say for each scripted HTTP-level fault.
+# What our classification must say for each scripted HTTP-level fault, and its status.
 OUR_ERROR_CLASS = {
     "rate_limit": ErrorClass.RATE_LIMITED,
     "auth_error": ErrorClass.AUTH,
     "server_error": ErrorClass.TRANSIENT,
     "login_page": ErrorClass.PARSE_FAILED,
 }
+FAULT_STATUS = {"rate_limit": 429, "auth_error": 401, "server_error": 500}
+
+
+def client_options(
+    base_url: str, recorder: Recorder, httpx_module: Any = httpx, *, strict: bool = False
+) -> dict[str, Any]:
+    """The keyword arguments of an httpx-based SDK client (OpenAI's, Anthropic's and their
+    kin) that talks to `base_url` through `recorder`, never retrying on its own."""
+    options: dict[str, Any] = {
+        "api_key": API_KEY,
+        "base_url": base_url,
+        "http_client": recorder.client(httpx_module),
+        "max_retries": 0,
+    }
+    if strict:
+        options["_strict_response_validation"] = True
+    return options
+
+
+@contextmanager
+def sdk_verdict(view: Any) -> Iterator[Any]:
+    """Run an SDK call collecting into `view`; the SDK's own exception is its verdict, kept
+    on `view.error` for the comparison rather than raised."""
+    try:
+        yield view
+    except Exception as error:  # the SDK's own verdict is what we compare
+        view.error = error
+
+
+def _same(body: Any) -> Any:
+    return body
+
+
+class Trial:
+    """One scenario on one platform: the simulator scripted for it, the SDK's exchange recorded
+    on loopback, our connector's view of the same bytes, and the comparisons every platform's
+    suite makes between the two."""
+
+    def __init__(
+        self, sim: SimulatorHandle, scenario: Scenario, platform: str, *, model: str
+    ) -> None:
+        prepare(sim, scenario, platform)
+        self.sim, self.scenario, self.platform, self.model = sim, scenario, platform, model
+        self.recorder = Recorder()
+        self.exchanges = self.recorder.exchanges
+        self.ours = OurView()
+
+    @property
+    def fault(self) -> str | None:
+        return self.scenario.fault
+
+    def client_options(
+        self, httpx_module: Any = httpx, *, path: str = "", strict: bool = True
+    ) -> dict[str, Any]:
+        return client_options(
+            self.sim.url(self.platform) + path, self.recorder, httpx_module, strict=strict
+        )
+
+    def replay(
+        self,
+        compare: Callable[[Any], Any] = _same,
+        *,
+        exchanges: list[Exchange] | None = None,
+        rounds: bool = False,
+    ) -> OurView:
+        """Our connector reads the SDK's exchange (several with `rounds`) and sent, request
+        for request, what the SDK sent (as `compare` sees the two bodies)."""
+        exchanges = self.exchanges if exchanges is None else exchanges
+        if not rounds:
+            assert len(exchanges) == 1
+        self.ours = replay(self.platform, self.sim, self.scenario, exchanges, model=self.model)
+        if rounds:
+            assert self.ours.adapter is not None and len(self.ours.adapter.sent) == len(exchanges)
+        for index, exchange in enumerate(exchanges):
+            assert compare(self.ours.sent_json(index)) == compare(exchange.request_json())
+        return self.ours
+
+    def assert_answered(
+        self,
+        sdk_error: Exception | None,
+        text: str,
+        cited: list[Cited] | None = None,
+        *,
+        offsets: bool = True,
+        searched: bool | None = None,
+    ) -> NormalizedResult:
+        """The SDK parsed the answer; so did we, to the same text and (unless `cited` is None)
+        the same citations. A search answer (`searched`, by default any mode but no_search)
+        carries citations, or the comparison proves nothing."""
+        assert sdk_error is None, f"the SDK rejected the simulator's answer: {sdk_error!r}"
+        result = assert_answered(self.ours)
+        assert text == result.answer_text
+        if cited is not None:
+            assert cited == our_citations(result, offsets=offsets)
+        if searched is None:
+            searched = self.scenario.mode != "no_search"
+        if searched:
+            assert result.citations, "a search answer with no citations proves nothing"
+        return result
+
+    def assert_truncated(self, sdk_text: str) -> None:
+        assert_truncated(self.ours, sdk_text)
+
+    def assert_quietly_truncated(
+        self, sdk_error: Exception | None, finish_reason: Any, sdk_text: str
+    ) -> None:
+        """The SDK ends a stream cut before its terminator quietly, with no finish reason;
+        we say truncated, with the text both read."""
+        assert sdk_error is None and finish_reason is None
+        assert_truncated(self.ours, sdk_text)
+
+    def assert_failed_midstream(
+        self,
+        sdk_error: Exception | None = None,
+        sdk_class: type | None = None,
+        *,
+        transient: bool = True,
+        **error: Any,
+    ) -> None:
+        """An error event mid-stream: the SDK raised `sdk_class` (where given), the collection
+        failed, carrying the upstream's `error` fields (code, message) as the SDK read them."""
+        if sdk_class is not None:
+            assert isinstance(sdk_error, sdk_class), sdk_error
+        result = self.ours.result
+        assert result is not None and result.collection_state == "failed"
+        for key, value in error.items():
+            assert result.error is not None and result.error[key] == value
+        if transient:
+            assert self.ours.error_class is ErrorClass.TRANSIENT
+
+    def assert_rate_limited(self, hint: float | None) -> None:
+        """Rate limited, waiting as long as the SDK would (`hint`, from its own parser)."""
+        assert self.ours.error_class is ErrorClass.RATE_LIMITED
+        assert self.ours.error is not None and self.ours.error.retry_after == hint
+
+    def assert_refused(self, sdk_error: Exception | None, sdk_class: type) -> None:
+        assert_refusal(str(self.fault), sdk_error, sdk_class, self.ours)
+
+    def assert_refused_with(self, status: int, message: str) -> None:
+        """For SDKs that report a refusal as a status and a message rather than a class."""
+        assert status == FAULT_STATUS[str(self.fault)]
+        assert self.ours.error_class is OUR_ERROR_CLASS[str(self.fault)]
+        assert self.ours.error is not None and self.ours.error.message == message
+
+    def assert_login_page(self, sdk_saw_no_answer: bool) -> None:
+        """An HTML page with status 200: the SDK gets no answer out of it; we say unparseable."""
+        assert sdk_saw_no_answer
+        assert self.ours.error_class is ErrorClass.PARSE_FAILED
 
 
 def assert_refusal(fault: str, sdk_error: Exception | None, sdk_class: type, ours: OurView) -> None:

@@ -7,30 +7,15 @@ DeepSeek's official client is the `openai` SDK with DeepSeek's base URL; its ven
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import openai
 import pytest
 
-from connectors.base import ErrorClass
 from connectors.simulator import SimulatorHandle
 
-from .harness import (
-    API_KEY,
-    SCENARIO_IDS,
-    SCENARIOS,
-    Cited,
-    Recorder,
-    Scenario,
-    assert_answered,
-    assert_refusal,
-    assert_truncated,
-    our_citations,
-    prepare,
-    replay,
-)
+from .harness import ChunksView, Cited, Scenario, Trial, chat_request, each_scenario, sdk_verdict
 
 
 @dataclass(frozen=True)
@@ -53,11 +38,8 @@ class ChatPlatform:
 
     def kwargs(self, scenario: Scenario) -> dict[str, Any]:
         """Our options, expressed in the SDK's own request parameters."""
-        kwargs: dict[str, Any] = {
-            "model": self.model(scenario),
-            "messages": [{"role": "user", "content": scenario.question}],
-            "stream_options": {"include_usage": True},
-        }
+        kwargs: dict[str, Any] = chat_request(self.model(scenario), scenario)
+        kwargs["stream_options"] = {"include_usage": True}
         if self.key == "deepseek":
             thinking = "enabled" if scenario.mode == "deep_thinking" else "disabled"
             kwargs["extra_body"] = {"thinking": {"type": thinking}}
@@ -78,18 +60,9 @@ PLATFORMS = [
 
 
 @dataclass
-class SdkView:
-    chunks: list[Any] = field(default_factory=list)
+class SdkView(ChunksView):
     final: Any = None  # the SDK's own accumulation of the chunks
-    error: Exception | None = None
     request_id: str | None = None
-
-    def text(self) -> str:
-        return "".join(c.choices[0].delta.content or "" for c in self.chunks if c.choices)
-
-    def finish_reason(self) -> str | None:
-        reasons = [c.choices[0].finish_reason for c in self.chunks if c.choices]
-        return next((r for r in reversed(reasons) if r), None)
 
     def usage(self) -> Any:
         return next((c.usage for c in reversed(self.chunks) if c.usage), None)
@@ -104,71 +77,46 @@ class SdkView:
 
 
 def sdk_call(client: openai.OpenAI, kwargs: dict[str, Any], header: str) -> SdkView:
-    view = SdkView()
-    try:
-        with client.chat.completions.stream(**kwargs) as stream:
-            view.request_id = stream._response.headers.get(header)
-            for event in stream:
-                if event.type == "chunk":
-                    view.chunks.append(event.chunk)
-            view.final = stream.get_final_completion()
-    except Exception as error:  # the SDK's own verdict is what we compare
-        view.error = error
+    with sdk_verdict(SdkView()) as view, client.chat.completions.stream(**kwargs) as stream:
+        view.request_id = stream._response.headers.get(header)
+        for event in stream:
+            if event.type == "chunk":
+                view.chunks.append(event.chunk)
+        view.final = stream.get_final_completion()
     return view
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_IDS)
+@each_scenario
 @pytest.mark.parametrize("platform", PLATFORMS, ids=[p.key for p in PLATFORMS])
 def test_chat_sdk_and_adapter_agree(
     sim: SimulatorHandle, platform: ChatPlatform, scenario: Scenario
 ) -> None:
     scenario = platform.scenario(scenario)
-    prepare(sim, scenario, platform.key)
-    recorder = Recorder()
-    client = openai.OpenAI(
-        api_key=API_KEY,
-        base_url=sim.url(platform.key) + platform.sdk_path,
-        http_client=recorder.client(httpx),
-        max_retries=0,
-        _strict_response_validation=True,
-    )
+    trial = Trial(sim, scenario, platform.key, model=platform.model(scenario))
+    client = openai.OpenAI(**trial.client_options(path=platform.sdk_path))
     sdk = sdk_call(client, platform.kwargs(scenario), platform.request_id_header)
-    assert len(recorder.exchanges) == 1
-    model = platform.model(scenario)
-    ours = replay(platform.key, sim, scenario, recorder.exchanges, model=model)
-    assert ours.sent_json() == recorder.exchanges[0].request_json()
+    ours = trial.replay()
     fault = scenario.fault
     if fault is None:
-        assert sdk.error is None, f"the SDK rejected the simulator's answer: {sdk.error!r}"
-        result = assert_answered(ours)
-        assert sdk.text() == result.answer_text
-        assert sdk.citations() == our_citations(result)
+        searched = platform.search and scenario.mode == "web_search"
+        result = trial.assert_answered(sdk.error, sdk.text(), sdk.citations(), searched=searched)
         assert sdk.finish_reason() == "stop"
         assert sdk.usage() is not None and sdk.usage().total_tokens > 0
         assert sdk.chunks[0].id == result.upstream_id
         assert sdk.request_id == ours.request_id
-        if platform.search and scenario.mode == "web_search":
-            assert result.citations, "a search answer with no citations proves nothing"
+    elif fault == "midstream_error":
+        message = getattr(sdk.error, "message", None)
+        trial.assert_failed_midstream(sdk.error, openai.APIError, message=message)
     elif fault == "truncate":
         # The SDK ends a stream without [DONE] quietly, with no finish_reason; we say truncated.
-        assert sdk.error is None and sdk.finish_reason() is None
-        assert_truncated(ours, sdk.text())
-    elif fault == "midstream_error":
-        assert isinstance(sdk.error, openai.APIError), sdk.error
-        assert ours.result is not None and ours.result.collection_state == "failed"
-        assert ours.result.error is not None
-        assert ours.result.error["message"] == sdk.error.message
-        assert ours.error_class is ErrorClass.TRANSIENT
+        trial.assert_quietly_truncated(sdk.error, sdk.finish_reason(), sdk.text())
     elif fault == "rate_limit":
         assert isinstance(sdk.error, openai.RateLimitError), sdk.error
-        hint = client._parse_retry_after_header(sdk.error.response.headers)
-        assert ours.error_class is ErrorClass.RATE_LIMITED
-        assert ours.error is not None and ours.error.retry_after == hint
+        trial.assert_rate_limited(client._parse_retry_after_header(sdk.error.response.headers))
         assert ours.request_id == sdk.error.response.headers.get(platform.request_id_header)
     elif fault == "auth_error":
-        assert_refusal(fault, sdk.error, openai.AuthenticationError, ours)
+        trial.assert_refused(sdk.error, openai.AuthenticationError)
     elif fault == "login_page":
-        assert sdk.error is not None or not sdk.chunks
-        assert ours.error_class is ErrorClass.PARSE_FAILED
+        trial.assert_login_page(sdk.error is not None or not sdk.chunks)
     elif fault == "server_error":
-        assert_refusal(fault, sdk.error, openai.InternalServerError, ours)
+        trial.assert_refused(sdk.error, openai.InternalServerError)

@@ -12,28 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import pytest
 from google import genai
 from google.genai import errors, types
 
-from connectors.base import ErrorClass
 from connectors.errors import parse_duration_seconds
 from connectors.simulator import SimulatorHandle
 
-from .harness import (
-    API_KEY,
-    SCENARIO_IDS,
-    SCENARIOS,
-    Cited,
-    Recorder,
-    Scenario,
-    assert_answered,
-    assert_refusal,
-    assert_truncated,
-    our_citations,
-    prepare,
-    replay,
-)
+from .harness import API_KEY, Cited, Scenario, Trial, each_scenario, sdk_verdict
 
 MODEL = "gemini-2.5-flash"
 
@@ -79,15 +64,12 @@ class SdkView:
 
 
 def sdk_call(client: genai.Client, scenario: Scenario) -> SdkView:
-    view = SdkView()
-    try:
+    with sdk_verdict(SdkView()) as view:
         stream = client.models.generate_content_stream(
             model=MODEL, contents=scenario.question, config=config(scenario)
         )
         for chunk in stream:
             view.chunks.append(chunk)
-    except Exception as error:  # the SDK's own verdict is what we compare
-        view.error = error
     return view
 
 
@@ -105,52 +87,40 @@ def _camel(name: str) -> str:
     return head + "".join(word.title() for word in rest)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_IDS)
+@each_scenario
 def test_gemini_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) -> None:
-    prepare(sim, scenario, "gemini")
-    recorder = Recorder()
+    trial = Trial(sim, scenario, "gemini", model=MODEL)
     client = genai.Client(
         api_key=API_KEY,
         http_options=types.HttpOptions(
-            base_url=sim.url("gemini"), api_version="v1beta", httpx_client=recorder.client(httpx)
+            base_url=sim.url("gemini"),
+            api_version="v1beta",
+            httpx_client=trial.recorder.client(httpx),
         ),
     )
     sdk = sdk_call(client, scenario)
-    assert len(recorder.exchanges) == 1
-    ours = replay("gemini", sim, scenario, recorder.exchanges, model=MODEL)
-    assert camel(ours.sent_json()) == camel(recorder.exchanges[0].request_json())
+    ours = trial.replay(camel)
     fault = scenario.fault
     if fault is None:
-        assert sdk.error is None, f"the SDK rejected the simulator's answer: {sdk.error!r}"
-        result = assert_answered(ours)
-        assert sdk.text() == result.answer_text
-        assert sdk.citations() == our_citations(result)
+        result = trial.assert_answered(sdk.error, sdk.text(), sdk.citations())
         assert sdk.finish_reason() == types.FinishReason.STOP
         assert sdk.chunks[-1].response_id == result.upstream_id == ours.request_id
         usage = sdk.chunks[-1].usage_metadata
         assert usage is not None and usage.total_token_count
-        if scenario.mode != "no_search":
-            assert result.citations, "a search answer with no citations proves nothing"
     elif fault == "truncate":
-        assert sdk.error is None and sdk.finish_reason() is None
-        assert_truncated(ours, sdk.text())
+        trial.assert_quietly_truncated(sdk.error, sdk.finish_reason(), sdk.text())
     elif fault == "midstream_error":
-        assert isinstance(sdk.error, errors.APIError), sdk.error
-        assert ours.result is not None and ours.result.collection_state == "failed"
-        assert ours.result.error is not None
-        assert ours.result.error["message"] == sdk.error.message
-        assert ours.error_class is ErrorClass.TRANSIENT
+        message = getattr(sdk.error, "message", None)
+        trial.assert_failed_midstream(sdk.error, errors.APIError, message=message)
     elif fault == "rate_limit":
         assert isinstance(sdk.error, errors.ClientError) and sdk.error.code == 429, sdk.error
         details = sdk.error.details["error"]["details"]
         delay = next(d["retryDelay"] for d in details if d["@type"].endswith("RetryInfo"))
-        assert ours.error_class is ErrorClass.RATE_LIMITED
-        assert ours.error is not None and ours.error.retry_after == parse_duration_seconds(delay)
+        trial.assert_rate_limited(parse_duration_seconds(delay))
     elif fault == "auth_error":
-        assert_refusal(fault, sdk.error, errors.ClientError, ours)
+        trial.assert_refused(sdk.error, errors.ClientError)
     elif fault == "login_page":
-        assert sdk.error is not None or not sdk.chunks
-        assert ours.error_class is ErrorClass.PARSE_FAILED
+        trial.assert_login_page(sdk.error is not None or not sdk.chunks)
     elif fault == "server_error":
-        assert_refusal(fault, sdk.error, errors.ServerError, ours)
-        assert json.loads(recorder.exchanges[0].body)["error"]["code"] == sdk.error.code
+        trial.assert_refused(sdk.error, errors.ServerError)
+        assert json.loads(trial.exchanges[0].body)["error"]["code"] == sdk.error.code

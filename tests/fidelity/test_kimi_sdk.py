@@ -12,25 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 
-from connectors.base import ErrorClass
 from connectors.simulator import SimulatorHandle
 
-from .harness import (
-    API_KEY,
-    SCENARIOS,
-    Recorder,
-    Scenario,
-    assert_answered,
-    assert_refusal,
-    prepare,
-    replay,
-    set_fields,
-)
+from .harness import SCENARIOS, Scenario, Trial, sdk_verdict, set_fields
 
 MODEL = "kimi-k2.6"
 WEB_SEARCH_TOOL = {"type": "builtin_function", "function": {"name": "$web_search"}}
@@ -66,12 +54,11 @@ def echo(message: Any) -> list[dict[str, Any]]:
 
 
 def sdk_call(client: openai.OpenAI, scenario: Scenario) -> SdkView:
-    view = SdkView()
     messages: list[dict[str, Any]] = [{"role": "user", "content": scenario.question}]
     extra: dict[str, Any] = {}
     if scenario.mode == "web_search":
         extra = {"tools": [WEB_SEARCH_TOOL], "extra_body": {"thinking": {"type": "disabled"}}}
-    try:
+    with sdk_verdict(SdkView()) as view:
         for _ in range(MAX_ROUNDS):
             stream = client.chat.completions.create(
                 model=MODEL, messages=messages, stream=True, **extra
@@ -85,52 +72,35 @@ def sdk_call(client: openai.OpenAI, scenario: Scenario) -> SdkView:
             if choice.finish_reason != "tool_calls":
                 break
             messages = [*messages, *echo(choice.message)]
-    except Exception as error:  # the SDK's own verdict is what we compare
-        view.error = error
     return view
 
 
 @pytest.mark.parametrize("scenario", KIMI_SCENARIOS, ids=[s.name for s in KIMI_SCENARIOS])
 def test_kimi_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) -> None:
-    prepare(sim, scenario, "kimi")
-    recorder = Recorder()
-    client = openai.OpenAI(
-        api_key=API_KEY,
-        base_url=sim.url("kimi") + "/v1",
-        http_client=recorder.client(httpx),
-        max_retries=0,
-    )
+    trial = Trial(sim, scenario, "kimi", model=MODEL)
+    client = openai.OpenAI(**trial.client_options(path="/v1", strict=False))
     sdk = sdk_call(client, scenario)
-    ours = replay("kimi", sim, scenario, recorder.exchanges, model=MODEL)
     # Every round our adapter sent is the round the SDK's documented loop sent.
-    assert ours.adapter is not None and len(ours.adapter.sent) == len(recorder.exchanges)
-    for index, exchange in enumerate(recorder.exchanges):
-        assert set_fields(ours.sent_json(index)) == set_fields(exchange.request_json())
+    ours = trial.replay(set_fields, rounds=True)
     fault = scenario.fault
     if fault is None:
-        assert sdk.error is None, f"the SDK rejected the simulator's answer: {sdk.error!r}"
-        result = assert_answered(ours)
-        assert sdk.final.choices[0].message.content == result.answer_text
+        message = sdk.final.choices[0].message
+        trial.assert_answered(sdk.error, message.content, searched=False)
         assert sdk.final.choices[0].finish_reason == "stop"
         assert sdk.request_id == ours.request_id
         if scenario.mode == "web_search":
             assert len(sdk.rounds) == 2, "the search loop was not exercised"
     elif fault == "truncate":
-        assert ours.result is not None and ours.result.collection_state == "truncated"
         assert sdk.final.choices[0].finish_reason is None
-        assert ours.result.answer_text == (sdk.final.choices[0].message.content or "")
+        trial.assert_truncated(sdk.final.choices[0].message.content or "")
     elif fault == "midstream_error":
-        assert isinstance(sdk.error, openai.APIError), sdk.error
-        assert ours.result is not None and ours.result.collection_state == "failed"
+        trial.assert_failed_midstream(sdk.error, openai.APIError, transient=False)
     elif fault == "rate_limit":
         assert isinstance(sdk.error, openai.RateLimitError), sdk.error
-        hint = client._parse_retry_after_header(sdk.error.response.headers)
-        assert ours.error_class is ErrorClass.RATE_LIMITED
-        assert ours.error is not None and ours.error.retry_after == hint
+        trial.assert_rate_limited(client._parse_retry_after_header(sdk.error.response.headers))
     elif fault == "auth_error":
-        assert_refusal(fault, sdk.error, openai.AuthenticationError, ours)
+        trial.assert_refused(sdk.error, openai.AuthenticationError)
     elif fault == "login_page":
-        assert sdk.error is not None or not sdk.final.choices
-        assert ours.error_class is ErrorClass.PARSE_FAILED
+        trial.assert_login_page(sdk.error is not None or not sdk.final.choices)
     elif fault == "server_error":
-        assert_refusal(fault, sdk.error, openai.InternalServerError, ours)
+        trial.assert_refused(sdk.error, openai.InternalServerError)

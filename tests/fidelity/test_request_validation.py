@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
-import httpx
 import httpx2
 import openai
 import pytest
@@ -22,7 +21,7 @@ from connectors.simulator.platforms.anthropic import MESSAGES_FIELDS
 from connectors.simulator.platforms.openai_chat import CHAT_FIELDS
 from connectors.simulator.platforms.openai_responses import RESPONSES_FIELDS
 
-from .harness import API_KEY, Recorder
+from .harness import Recorder, client_options
 
 
 def declared(params: type) -> set[str]:
@@ -43,12 +42,7 @@ def test_the_simulator_knows_every_field_the_sdk_can_send(known: Any, params: ty
 
 
 def _openai(sim: SimulatorHandle, recorder: Recorder, platform: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        api_key=API_KEY,
-        base_url=sim.url(platform) + "/v1",
-        http_client=recorder.client(httpx),
-        max_retries=0,
-    )
+    return openai.OpenAI(**client_options(sim.url(platform) + "/v1", recorder))
 
 
 def test_an_unknown_responses_field_is_a_bad_request(sim: SimulatorHandle) -> None:
@@ -75,10 +69,7 @@ def test_an_unknown_chat_field_is_a_bad_request(sim: SimulatorHandle) -> None:
 
 def test_an_unknown_messages_field_is_a_bad_request(sim: SimulatorHandle) -> None:
     recorder = Recorder()
-    client = anthropic.Anthropic(
-        api_key=API_KEY, base_url=sim.url("anthropic"), http_client=recorder.client(httpx2),
-        max_retries=0,
-    )  # fmt: skip
+    client = anthropic.Anthropic(**client_options(sim.url("anthropic"), recorder, httpx2))
     with pytest.raises(anthropic.BadRequestError) as refused:
         client.messages.create(
             model="claude-sonnet-4-6",

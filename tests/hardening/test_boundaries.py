@@ -39,7 +39,7 @@ from console.admin.evidence import highlighted_answer_html
 from sampling.models import CallbackDelivery, Campaign, Run, Tenant
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.spreadsheets import FORMULA_STARTS
-from tests.conftest import BASE_CAMPAIGN, ensure_tenant
+from tests.conftest import BASE_CAMPAIGN, ensure_tenant, fund_tenant
 from tests.reports.conftest import collected_run, simulator  # noqa: F401  (fixture)
 
 DEEP = 100_000
@@ -132,7 +132,7 @@ def test_a_deep_campaign_file_is_refused_not_a_recursion_error(tmp_path: Path) -
 
 @pytest.mark.django_db
 def test_joiners_in_real_names_and_questions_launch(tmp_path: Path) -> None:
-    ensure_tenant("acme")
+    fund_tenant(ensure_tenant("acme"))
     data = _campaign(
         brand={"name": "👩\u200d💻 Acme", "aliases": ["艾克米\u200d云"], "domains": ["例子.中国"]},
         questions=["Which CRM is best? 🧑\u200d🤝\u200d🧑", "x" * 2000],

@@ -8,11 +8,9 @@ measured with tracemalloc around the call (every Python allocation, all threads)
 from __future__ import annotations
 
 import os
-import threading
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ import pytest
 from connectors.adapters.openai_chat import OpenAIChatConnector
 from connectors.base import ConnectorConfig, SampleRequest, SubmitOutcome
 from connectors.transport import BoundedDecoder
+from tests.services import QuietHandler, loopback_server
 
 CAP = 8 * 1024 * 1024
 BOMB_DECODED = 256 * 1024 * 1024  # 32x the cap
@@ -36,12 +35,12 @@ def _gzip_bomb() -> bytes:
     return b"".join(parts)
 
 
-class _Hostile(BaseHTTPRequestHandler):
+class _Hostile(QuietHandler):
     protocol_version = "HTTP/1.0"  # the body ends when the connection closes
     bomb = b""
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.read_body()
         self.send_response(200)
         if self.path.startswith("/endless"):
             self.send_header("Content-Type", "text/event-stream")
@@ -61,20 +60,12 @@ class _Hostile(BaseHTTPRequestHandler):
         except OSError:
             return  # the client hung up: what a cap must make it do
 
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture(scope="module")
 def hostile_server() -> Iterator[str]:
     _Hostile.bomb = _gzip_bomb()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with loopback_server(_Hostile) as url:
+        yield url
 
 
 def _connector(base_url: str, *, streaming: bool) -> OpenAIChatConnector:
@@ -165,10 +156,8 @@ def test_a_sample_fed_an_endless_stream_ends_with_the_reason(
     """The worker's own code path (claim, submit, archive, retry) in this process: every
     attempt stops at the cap, and the sample fails for good saying why."""
     from geo_collect.settings import platform_settings
-    from pipeline.launch import launch_run
     from sampling.models import Attempt, Sample
-    from sampling.services import save_campaign
-    from tests.conftest import make_campaign_data, spec_with_tenant
+    from tests.conftest import launch_funded, make_campaign_data
     from tests.inprocess import drive_in_process
 
     monkeypatch.setenv("GEO_OPENAI_CHAT_BASE_URL", f"{hostile_server}/endless")
@@ -179,7 +168,7 @@ def test_a_sample_fed_an_endless_stream_ends_with_the_reason(
     target = {"platform": "openai_chat", "device": "desktop", "region": "us", "mode": "web_search"}
     data = make_campaign_data(questions=1, targets=[target], repeats=1)
     data["screenshot_policy"] = "none"
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
 
     tracemalloc.start()
     try:

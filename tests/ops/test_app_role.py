@@ -13,6 +13,7 @@ from django.db.utils import DatabaseError
 
 from billing.models import JournalEntry
 from sampling.models import Tenant
+from tests.conftest import fund_tenant
 
 pytestmark = pytest.mark.django_db
 LEDGER_TABLES = ("billing_journalentry", "billing_posting", "billing_samplesettlement")
@@ -54,7 +55,7 @@ def test_the_app_role_cannot_truncate_the_ledger(as_app_role: None, table: str) 
 
 
 def test_the_app_role_writes_the_ledger_but_cannot_rewrite_it(as_app_role: None) -> None:
-    Tenant.objects.create(slug="roleco", name="RoleCo")  # funded: a top-up entry is booked
+    fund_tenant(Tenant.objects.create(slug="roleco", name="RoleCo"))  # a top-up entry is booked
     assert JournalEntry.objects.filter(tenant__slug="roleco").exists()
     assert "append-only" in _refused("UPDATE billing_journalentry SET memo = 'rewritten'")
     assert "append-only" in _refused("DELETE FROM billing_posting")

@@ -12,10 +12,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from ops.charts import Window, evidence_missing
-from pipeline.launch import launch_run
 from sampling.models import Attempt, Sample
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +28,7 @@ def activity() -> None:
     """A run with answers collected now: some with partial evidence, one rate-limited try,
     one sample parked."""
     data = make_campaign_data(questions=3, targets=TARGETS, repeats=1)
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     samples = Sample.objects.filter(run=run).order_by("pk")
     samples.update(collection_state="completed", completed_at=Now(), evidence_state="stored")
     samples.filter(platform="collector").update(evidence_state="partial")

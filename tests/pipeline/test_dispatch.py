@@ -7,29 +7,25 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from django.conf import settings as django_settings
 
 from pipeline.dispatch import Dispatcher, queue_for
-from pipeline.launch import launch_run
 from sampling.models import Sample, Step, Tenant
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
+from tests.services import empty_broker
 
 COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
 
 
 @pytest.fixture(autouse=True)
 def _empty_broker() -> Iterator[None]:
-    client = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)
-    client.flushdb()
-    yield
-    client.flushdb()
+    with empty_broker(django_settings.CELERY_BROKER_URL):
+        yield
 
 
 def _launch(tenant: str, questions: int) -> Any:
     data = make_campaign_data(questions=questions, targets=COLLECTOR, repeats=1, tenant=tenant)
-    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    return launch_funded(data)
 
 
 def _leased_by_tenant() -> Counter[str]:
@@ -51,15 +47,27 @@ def test_a_tenant_with_ten_times_the_work_gets_no_more_slots(settings: Any) -> N
 
 
 @pytest.mark.django_db
-def test_a_tenant_at_its_concurrency_cap_leaves_the_slots_to_others(settings: Any) -> None:
-    settings.GEO_PLATFORM_CONCURRENCY = 10
+@pytest.mark.parametrize(
+    ("platform_cap", "big_limit", "leased"),
+    [
+        # At its concurrency cap, a tenant leaves the slots to the others.
+        (10, {"max_concurrency": 2}, {"big": 2, "small": 8}),
+        # Its rate limit caps its calls, not the others': a burst of 3; small keeps its share.
+        (8, {"max_calls_per_second": 3}, {"big": 3, "small": 4}),
+    ],
+    ids=["concurrency-cap", "rate-limit"],
+)
+def test_a_tenant_at_its_own_limit_leaves_the_slots_to_others(
+    settings: Any, platform_cap: int, big_limit: dict[str, int], leased: dict[str, int]
+) -> None:
+    settings.GEO_PLATFORM_CONCURRENCY = platform_cap
     _launch("big", 50)
     _launch("small", 50)
-    Tenant.objects.filter(slug="big").update(max_concurrency=2)
+    Tenant.objects.filter(slug="big").update(**big_limit)
 
     Dispatcher(owner="t").tick()
 
-    assert _leased_by_tenant() == {"big": 2, "small": 8}
+    assert _leased_by_tenant() == leased
 
 
 @pytest.mark.django_db
@@ -107,18 +115,6 @@ def test_a_run_whose_last_sample_ended_unnoticed_is_finished_by_the_next_tick() 
 
     assert Run.objects.get(pk=run.pk).finished_at is not None
     assert OutboxMessage.objects.filter(task="pipeline.run_finished").count() == 1
-
-
-@pytest.mark.django_db
-def test_a_tenant_rate_limit_caps_its_calls_and_not_the_others(settings: Any) -> None:
-    settings.GEO_PLATFORM_CONCURRENCY = 8
-    _launch("big", 50)
-    _launch("small", 50)
-    Tenant.objects.filter(slug="big").update(max_calls_per_second=3)
-
-    Dispatcher(owner="t").tick()
-
-    assert _leased_by_tenant() == {"big": 3, "small": 4}  # a burst of 3; small keeps its share
 
 
 @pytest.mark.django_db

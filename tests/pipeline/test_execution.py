@@ -41,7 +41,6 @@ from evidence.services import decide_review
 from geo_collect.settings import platform_settings
 from pipeline import execution, repair
 from pipeline.invariants import check_all
-from pipeline.launch import launch_run
 from pipeline.repair import repair_evidence
 from pipeline.runs import finish_run_if_done, on_run_finished
 from sampling.leases import claim_sample, renew_lease
@@ -55,9 +54,8 @@ from sampling.models import (
     Step,
     SubmissionState,
 )
-from sampling.services import save_campaign
 from sampling.transitions import ReviewNotAllowed
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 
 pytestmark = pytest.mark.django_db
 
@@ -148,7 +146,7 @@ def _sample(platform: str = "openai") -> Sample:
         repeats=1,
     )
     data["screenshot_policy"] = "none"
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     return Sample.objects.get(run=run)
 
 
@@ -784,7 +782,7 @@ def _claimed_collector_samples(n: int) -> list[tuple[int, int]]:
         repeats=1,
     )
     data["screenshot_policy"] = "none"
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     held = []
     for sample in Sample.objects.filter(run=run).order_by("pk"):
         claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)

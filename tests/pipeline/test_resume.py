@@ -20,13 +20,11 @@ from connectors.base import ErrorClass, SampleRequest, SubmitOutcome, UpstreamEr
 from evidence.models import Capture
 from pipeline import execution
 from pipeline.invariants import check_all
-from pipeline.launch import launch_run
 from pipeline.resume import ResumeRefused, resume_run
 from pipeline.runs import finish_run_if_done, on_run_finished
 from sampling.models import Attempt, Run, Sample, SampleReopen
 from sampling.selectors import run_status
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.inprocess import drive_in_process
 from tests.pipeline.test_execution import ANSWER, ScriptedUpstream, _result
 
@@ -74,7 +72,7 @@ def _launch() -> Run:
         repeats=1,
     )
     data.update(questions=QUESTIONS, screenshot_policy="none")
-    return launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    return launch_funded(data)
 
 
 def _by_question(run: Run) -> dict[str, Sample]:

@@ -10,37 +10,34 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from connectors.simulator import SimulatorHandle, start_simulator
+from connectors.simulator import SimulatorHandle
 from geo_collect.settings import platform_settings
 from pipeline.invariants import check_all
-from pipeline.launch import launch_run
 from pipeline.review import NotResolvable, Resolution, resolve_uncertain
 from sampling.models import Attempt, Run, Sample
 from sampling.selectors import run_status
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.inprocess import drive_in_process
+from tests.services import upstream_simulator
 
 OPENAI = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
 
 
 @pytest.fixture
 def upstream(settings: Any) -> Iterator[SimulatorHandle]:
-    handle = start_simulator(seed=4)
-    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
-    settings.GEO_PLATFORMS = platform_settings({"GEO_OPENAI_TIMEOUT": "0.5"})
-    handle.script(
-        {"match": "Hangs once", "fault": "hang", "times": 1, "params": {"hang_seconds": 2}}
-    )
-    yield handle
-    handle.stop()
+    with upstream_simulator(settings, seed=4) as handle:
+        settings.GEO_PLATFORMS = platform_settings({"GEO_OPENAI_TIMEOUT": "0.5"})
+        handle.script(
+            {"match": "Hangs once", "fault": "hang", "times": 1, "params": {"hang_seconds": 2}}
+        )
+        yield handle
 
 
 def _parked_run() -> tuple[Run, Sample]:
     data = make_campaign_data(questions=0, targets=OPENAI, repeats=1)
     data["questions"] = ["Hangs once: which CRM is best?"]
     data["screenshot_policy"] = "none"
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     drive_in_process(run.pk)
     sample = Sample.objects.get(run=run)
     assert (sample.submission_state, sample.queue_state) == ("uncertain", "parked")
@@ -84,7 +81,7 @@ def test_abandon_keeps_a_failed_placeholder_and_the_run_finishes(upstream: Simul
 @pytest.mark.django_db
 def test_only_a_parked_uncertain_sample_can_be_resolved() -> None:
     data = make_campaign_data(questions=1, targets=OPENAI, repeats=1)
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     sample = Sample.objects.get(run=run)
     with pytest.raises(NotResolvable, match="is planned/ready, not parked as uncertain"):
         resolve_uncertain(sample_id=sample.pk, resolution=Resolution.ABANDON)

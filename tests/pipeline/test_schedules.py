@@ -34,7 +34,7 @@ class FakeClock:
 
 def _campaign(repeats: int = 1) -> Campaign:
     data = make_campaign_data(questions=1, targets=[TARGET], repeats=repeats)
-    return save_campaign(spec=spec_with_tenant(data))
+    return save_campaign(spec=spec_with_tenant(data, funded=True))
 
 
 @pytest.mark.parametrize(

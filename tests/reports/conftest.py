@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from connectors.simulator import SimulatorHandle, start_simulator
-from pipeline.launch import launch_run
 from sampling.models import Run
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 from tests.inprocess import drive_in_process
+from tests.services import simulator_fixture
 
 # The simulated world speaks of the campaign's own brand and competitors.
 WORLD = {
@@ -30,12 +25,7 @@ TARGETS = [
 ]
 
 
-@pytest.fixture
-def simulator(settings: Any) -> Iterator[SimulatorHandle]:
-    handle = start_simulator(seed=11, world=WORLD)
-    settings.GEO_UPSTREAM_BASE_URL = handle.base_url
-    yield handle
-    handle.stop()
+simulator = simulator_fixture(seed=11, world=WORLD)
 
 
 def collected_run(
@@ -61,7 +51,7 @@ def collected_run(
             entity["name"] = new
     # Reports read answers, not pictures: skip photographing every direct-API answer.
     data["screenshot_policy"] = "none"
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     if drive:
         drive_in_process(run.pk)
     return run

@@ -12,10 +12,8 @@ from django.db.models.functions import Now
 from django.test import Client
 
 from connectors.adapters.collector import sign_callback
-from pipeline.launch import launch_run
 from sampling.models import CallbackDelivery, Sample
-from sampling.services import save_campaign
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 
 SECRET = "callback-test-secret"
 COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
@@ -23,7 +21,7 @@ COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mod
 
 def _polling_sample() -> Sample:
     data = make_campaign_data(questions=1, targets=COLLECTOR, repeats=1)
-    run = launch_run(campaign=save_campaign(spec=spec_with_tenant(data)))
+    run = launch_funded(data)
     sample = Sample.objects.get(run=run)
     Sample.objects.filter(pk=sample.pk).update(
         submission_state="accepted",

@@ -10,19 +10,16 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
-from pipeline.launch import launch_run
 from sampling.leases import claim_ready, claim_sample, renew_lease, requeue_expired_leases
 from sampling.models import Sample, StaleWrite
-from sampling.services import save_campaign
 from sampling.transitions import StaleToken, fenced, save_fenced
-from tests.conftest import make_campaign_data, spec_with_tenant
+from tests.conftest import launch_funded, make_campaign_data
 
 COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
 
 
 def _run_with(questions: int) -> Any:
-    spec = spec_with_tenant(make_campaign_data(questions=questions, targets=COLLECTOR, repeats=1))
-    return launch_run(campaign=save_campaign(spec=spec))
+    return launch_funded(make_campaign_data(questions=questions, targets=COLLECTOR, repeats=1))
 
 
 def _expire_lease(sample_id: int) -> None:

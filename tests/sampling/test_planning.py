@@ -19,7 +19,7 @@ FOUR_COLLECTOR_TARGETS = [
 
 
 def _launch(data: dict[str, Any], submission_limit: int | None = None) -> Run:
-    spec = spec_with_tenant(data, submission_limit=submission_limit)
+    spec = spec_with_tenant(data, funded=True, submission_limit=submission_limit)
     return launch_run(campaign=save_campaign(spec=spec), submission_limit=submission_limit)
 
 
@@ -60,17 +60,10 @@ def test_sample_identity_is_unique_in_the_database() -> None:
     run = _launch(make_campaign_data(questions=2, targets=FOUR_COLLECTOR_TARGETS[:1], repeats=1))
     sample = Sample.objects.filter(run=run).first()
     assert sample is not None
-    duplicate = Sample(
-        run=run,
-        batch=sample.batch,
-        tenant=sample.tenant,
-        question_revision=sample.question_revision,
-        platform=sample.platform,
-        device=sample.device,
-        region=sample.region,
-        mode=sample.mode,
-        repeat_index=sample.repeat_index,
-    )
+    # The same identity (run, question revision, target, repeat) in the same batch.
+    identity = ["run_id", "batch_id", "tenant_id", "question_revision_id", "platform", "device"]
+    identity += ["region", "mode", "repeat_index"]
+    duplicate = Sample(**{name: getattr(sample, name) for name in identity})
     with pytest.raises(IntegrityError), transaction.atomic():
         duplicate.save()
 
