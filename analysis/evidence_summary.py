@@ -15,7 +15,6 @@ from sampling.models import EvidenceState, Sample
 from .stats import Rate, rate
 
 MISSING_STATES = (EvidenceState.PARTIAL, EvidenceState.FAILED)
-COUNTS = ("planned", "stored", "partial", "failed", "pending")  # samples per platform
 
 
 @dataclass(frozen=True)
