@@ -39,6 +39,14 @@ class MentionRunFilter(admin.SimpleListFilter):
             return queryset.none()
 
 
+class VerdictFilter(OptionsFilter):
+    title = "verdict"
+    options = {
+        "mentioned": ("Mentioned", Q(mentioned=True)),
+        "not_mentioned": ("Not mentioned", Q(mentioned=False)),
+    }
+
+
 class MentionPlatformFilter(FieldValueFilter):
     title = "platform"
     field = "sample__platform"
@@ -56,14 +64,6 @@ class EntityFilter(FieldValueFilter):
     def values(self, request: HttpRequest, model_admin: Any) -> list[str]:
         recent = model_admin.get_queryset(request).order_by("-id")[:2000]
         return sorted({name for name in recent.values_list("entity", flat=True)})
-
-
-class VerdictFilter(OptionsFilter):
-    title = "verdict"
-    options = {
-        "mentioned": ("Mentioned", Q(mentioned=True)),
-        "not_mentioned": ("Not mentioned", Q(mentioned=False)),
-    }
 
 
 @admin.register(Mention)
