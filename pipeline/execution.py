@@ -23,7 +23,7 @@ from django.db.models.functions import Now
 
 from analysis.services import analyse_sample
 from billing import services as billing
-from billing.costs import apply_cost, book_attempt_cost, price_usage
+from billing.costs import apply_cost, price_usage, queue_attempt_cost
 from connectors.base import (
     ErrorClass,
     NormalizedResult,
@@ -366,7 +366,8 @@ def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
 
 def _booked(attempt: Attempt, outcome: str) -> str:
     if attempt.cost:
-        book_attempt_cost(attempt_id=attempt.pk)  # idempotent; the run's end books any missed
+        # Booked by the dispatcher's next tick; the run's end books any that were missed.
+        queue_attempt_cost(run_id=attempt.sample.run_id, attempt_id=attempt.pk)
     return outcome
 
 
@@ -818,9 +819,10 @@ def handle_analyse(ctx: StepContext) -> str:
         verdict.apply(s)
         _release(s, step=Step.NONE)
         save_fenced(s, ctx.token, "analysis_state", "validity", "validity_reason", *_QUEUE_FIELDS)
-    if verdict.valid:
-        # Idempotent per sample; should this process die first, settling the run charges it.
-        billing.capture_sample(sample_id=s.pk)
+        if verdict.valid:
+            # Posted with the run's other charges by the dispatcher's next tick, or when the
+            # run finishes (docs/decisions.md, settlement off the hot account rows).
+            billing.queue_capture(run_id=s.run_id, sample_id=s.pk)
     _after_terminal(s)
     return f"analysed:{s.analysis_state}"
 
