@@ -103,6 +103,8 @@ def _environment(args: Args) -> tuple[list[Background], dict[str, str]]:
         "GEO_LEASE_SECONDS": "300",
         "GEO_LOG_LEVEL": "WARNING",
         "GEO_ANALYSIS_CONCURRENCY": str(ANALYSIS_CAP),
+        # Admission by concurrency only (the rate-limit run configures a rate of its own).
+        "GEO_DEFAULT_RATE_LIMIT": "10000",
     }
     os.environ.update(env)
     import django
@@ -114,19 +116,19 @@ def _environment(args: Args) -> tuple[list[Background], dict[str, str]]:
     return [simulator, redis_server], env
 
 
-def _campaign(name: str, questions: int) -> Any:
+def _campaign(name: str, questions: int, tenant: str, max_concurrency: int) -> Any:
     from billing.services import ensure_default_price_version, top_up
     from sampling.models import Tenant
     from sampling.planning import parse_campaign_spec
     from sampling.services import save_campaign
 
-    tenant, _ = Tenant.objects.get_or_create(slug="bench", defaults={"name": "bench"})
-    Tenant.objects.filter(pk=tenant.pk).update(max_concurrency=100_000)
+    owner, _ = Tenant.objects.get_or_create(slug=tenant, defaults={"name": tenant})
+    Tenant.objects.filter(pk=owner.pk).update(max_concurrency=max_concurrency)
     version = ensure_default_price_version()
-    top_up(tenant=tenant, amount=10**12, currency=version.currency, idempotency_key="bench")
+    top_up(tenant=owner, amount=10**12, currency=version.currency, idempotency_key="bench")
     spec = parse_campaign_spec(
         {
-            "tenant": "bench",
+            "tenant": tenant,
             "name": name,
             "brand": {"name": "Acme", "aliases": [], "domains": ["acme.example"]},
             "questions": [f"{name} question {i}: which tool is best?" for i in range(questions)],
@@ -139,6 +141,15 @@ def _campaign(name: str, questions: int) -> Any:
 
 
 # --- the reference --------------------------------------------------------------------------
+
+
+def _reference_requests(
+    name: str, samples: int
+) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
+    """The requests of a run like the product's, planned for a tenant whose concurrency cap
+    is 0: the reference asks its questions, the product's dispatcher never claims them."""
+    run = _launch(name, samples, tenant="reference", max_concurrency=0)
+    return _requests(run)
 
 
 def _requests(run: Any) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
@@ -183,8 +194,11 @@ def reference(
             async def lane() -> None:
                 nonlocal done
                 for url, body, headers in pending:
-                    response = await client.post(url, json=body, headers=headers)
-                    await response.aread()
+                    try:
+                        response = await client.post(url, json=body, headers=headers)
+                        await response.aread()
+                    except httpx.HTTPError:  # counted as not answered, like a failed sample
+                        continue
                     done += response.status_code == 200
 
             await asyncio.gather(*(lane() for _ in range(concurrency)))
@@ -195,7 +209,7 @@ def reference(
     ok = asyncio.run(main())
     elapsed = time.perf_counter() - started
     return {
-        "per_second": len(requests) / elapsed,
+        "per_second": ok / elapsed,
         "ok": ok,
         "cpu_ms": (time.process_time() - cpu) * 1000 / len(requests),
         "simulator_cpu_ms": (cpu_seconds(SIMULATOR[0]) - simulator) * 1000 / len(requests),
@@ -295,10 +309,12 @@ def _wait(run_id: Any, timeout: float) -> float:
     return time.perf_counter() - started
 
 
-def _launch(name: str, samples: int) -> Any:
+def _launch(
+    name: str, samples: int, *, tenant: str = "bench", max_concurrency: int = 100_000
+) -> Any:
     from pipeline.launch import launch_run
 
-    return launch_run(campaign=_campaign(name, samples))
+    return launch_run(campaign=_campaign(name, samples, tenant, max_concurrency))
 
 
 def product(
@@ -313,7 +329,7 @@ def product(
     """One measured run through the dispatcher and workers, after a small warm-up run."""
     with _product(env, concurrency=concurrency, workers=args.workers, extra=extra or {}) as procs:
         warm = _launch(f"{name}-warm", 2 * args.workers)
-        _wait(warm.pk, 120)
+        _wait(warm.pk, 900)  # worker start-up on a loaded machine
         run = _launch(name, samples)  # planned before the clock starts: planning is item 3
         pids = [p.pid for p in procs] + SIMULATOR
         cpu_before = [cpu_seconds(pid) for pid in pids]
@@ -430,8 +446,7 @@ def inline_pass(samples: int, *, profile: bool) -> dict[str, Any]:
 def _rows(args: Args, env: dict[str, str], say: Callable[[str], None]) -> list[BenchRow]:
     rows: list[BenchRow] = []
     for concurrency in args.concurrency:
-        run = _launch(f"ref{concurrency}", args.samples)
-        ref = reference(_requests(run), concurrency)
+        ref = reference(_reference_requests(f"ref{concurrency}", args.samples), concurrency)
         say(f"C={concurrency} reference: {ref['per_second']:.1f}/s ({ref['ok']} ok, "
             f"{ref['cpu_ms']:.2f} ms CPU per request, simulator "
             f"{ref['simulator_cpu_ms']:.1f} ms)")  # fmt: skip

@@ -113,7 +113,7 @@ def start_simulator(
                "--seed", str(seed), "--profile", str(path)]  # fmt: skip
     server = Background(command, work / "simulator.log")
     base = f"http://127.0.0.1:{port}"
-    for _ in range(200):
+    for _ in range(900):  # Django's start-up on a loaded machine
         try:
             with urllib.request.urlopen(f"{base}/_sim/health", timeout=5):  # noqa: S310 (http)
                 return server, base

@@ -115,19 +115,28 @@ def _capture_line(quote: dict[str, Any], sample: Sample) -> SettlementLine:
     )
 
 
+def _capture_legs(
+    run: Run, hold: Account, currency: str, lines: list[SettlementLine]
+) -> list[tuple[Account, int]]:
+    """The hold gives up the samples' reserved shares; revenue takes what they are charged and
+    the tenant's available balance the rest."""
+    captured = sum(line.captured for line in lines)
+    released = sum(line.released for line in lines)
+    legs: list[tuple[Account, int]] = [(hold, -(captured + released))]
+    if captured:
+        legs.append((revenue_account(run.tenant, currency), captured))
+    if released:
+        legs.append((available_account(run.tenant, currency), released))
+    return legs
+
+
 def _post_capture(run: Run, hold: Account, sample: Sample) -> JournalEntry:
     quote = run.quote_snapshot or {}
-    currency = quote["currency"]
     line = _capture_line(quote, sample)
-    legs: list[tuple[Account, int]] = [(hold, -line.reserved)]
-    if line.captured:
-        legs.append((revenue_account(run.tenant, currency), line.captured))
-    if line.released:
-        legs.append((available_account(run.tenant, currency), line.released))
     return post_entry(
         idempotency_key=f"capture:sample:{sample.pk}",
         kind=EntryKind.CAPTURE,
-        legs=legs,
+        legs=_capture_legs(run, hold, quote["currency"], [line]),
         tenant=run.tenant,
         run=run,
         sample_id=sample.pk,
@@ -234,19 +243,11 @@ def _post_captures(run: Run, hold: Account, samples: list[Sample]) -> JournalEnt
     if len(samples) == 1:  # the same entry as capture_sample's
         return _post_capture(run, hold, samples[0])
     quote = run.quote_snapshot or {}
-    currency = quote["currency"]
     lines = [_capture_line(quote, sample) for sample in samples]
-    captured = sum(line.captured for line in lines)
-    released = sum(line.released for line in lines)
-    legs: list[tuple[Account, int]] = [(hold, -(captured + released))]
-    if captured:
-        legs.append((revenue_account(run.tenant, currency), captured))
-    if released:
-        legs.append((available_account(run.tenant, currency), released))
     return post_entry(
         idempotency_key=f"capture:run:{run.pk}:{_digest(lines)}",
         kind=EntryKind.CAPTURE,
-        legs=legs,
+        legs=_capture_legs(run, hold, quote["currency"], lines),
         tenant=run.tenant,
         run=run,
         settlements=lines,
