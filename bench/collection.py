@@ -502,7 +502,7 @@ def _rate_row(args: Args, env: dict[str, str], say: Callable[[str], None]) -> Be
 
     rate = args.rate_limit
     limits = json.dumps({PLATFORM: {"submit": rate}})
-    got = product(env, args, 64, name="rate", samples=args.rate_samples,
+    got = product(env, args, args.concurrency[0], name="rate", samples=args.rate_samples,
                   extra={"GEO_RATE_LIMITS": limits})  # fmt: skip
     starts = sorted(
         t.timestamp()
