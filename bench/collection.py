@@ -416,6 +416,7 @@ def inline_pass(samples: int, *, profile: bool) -> dict[str, Any]:
                 limit=samples,
                 owner="inline",
                 lease_seconds=settings.GEO_LEASE_SECONDS,
+                only_tenant=run.tenant_id,  # not the reference's planned questions
             )
             if not claims:
                 tick.tick()  # relay, finish runs, post pending captures
