@@ -138,7 +138,7 @@ def verify_ledger() -> LedgerReport:
 
     # 4. Each sample is charged at most once (also a unique constraint) and belongs to the run.
     for row in (
-        JournalEntry.objects.filter(kind=EntryKind.CAPTURE)
+        JournalEntry.objects.filter(kind=EntryKind.CAPTURE, sample_id__isnull=False)
         .values("sample_id")
         .annotate(n=Count("id"))
         .filter(n__gt=1)[:LIMIT]

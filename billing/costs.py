@@ -19,7 +19,7 @@ from django.conf import settings
 from connectors.usage import Usage
 from sampling.models import Attempt
 
-from .models import EntryKind, JournalEntry
+from .models import EntryKind, JournalEntry, PendingAttemptCost
 from .services import (
     IdempotencyConflict,
     post_entry,
@@ -87,10 +87,30 @@ def book_attempt_cost(*, attempt_id: int) -> JournalEntry | None:
         return None
 
 
+def queue_attempt_cost(*, run_id: UUID | str, attempt_id: int) -> None:
+    """Book the attempt's cost later (`book_pending_attempt_costs`, each dispatcher tick): the
+    worker writes one row instead of a ledger entry, which takes the ledger's chain lock."""
+    PendingAttemptCost.objects.bulk_create(
+        [PendingAttemptCost(run_id=run_id, attempt_id=attempt_id)], ignore_conflicts=True
+    )
+
+
+def book_pending_attempt_costs(*, limit: int = 5000) -> int:
+    """Book the queued attempt costs, one entry per attempt, and forget them. Idempotent: a
+    cost already booked (the run's end books them all) is replayed, not booked again."""
+    queued = list(PendingAttemptCost.objects.order_by("id").values_list("id", "attempt_id")[:limit])
+    booked = sum(book_attempt_cost(attempt_id=attempt_id) is not None for _, attempt_id in queued)
+    PendingAttemptCost.objects.filter(pk__in=[pk for pk, _ in queued]).delete()
+    return booked
+
+
 def book_run_attempt_costs(*, run_id: UUID | str) -> int:
     """Safety net when a run ends: book every costed attempt of the run not yet booked (a
-    worker that died between recording the attempt and booking it). Idempotent."""
+    worker that died between recording the attempt and booking it, or one still queued).
+    Idempotent."""
     attempts = Attempt.objects.filter(sample__run_id=run_id, cost__gt=0).values_list(
         "pk", flat=True
     )
-    return sum(book_attempt_cost(attempt_id=pk) is not None for pk in attempts)
+    booked = sum(book_attempt_cost(attempt_id=pk) is not None for pk in attempts)
+    PendingAttemptCost.objects.filter(run_id=run_id).delete()
+    return booked

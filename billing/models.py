@@ -310,3 +310,47 @@ class UpstreamStatementLine(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.provider}:{self.upstream_id} {self.amount} {self.currency}"
+
+
+# --- charges and costs on their way to the ledger -------------------------------------------
+
+
+class _Queued(models.Model):
+    """A row on its way to the ledger, deleted once posted."""
+
+    run = models.ForeignKey("sampling.Run", on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        abstract = True
+        ordering = ["id"]
+
+
+class PendingCapture(_Queued):
+    """A valid sample's charge, written in the fenced transaction of its verdict and posted by
+    the dispatcher with every other pending charge of its run in one capture entry
+    (`billing.services.post_pending_captures`), so no sample waits on its run's and tenant's
+    account rows. The charge itself stays unique per sample (`SampleSettlement`,
+    settlement_charged_once)."""
+
+    sample = models.OneToOneField("sampling.Sample", on_delete=models.CASCADE, related_name="+")
+
+    class Meta(_Queued.Meta):
+        indexes = [models.Index(fields=["run", "id"], name="pendingcapture_run_idx")]
+
+    def __str__(self) -> str:
+        return f"pending charge of sample {self.sample_id}"
+
+
+class PendingAttemptCost(_Queued):
+    """An upstream attempt's cost, queued by the worker that recorded it and booked by the
+    dispatcher (`billing.costs.book_pending_attempt_costs`), one entry per attempt as before;
+    the run's end books any attempt still queued (`book_run_attempt_costs`)."""
+
+    attempt = models.OneToOneField("sampling.Attempt", on_delete=models.CASCADE, related_name="+")
+
+    class Meta(_Queued.Meta):
+        indexes = [models.Index(fields=["run", "id"], name="pendingattemptcost_run_idx")]
+
+    def __str__(self) -> str:
+        return f"pending cost of attempt {self.attempt_id}"

@@ -10,8 +10,10 @@ in the adapters; they share no request code beyond this.
 from __future__ import annotations
 
 import hashlib
+import http.cookiejar
 import json
 import math
+import threading
 import time
 import zlib
 from collections.abc import Mapping
@@ -113,13 +115,29 @@ class BoundedDecoder:
         return decoded[:room], len(decoded) > room
 
 
+_per_thread = threading.local()
+
+
+def thread_session() -> requests.Session:
+    """One HTTP session per thread, shared by the connectors built on it: its pooled
+    connections stay open from one step to the next (a session per connector meant a new TCP
+    connection per request). Cookies are refused, so nothing an answer sets travels on."""
+    session: requests.Session | None = getattr(_per_thread, "session", None)
+    if session is None:
+        session = requests.Session()
+        session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+        _per_thread.session = session
+    return session
+
+
 class HttpTransport:
-    """Holds one `requests.Session` per connector. Environment proxy variables are ignored
-    (`trust_env = False`): the egress path is exactly what the configuration says."""
+    """Sends on the thread's `requests.Session` (`thread_session`). Environment proxy
+    variables are ignored (`trust_env = False`): the egress path is exactly what the
+    configuration says."""
 
     def __init__(self, config: ConnectorConfig, session: requests.Session | None = None) -> None:
         self.config = config
-        self.session = session or requests.Session()
+        self.session = session or thread_session()
         self.session.trust_env = False
 
     def url(self, path: str) -> str:

@@ -208,6 +208,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery's Django fixup closes the database connection around every task unless this is set,
+# so CONN_MAX_AGE never took effect in workers: one PostgreSQL session per task. A worker
+# thread keeps its connection for this many tasks (docs/decisions.md, connection reuse).
+CELERY_DB_REUSE_MAX = int(os.environ.get("GEO_CELERY_DB_REUSE_MAX", "1000"))
 
 # --- Execution ----------------------------------------------------------------------------
 GEO_LEASE_SECONDS = int(os.environ.get("GEO_LEASE_SECONDS", "120"))

@@ -29,6 +29,8 @@ from django.db import connection
 from django.db.models import Count
 from django.db.models.functions import Now
 
+from billing.costs import book_pending_attempt_costs
+from billing.services import post_pending_captures
 from connectors.registry import get_connector
 from connectors.retry import OPERATIONS, RateLimit, RateLimiter
 from geo_collect.celery import app
@@ -73,6 +75,7 @@ class DispatchReport:
     relayed: int = 0
     requeued: int = 0
     scheduled: int = 0  # schedule slots handled (launched, caught up, skipped, refused)
+    charged: int = 0  # queued sample charges posted
     published: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -182,6 +185,10 @@ class Dispatcher:
         report.relayed = relay_outbox()
         report.requeued = requeue_expired_leases()
         report.scheduled = len(launch_due_slots(now=self.clock() if self.clock else None))
+        # Charges and upstream costs the workers queued: one capture entry per run batch, so
+        # no sample waits on its run's and tenant's account rows (docs/decisions.md).
+        report.charged = post_pending_captures()
+        book_pending_attempt_costs()
         finish_ended_runs()
         load = _load()
         for (platform, step), tenants in load.due.items():

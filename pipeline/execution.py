@@ -13,7 +13,7 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 
@@ -23,7 +23,7 @@ from django.db.models.functions import Now
 
 from analysis.services import analyse_sample
 from billing import services as billing
-from billing.costs import apply_cost, book_attempt_cost, price_usage
+from billing.costs import apply_cost, price_usage, queue_attempt_cost
 from connectors.base import (
     ErrorClass,
     NormalizedResult,
@@ -78,6 +78,9 @@ class StepContext:
     sample_id: int
     token: int
     worker: str
+    # The sample as read before the step, with its run and question (frozen at launch): the
+    # step's fenced writes reuse them instead of reading them again (`_fenced`).
+    loaded: Sample | None = field(default=None, compare=False)
 
 
 def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
@@ -86,7 +89,7 @@ def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
     A message for a stale token (a duplicate, or work taken over after lease expiry) does
     nothing: the sample's current holder owns it.
     """
-    sample = Sample.objects.filter(pk=sample_id).first()
+    sample = Sample.objects.select_related("run", "question_revision").filter(pk=sample_id).first()
     if sample is None:
         return "missing"
     if sample.fencing_token != token or sample.queue_state != QueueState.LEASED:
@@ -94,7 +97,7 @@ def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
     handler = _HANDLERS.get(sample.step)
     if handler is None:
         return "nothing-to-do"
-    context = StepContext(sample_id=sample_id, token=token, worker=worker)
+    context = StepContext(sample_id=sample_id, token=token, worker=worker, loaded=sample)
     if not _start_lease(sample_id, token):
         return "stale-message"
     if sample.claims > settings.GEO_MAX_STEP_CLAIMS:
@@ -109,6 +112,20 @@ def _start_lease(sample_id: int, token: int) -> bool:
     return renew_lease(
         sample_id=sample_id, token=token, lease_seconds=settings.GEO_LEASE_SECONDS, starting=True
     )
+
+
+@contextmanager
+def _fenced(ctx: StepContext, operation: str) -> Iterator[Sample]:
+    """`sampling.transitions.fenced` for this step's sample, with the run and question read
+    before the step attached to the locked row: both are frozen at launch, so the step does
+    not read them again (the layers and the queue state come fresh from the locked row)."""
+    with fenced(
+        sample_id=ctx.sample_id, token=ctx.token, operation=operation, worker=ctx.worker
+    ) as s:
+        if ctx.loaded is not None:
+            s.run = ctx.loaded.run
+            s.question_revision = ctx.loaded.question_revision
+        yield s
 
 
 def _guarded(ctx: StepContext, sample: Sample, work: Callable[[], str]) -> str:
@@ -290,9 +307,7 @@ def _request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
 
 def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
     """Persist the attempt and its idempotency key before calling the upstream."""
-    with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker
-    ) as s:
+    with _fenced(ctx, "submit") as s:
         if s.submission_state == SubmissionState.SUBMITTING:
             latest = s.attempt_set.order_by("-attempt_no").first()
             if latest is not None and latest.fencing_token == ctx.token:
@@ -338,7 +353,8 @@ def handle_submit(ctx: StepContext) -> str:
     if begun is None:
         return _not_begun(ctx)
     sample, attempt = begun
-    sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
+    if ctx.loaded is None:  # not entered through run_step: read the relations the call needs
+        sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
     connector = get_connector(sample.platform)
     try:
         outcome = inputs.upstream_outcome(
@@ -366,7 +382,8 @@ def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
 
 def _booked(attempt: Attempt, outcome: str) -> str:
     if attempt.cost:
-        book_attempt_cost(attempt_id=attempt.pk)  # idempotent; the run's end books any missed
+        # Booked by the dispatcher's next tick; the run's end books any that were missed.
+        queue_attempt_cost(run_id=attempt.sample.run_id, attempt_id=attempt.pk)
     return outcome
 
 
@@ -417,9 +434,7 @@ def _record_submit_error(
     ctx: StepContext, sample: Sample, attempt: Attempt, error: UpstreamError
 ) -> str:
     archived = _error_capture(sample, error)  # `sample` was loaded with its run for the call
-    with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation="submit", worker=ctx.worker
-    ) as s:
+    with _fenced(ctx, "submit") as s:
         if archived is not None:
             evidence_services.record_capture(
                 sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
@@ -436,9 +451,7 @@ def _record_submit_error(
 
 
 def _record_accepted(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> str:
-    with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation="accept", worker=ctx.worker
-    ) as s:
+    with _fenced(ctx, "accept") as s:
         _close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
         s.accept()
         s.upstream_id = outcome.upstream_id
@@ -459,9 +472,7 @@ def _record_direct_answer(
     failed = result.collection_state != CollectionState.COMPLETED
     # An answer the parser did not understand was still an answer: the attempt was accepted.
     unparsed = failed and _error_class(result) == ErrorClass.PARSE_FAILED
-    with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation="answer", worker=ctx.worker
-    ) as s:
+    with _fenced(ctx, "answer") as s:
         _close_attempt(
             attempt,
             outcome=outcome,
@@ -620,9 +631,7 @@ def handle_verify(ctx: StepContext) -> str:
         if error.error_class == ErrorClass.UNSUPPORTED:
             return _park(ctx, reason="uncertain: platform cannot confirm acceptance; needs review")
         return _retry_later(ctx, step=Step.VERIFY, delay=5.0)
-    with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation="verify", worker=ctx.worker
-    ) as s:
+    with _fenced(ctx, "verify") as s:
         if upstream_id:
             attempt.status = AttemptStatus.ACCEPTED
             attempt.upstream_id = upstream_id
@@ -647,7 +656,7 @@ def handle_verify(ctx: StepContext) -> str:
 def _park(ctx: StepContext, *, reason: str) -> str:
     """Stop automatic work on the sample; a person decides. It stays in every denominator
     as pending, so the run cannot look finished while it waits."""
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="park", worker=ctx.worker) as s:
+    with _fenced(ctx, "park") as s:
         step = s.step
         if s.submission_state == SubmissionState.SUBMITTING:
             # A request may have gone out: parked as uncertain, so it is shown and resolved
@@ -661,7 +670,7 @@ def _park(ctx: StepContext, *, reason: str) -> str:
 
 
 def _retry_later(ctx: StepContext, *, step: str, delay: float) -> str:
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation=step, worker=ctx.worker) as s:
+    with _fenced(ctx, step) as s:
         _release(s, step=step, delay=delay)
         save_fenced(s, ctx.token, *_QUEUE_FIELDS)
     return f"retry-later:{step}"
@@ -684,7 +693,7 @@ def handle_poll(ctx: StepContext) -> str:
             return _fail_accepted(ctx, reason=f"poll failed {sample.claims} times: {error}")
         # Keep the upstream id and keep polling, later.
         return _retry_later(ctx, step=Step.POLL, delay=error.retry_after or _poll_delay(sample))
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="poll", worker=ctx.worker) as s:
+    with _fenced(ctx, "poll") as s:
         if (
             polled.state in ("running", "completed")
             and s.collection_state == CollectionState.QUEUED
@@ -703,7 +712,7 @@ def handle_poll(ctx: StepContext) -> str:
 
 
 def _fail_accepted(ctx: StepContext, *, reason: str) -> str:
-    with fenced(sample_id=ctx.sample_id, token=ctx.token, operation="fail", worker=ctx.worker) as s:
+    with _fenced(ctx, "fail") as s:
         changed = end_uncollected(s, reason=reason)
         _release(s, step=Step.NONE)
         save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
@@ -740,9 +749,7 @@ def _render_screenshot(ctx: StepContext, sample: Sample) -> str:
             reason = unavailable.reason[:200]
         except evidence_services.EvidenceExists:
             pass  # an earlier holder of this step stored it; never replaced
-    with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation="screenshot", worker=ctx.worker
-    ) as s:
+    with _fenced(ctx, "screenshot") as s:
         if reason:
             s.store_partial_evidence()  # the answer still counts; the report shows why
             s.evidence_reason = reason
@@ -767,9 +774,7 @@ def handle_evidence(ctx: StepContext) -> str:
         return _retry_later(ctx, step=Step.EVIDENCE, delay=error.retry_after or 2.0)
     archived = _archive(sample, result)
     failpoint("after_store_before_complete")
-    with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation="evidence", worker=ctx.worker
-    ) as s:
+    with _fenced(ctx, "evidence") as s:
         capture = evidence_services.record_capture(
             sample_id=s.pk, attempt_no=s.attempts, archived=archived, token=ctx.token
         )
@@ -812,15 +817,14 @@ def handle_evidence(ctx: StepContext) -> str:
 
 def handle_analyse(ctx: StepContext) -> str:
     verdict = analyse_sample(sample_id=ctx.sample_id)
-    with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation="analyse", worker=ctx.worker
-    ) as s:
+    with _fenced(ctx, "analyse") as s:
         verdict.apply(s)
         _release(s, step=Step.NONE)
         save_fenced(s, ctx.token, "analysis_state", "validity", "validity_reason", *_QUEUE_FIELDS)
-    if verdict.valid:
-        # Idempotent per sample; should this process die first, settling the run charges it.
-        billing.capture_sample(sample_id=s.pk)
+        if verdict.valid:
+            # Posted with the run's other charges by the dispatcher's next tick, or when the
+            # run finishes (docs/decisions.md, settlement off the hot account rows).
+            billing.queue_capture(run_id=s.run_id, sample_id=s.pk)
     _after_terminal(s)
     return f"analysed:{s.analysis_state}"
 

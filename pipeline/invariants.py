@@ -628,12 +628,14 @@ def check_one_charge_per_sample(run_id: UUID | str | None = None) -> list[Violat
     not_reversed = f"NOT EXISTS (SELECT 1 FROM {entry} r WHERE r.reverses_id = e.id)"
     where, params = _run_filter("s.run_id", run_id)
     found: list[Violation] = []
+    # A capture entry charges its own sample, or (a run batch) each sample it settles.
     found += _sample_violations(
         name,
-        f"""SELECT s.id, s.run_id, COUNT(*), MIN(e.id), MAX(e.id)
-              FROM {entry} e JOIN {SAMPLE} s ON s.id = e.sample_id
+        f"""SELECT s.id, s.run_id, COUNT(DISTINCT e.id), MIN(e.id), MAX(e.id)
+              FROM {entry} e LEFT JOIN {settlement} t ON t.entry_id = e.id
+              JOIN {SAMPLE} s ON s.id = COALESCE(e.sample_id, t.sample_id)
              WHERE e.kind = 'capture' AND {not_reversed} {where}
-             GROUP BY s.id, s.run_id HAVING COUNT(*) > 1 ORDER BY s.id""",
+             GROUP BY s.id, s.run_id HAVING COUNT(DISTINCT e.id) > 1 ORDER BY s.id""",
         params,
         lambda sid, rid, n, first, last: (
             f"sample {sid} (run {rid}) is charged by {n} capture entries (#{first}..#{last})"

@@ -92,29 +92,64 @@ def _record(sample_id: int, before: _Seen, outcome: str, seconds: float) -> None
     if outcome.startswith(("retry:", "retry-later:")):
         reason = outcome.split(":", 1)[1]
         metrics.RETRIES.labels(before.platform, before.step, reason).inc()
-    after = _seen(sample_id)
+    after = _after(sample_id)
     if after is None:
         return
-    if after.attempts > before.attempts:  # an upstream call was made and recorded
-        _record_attempt(sample_id, after)
-    if before.submission_state != SubmissionState.ACCEPTED and after.accepted_at is not None:
-        _record_acceptance(sample_id, after)
+    attempt = after.attempt
+    if after.attempts > before.attempts and attempt is not None:  # an upstream call, recorded
+        _record_attempt(before.platform, attempt)
+    accepted_at = after.accepted_at
+    accepted_now = before.submission_state != SubmissionState.ACCEPTED
+    if accepted_now and accepted_at is not None and attempt is not None:
+        latency = (accepted_at - attempt.started_at).total_seconds()
+        metrics.ACCEPTANCE_LATENCY.labels(before.platform).observe(max(0.0, latency))
     if before.evidence_state == EvidenceState.PENDING != after.evidence_state:
-        metrics.EVIDENCE_RECORDED.labels(after.platform, after.evidence_state).inc()
+        metrics.EVIDENCE_RECORDED.labels(before.platform, after.evidence_state).inc()
 
 
-def _record_attempt(sample_id: int, after: _Seen) -> None:
-    attempt = Attempt.objects.filter(sample_id=sample_id).order_by("-attempt_no").first()
-    if attempt is None or attempt.status == "started":
+@dataclass(frozen=True)
+class _Attempt:
+    attempt_no: int
+    status: str
+    status_code: int | None
+    error_class: str
+    request_id: str
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class _After:
+    attempts: int
+    evidence_state: str
+    accepted_at: datetime | None
+    attempt: _Attempt | None  # the latest
+
+
+_AFTER = ("sample__attempts", "sample__evidence_state", "sample__accepted_at")
+_ATTEMPT = ("attempt_no", "status", "status_code", "error_class", "request_id", "started_at")
+
+
+def _after(sample_id: int) -> _After | None:
+    """The sample's state after the step and its latest attempt, in one read (the sample's
+    alone when it has no attempt)."""
+    row = (
+        Attempt.objects.filter(sample_id=sample_id)
+        .order_by("-attempt_no")
+        .values_list(*_AFTER, *_ATTEMPT)
+        .first()
+    )
+    if row is not None:
+        attempts, evidence_state, accepted_at, *latest = row
+        return _After(attempts, evidence_state, accepted_at, _Attempt(*latest))
+    seen = _seen(sample_id)
+    if seen is None:
+        return None
+    return _After(seen.attempts, seen.evidence_state, seen.accepted_at, None)
+
+
+def _record_attempt(platform: str, attempt: _Attempt) -> None:
+    if attempt.status == "started":
         return
     logs.bind(attempt_no=attempt.attempt_no, request_id=attempt.request_id)
     status = str(attempt.status_code) if attempt.status_code else "none"
-    metrics.UPSTREAM_RESPONSES.labels(after.platform, status, attempt.error_class or "ok").inc()
-
-
-def _record_acceptance(sample_id: int, after: _Seen) -> None:
-    attempt = Attempt.objects.filter(sample_id=sample_id).order_by("-attempt_no").first()
-    if attempt is None or after.accepted_at is None:
-        return
-    seconds = (after.accepted_at - attempt.started_at).total_seconds()
-    metrics.ACCEPTANCE_LATENCY.labels(after.platform).observe(max(0.0, seconds))
+    metrics.UPSTREAM_RESPONSES.labels(platform, status, attempt.error_class or "ok").inc()

@@ -26,9 +26,11 @@ run_ended = Signal()
 
 
 def finish_run_if_done(*, run_id: UUID) -> bool:
-    """Mark the run finished once every planned sample is terminal; exactly once."""
+    """Mark the run finished once every planned sample is terminal; exactly once. Charges
+    still queued are posted first: a finished run's billing is final."""
     if Sample.objects.filter(run_id=run_id).exclude(queue_state=QueueState.DONE).exists():
         return False
+    billing.post_pending_captures(run_id=run_id)
     with transaction.atomic():
         updated = Run.objects.filter(pk=run_id, finished_at=None).update(finished_at=Now())
         if updated == 1:

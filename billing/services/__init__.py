@@ -9,8 +9,11 @@ Flows (value moves from the first account to the second):
 
     top-up      funding(currency)      -> available(tenant)
     reserve     available(tenant)      -> hold(run)                 on launch, estimated_max
-    capture     hold(run)              -> revenue(tenant)           per completed sample
-                hold(run)              -> available(tenant)         unused part of its share
+    capture     hold(run)              -> revenue(tenant)           per completed sample (queued by
+                hold(run)              -> available(tenant)         its verdict, posted per run
+                                                                    batch: queue_capture,
+                                                                    post_pending_captures),
+                                                                    the unused part of its share
     release     hold(run)              -> available(tenant)         failed / invalid / cancelled
     refund      revenue(tenant)        -> available(tenant)
     upstream    upstream_payable(plat) -> upstream_cost(plat)       per attempt, provider's cost
@@ -63,6 +66,8 @@ from .prices import (
 from .runs import (
     SettleOutcome,
     capture_sample,
+    post_pending_captures,
+    queue_capture,
     quote_and_reserve,
     release_unaccepted_hold,
     settle_run,
@@ -99,6 +104,8 @@ __all__ = [
     "parse_amount",
     "platform_takes_screenshots",
     "post_entry",
+    "post_pending_captures",
+    "queue_capture",
     "quote_and_reserve",
     "quote_groups",
     "record_upstream_cost",

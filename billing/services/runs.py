@@ -19,6 +19,7 @@ from billing.models import (
     AccountKind,
     EntryKind,
     JournalEntry,
+    PendingCapture,
     PriceComponent,
     SampleSettlement,
     SettlementReason,
@@ -33,6 +34,9 @@ from .posting import SettlementLine, post_entry
 from .prices import build_quote, target_key
 
 log = logging.getLogger(__name__)
+
+# Pending charges of one run posted per capture entry (its settlement lines are one INSERT).
+SETTLE_CHUNK = 5000
 
 
 def _quote_line(quote: dict[str, Any], sample: Sample) -> dict[str, Any]:
@@ -111,19 +115,28 @@ def _capture_line(quote: dict[str, Any], sample: Sample) -> SettlementLine:
     )
 
 
+def _capture_legs(
+    run: Run, hold: Account, currency: str, lines: list[SettlementLine]
+) -> list[tuple[Account, int]]:
+    """The hold gives up the samples' reserved shares; revenue takes what they are charged and
+    the tenant's available balance the rest."""
+    captured = sum(line.captured for line in lines)
+    released = sum(line.released for line in lines)
+    legs: list[tuple[Account, int]] = [(hold, -(captured + released))]
+    if captured:
+        legs.append((revenue_account(run.tenant, currency), captured))
+    if released:
+        legs.append((available_account(run.tenant, currency), released))
+    return legs
+
+
 def _post_capture(run: Run, hold: Account, sample: Sample) -> JournalEntry:
     quote = run.quote_snapshot or {}
-    currency = quote["currency"]
     line = _capture_line(quote, sample)
-    legs: list[tuple[Account, int]] = [(hold, -line.reserved)]
-    if line.captured:
-        legs.append((revenue_account(run.tenant, currency), line.captured))
-    if line.released:
-        legs.append((available_account(run.tenant, currency), line.released))
     return post_entry(
         idempotency_key=f"capture:sample:{sample.pk}",
         kind=EntryKind.CAPTURE,
-        legs=legs,
+        legs=_capture_legs(run, hold, quote["currency"], [line]),
         tenant=run.tenant,
         run=run,
         sample_id=sample.pk,
@@ -142,11 +155,7 @@ def capture_sample(*, sample_id: int) -> JournalEntry | None:
         if hold is None:
             log.warning("capture: run %s holds nothing; sample %s not charged", run_id, sample_id)
             return None
-        settled = SampleSettlement.objects.filter(sample_id=sample_id).select_related("entry")
-        # Charged in any round, or settled in this one (a resume may re-open a released one).
-        existing = settled.filter(
-            Q(reason=SettlementReason.COMPLETED) | Q(round=F("sample__resumes"))
-        ).first()
+        existing = _settled_now(SampleSettlement.objects.filter(sample_id=sample_id)).first()
         if existing is not None:
             if existing.reason != SettlementReason.COMPLETED:
                 log.warning(
@@ -162,6 +171,98 @@ def capture_sample(*, sample_id: int) -> JournalEntry | None:
                 f"sample {sample_id} is {sample.collection_state}, not completed; nothing to charge"
             )
         return _post_capture(run, hold, sample)
+
+
+def _settled_now(settlements: Any) -> Any:
+    """Settlements that stop a charge: charged in any round, or settled in the sample's
+    current one (a resume may re-open a released sample)."""
+    return settlements.filter(
+        Q(reason=SettlementReason.COMPLETED) | Q(round=F("sample__resumes"))
+    ).select_related("entry")
+
+
+def queue_capture(*, run_id: UUID | str, sample_id: int) -> None:
+    """Charge a valid sample later: one row in the caller's transaction (the verdict's fenced
+    write), posted within a dispatcher tick by `post_pending_captures` with the run's other
+    pending charges. Repeats queue nothing new."""
+    PendingCapture.objects.bulk_create(
+        [PendingCapture(run_id=run_id, sample_id=sample_id)], ignore_conflicts=True
+    )
+
+
+def post_pending_captures(*, run_id: UUID | str | None = None, limit: int = SETTLE_CHUNK) -> int:
+    """Post the queued charges (of one run, or of all): per run, one capture entry for up to
+    `limit` samples, with one settlement line each, under the run's billing lock. A sample
+    already settled, or not completed, is skipped with a log line. Returns samples charged."""
+    pending = PendingCapture.objects.all()
+    if run_id is not None:
+        pending = pending.filter(run_id=run_id)
+    charged = 0
+    for run in pending.values_list("run_id", flat=True).distinct().order_by():
+        more = True
+        while more:
+            count, more = _post_run_captures(run, limit)
+            charged += count
+    return charged
+
+
+def _post_run_captures(run_id: UUID | str, limit: int) -> tuple[int, bool]:
+    with transaction.atomic():
+        run, hold = _lock_run(run_id)
+        queued = list(
+            PendingCapture.objects.filter(run_id=run_id)
+            .order_by("id")
+            .values_list("id", "sample_id")[:limit]
+        )
+        ids = [sample_id for _, sample_id in queued]
+        charged: list[Sample] = []
+        if hold is None:
+            log.warning("capture: run %s holds nothing; %s sample(s) not charged", run_id, len(ids))
+        else:
+            settled = set(
+                _settled_now(SampleSettlement.objects.filter(sample_id__in=ids)).values_list(
+                    "sample_id", flat=True
+                )
+            )
+            for sample in Sample.objects.filter(pk__in=ids).order_by("pk"):
+                if sample.pk in settled:
+                    log.info("capture: sample %s is already settled; not charged", sample.pk)
+                elif sample.collection_state != CollectionState.COMPLETED:
+                    log.error("capture: sample %s is not completed; not charged", sample.pk)
+                else:
+                    charged.append(sample)
+            if charged:
+                _post_captures(run, hold, charged)
+        PendingCapture.objects.filter(pk__in=[pk for pk, _ in queued]).delete()
+    return len(charged), len(queued) == limit
+
+
+def _post_captures(run: Run, hold: Account, samples: list[Sample]) -> JournalEntry:
+    """One capture entry for many samples of one run: the hold gives up their reserved
+    shares, revenue takes what each is charged and the tenant gets the rest back."""
+    if len(samples) == 1:  # the same entry as capture_sample's
+        return _post_capture(run, hold, samples[0])
+    quote = run.quote_snapshot or {}
+    lines = [_capture_line(quote, sample) for sample in samples]
+    return post_entry(
+        idempotency_key=f"capture:run:{run.pk}:{_digest(lines)}",
+        kind=EntryKind.CAPTURE,
+        legs=_capture_legs(run, hold, quote["currency"], lines),
+        tenant=run.tenant,
+        run=run,
+        settlements=lines,
+        memo=f"capture: {len(lines)} sample(s)",
+    )
+
+
+def _digest(lines: list[SettlementLine]) -> str:
+    """Which samples (and rounds) an entry settles, short enough for an idempotency key."""
+    return hashlib.sha256(
+        ",".join(
+            "/".join(map(str, [line.sample_id, *([line.round] if line.round else [])]))
+            for line in sorted(lines, key=lambda x: x.sample_id)
+        ).encode()
+    ).hexdigest()[:24]
 
 
 @dataclass
@@ -182,14 +283,8 @@ def _release(
     total = sum(line.released for line in lines)
     if total == 0:
         return None
-    digest = hashlib.sha256(
-        ",".join(
-            "/".join(map(str, [line.sample_id, *([line.round] if line.round else [])]))
-            for line in sorted(lines, key=lambda x: x.sample_id)
-        ).encode()
-    ).hexdigest()[:24]
     return post_entry(
-        idempotency_key=f"release:run:{run.pk}:{purpose}:{digest}",
+        idempotency_key=f"release:run:{run.pk}:{purpose}:{_digest(lines)}",
         kind=EntryKind.RELEASE,
         legs=[(hold, -total), (available_account(run.tenant, hold.currency), total)],
         tenant=run.tenant,
@@ -208,6 +303,7 @@ def settle_run(*, run_id: UUID | str) -> SettleOutcome:
     capture), release failed and invalid samples, keep the rest held as awaiting
     reconciliation. Safe to call any number of times, and again once those are resolved."""
     outcome = SettleOutcome()
+    post_pending_captures(run_id=run_id)  # charges still queued are charges, not misses
     with transaction.atomic():
         run, hold = _lock_run(run_id)
         if hold is None:

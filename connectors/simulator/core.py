@@ -176,6 +176,9 @@ class Simulator:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # Clients that open a hundred connections at once (bench/collection.py) must not find a
+    # full listen queue: a dropped SYN is retried a second later, and shows as upstream latency.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], sim: Simulator) -> None:
         self.sim = sim

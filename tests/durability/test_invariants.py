@@ -327,10 +327,11 @@ def _charge(sample: Sample, key: str) -> None:
 
 
 def test_a_sample_charged_twice_is_named(run: Run) -> None:
-    from billing.models import JournalEntry
+    from billing.models import SampleSettlement
 
     sample = _succeeded(run)
-    assert JournalEntry.objects.filter(kind="capture", sample_id=sample.pk).count() == 1
+    # Charged once: a settlement line of the run's batch capture entry.
+    assert SampleSettlement.objects.filter(sample=sample, reason="completed").count() == 1
     assert "one_charge" not in _found()
     _charge(sample, f"capture:sample:{sample.pk}:again")
     message = _names_sample(_found(), "one_charge", sample)

@@ -20,6 +20,7 @@ from django.core.management import call_command
 from django.db.models.functions import Now
 
 from analysis.reports import build_run_report
+from billing.costs import book_pending_attempt_costs
 from billing.models import SampleSettlement
 from billing.reconciliation import reconcile
 from billing.selectors import run_billing
@@ -701,6 +702,8 @@ def test_every_attempt_records_its_tokens_and_cost_in_the_ledger(
         (1000000, 500000, 120),
     ]
     assert {a.cost_currency for a in attempts} == {"USD"}
+    assert run_billing(run_id=sample.run_id).upstream_costs == {}  # queued for the dispatcher
+    book_pending_attempt_costs()  # what its next tick does
     assert run_billing(run_id=sample.run_id).upstream_costs == {"USD": 240}
     recorded = {r.upstream_id: r.recorded_cost for r in reconcile(run_id=sample.run_id).rows}
     assert recorded == {"resp-1": 120, "resp-2": 120}  # each attempt, by its upstream id

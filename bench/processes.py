@@ -1,0 +1,123 @@
+"""What a benchmark needs around the product's own processes (geo_collect/processes.py): a
+throw-away PostgreSQL database, a private redis-server, the simulator in its own process, and
+the CPU time a process has used."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def database_url(name: str) -> str:
+    """DATABASE_URL with its database replaced by `name` (PostgreSQL only)."""
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/geo_collect")
+    parts = urlsplit(base)
+    if parts.scheme not in ("postgres", "postgresql"):
+        sys.exit("this benchmark needs PostgreSQL: set DATABASE_URL")
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def fresh_database(name: str) -> str:
+    """Drop and create database `name`; returns its URL."""
+    import psycopg
+
+    url = database_url(name)
+    admin = urlunsplit(urlsplit(url)._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return url
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class Background:
+    """A child process with its output in a log file; stopped by its own pid."""
+
+    def __init__(self, command: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.log = log
+        with open(log, "ab") as out:
+            self.popen = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env={**os.environ, **(env or {})},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=timeout)
+
+
+def start_redis(work: Path) -> tuple[Background, str]:
+    """A private redis-server (no persistence) on a free port, and its URL."""
+    import redis
+
+    port = free_port()
+    server = Background(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(work)],
+        work / "redis.log",
+    )  # fmt: skip
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            if client.ping():
+                return server, f"redis://127.0.0.1:{port}/0"
+        except redis.ConnectionError:
+            time.sleep(0.1)
+    server.stop()
+    raise RuntimeError("redis-server did not start")
+
+
+def start_simulator(
+    work: Path, profile: dict[str, Any], *, seed: int = 3
+) -> tuple[Background, str]:
+    """`manage.py simulator` with `profile` in its own process, and its base URL."""
+    port = free_port()
+    path = work / "simulator-profile.json"
+    path.write_text(json.dumps(profile))
+    command = [sys.executable, "manage.py", "simulator", "--port", str(port),
+               "--seed", str(seed), "--profile", str(path)]  # fmt: skip
+    server = Background(command, work / "simulator.log")
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(900):  # Django's start-up on a loaded machine
+        try:
+            with urllib.request.urlopen(f"{base}/_sim/health", timeout=5):  # noqa: S310 (http)
+                return server, base
+        except OSError:
+            time.sleep(0.1)
+    server.stop()
+    raise RuntimeError("simulator did not start")
