@@ -55,6 +55,7 @@ from uuid import UUID
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 
 from evidence.models import Capture, Citation
+from sampling import counters
 from sampling.models import Run, Sample
 from sampling.selectors import FAILED, INVALID, REVIEW, SUCCEEDED, TERMINAL, run_status
 
@@ -443,6 +444,7 @@ def _verify(run: Run, scan: _Scan, revision: AnalysisRevision | None) -> list[Ch
     differences: list[str] = []
 
     status = run_status(run_id=run.pk)
+    differences += [str(d) for d in counters.drift(run_id=run.pk)]
     differences += _conservation("SQL aggregate (run_status)", status.as_dict(), planned)
     scan_all = _scan_grouped(scan, lambda r: "all", brand)
     scanned_counts = scan_all.get("all", {"planned": 0})

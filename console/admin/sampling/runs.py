@@ -38,7 +38,7 @@ from pipeline.runs import cancel_run
 from sampling.models import Run
 from sampling.selectors import (
     Status,
-    batch_status,
+    batch_statuses,
     failure_reasons,
     platform_statuses,
     run_outcomes,
@@ -316,13 +316,15 @@ def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -
         for layer, states in LAYER_STATES.items()
     ]
     page = Paginator(run.batches.order_by("index"), 25).get_page(request.GET.get("batch_page"))
+    batches = list(page.object_list)
+    statuses = batch_statuses(batches=batches)
     batch_rows = [
         {
             "batch": batch,
             "samples_url": samples_url(batch=batch.pk),
-            **status_context(batch_status(batch=batch)),
+            **status_context(statuses[batch.pk]),
         }
-        for batch in page.object_list
+        for batch in batches
     ]
     platform_rows = [
         {"platform": platform, "samples_url": samples_url(run=run.pk, platform=platform)}
