@@ -256,18 +256,18 @@ def _summed(where: str, params: Iterable[Any], group: str) -> list[tuple[object,
         return list(cursor.fetchall())
 
 
-def _run_param(run_id: UUID | str) -> Any:
+def run_param(run_id: UUID | str) -> Any:
     value = UUID(str(run_id))
     return value if connection.vendor == "postgresql" else value.hex
 
 
 def run_counts(*, run_id: UUID | str) -> Counts:
-    (row,) = _summed("run_id = %s", [_run_param(run_id)], "")
+    (row,) = _summed("run_id = %s", [run_param(run_id)], "")
     return _counts(row)
 
 
 def counts_by_platform(*, run_id: UUID | str) -> dict[str, Counts]:
-    rows = _summed("run_id = %s", [_run_param(run_id)], "platform")
+    rows = _summed("run_id = %s", [run_param(run_id)], "platform")
     return {
         str(row[0]): _counts(row[1:])
         for row in rows
@@ -279,7 +279,7 @@ def counts_by_run(*, run_ids: list[UUID]) -> dict[UUID, Counts]:
     if not run_ids:
         return {}
     marks = ", ".join(["%s"] * len(run_ids))
-    rows = _summed(f"run_id IN ({marks})", [_run_param(r) for r in run_ids], "run_id")
+    rows = _summed(f"run_id IN ({marks})", [run_param(r) for r in run_ids], "run_id")
     out = {}
     for row in rows:
         run_id = row[0] if isinstance(row[0], UUID) else UUID(str(row[0]))
@@ -299,10 +299,6 @@ def scan(*, where: str, params: list[Any], group: str) -> dict[str, Counts]:
         )
         rows = cursor.fetchall()
     return {str(row[0]): _counts(row[1:]) for row in rows}
-
-
-def scanned_by_platform(*, run_id: UUID | str) -> dict[str, Counts]:
-    return scan(where="s.run_id = %s", params=[_run_param(run_id)], group="platform")
 
 
 def scanned_by_batch(*, batch_ids: list[int]) -> dict[str, Counts]:
@@ -339,7 +335,7 @@ def drift(*, run_id: UUID | str | None = None) -> list[Drift]:
     where_s, where_c, params = "", "", list[Any]()
     if run_id is not None:
         where_s, where_c = "WHERE s.run_id = %s", "WHERE c.run_id = %s"
-        params = [_run_param(run_id)] * 2
+        params = [run_param(run_id)] * 2
     scanned = ", ".join(f"SUM({_case(c, 's')}) AS {c}" for c in COLUMNS)
     counted = ", ".join(f"SUM(c.{c}) AS {c}" for c in COLUMNS)
     pairs = ", ".join(f"COALESCE(k.{c}, 0), COALESCE(v.{c}, 0)" for c in COLUMNS)
