@@ -274,7 +274,7 @@ def _admin_pages(big: Any) -> dict[str, str]:
     return {
         "run list": "/admin/sampling/run/",
         "run page": f"/admin/sampling/run/{big.pk}/change/",
-        "sample list": f"/admin/sampling/sample/?run__id__exact={big.pk}",
+        "sample list": f"/admin/sampling/sample/?run={big.pk}",
         "campaign page": f"/admin/sampling/campaign/{big.campaign_id}/change/",
     }
 

@@ -63,4 +63,8 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(install_and_count, drop_triggers),
+        migrations.AddIndex(
+            model_name='sample',
+            index=models.Index(condition=models.Q(('collection_state', 'failed')), fields=['run', 'failure_reason'], name='sample_run_failure_idx'),
+        ),
     ]
