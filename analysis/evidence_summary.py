@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from uuid import UUID
 
+from django.db.models import Count
+
 from sampling.models import EvidenceState, Sample
 
 from .stats import Rate, rate
@@ -38,15 +40,19 @@ class EvidenceSummary:
 
 
 def evidence_by_platform(*, run_id: UUID | str) -> list[EvidenceSummary]:
+    """Grouped in SQL (platform, state, reason): rows grow with distinct reasons, not samples."""
     states: dict[str, Counter[str]] = defaultdict(Counter)
     reasons: dict[str, Counter[str]] = defaultdict(Counter)
-    rows = Sample.objects.filter(run_id=run_id).values_list(
-        "platform", "evidence_state", "evidence_reason"
+    rows = (
+        Sample.objects.filter(run_id=run_id)
+        .values_list("platform", "evidence_state", "evidence_reason")
+        .annotate(n=Count("id"))
+        .order_by()
     )
-    for platform, state, reason in rows:
-        states[platform][state] += 1
+    for platform, state, reason, n in rows:
+        states[platform][state] += n
         if state in MISSING_STATES:
-            reasons[platform][_reason_kind(reason)] += 1
+            reasons[platform][_reason_kind(reason)] += n
     return [
         EvidenceSummary(
             platform=platform,

@@ -11,13 +11,24 @@ from typing import Any
 from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+from openpyxl import Workbook
+from openpyxl.styles import Font
 
-from sampling.spreadsheets import InertCsvWriter, append_row
+from sampling.spreadsheets import InertCsvWriter, write_only_row
 
 from .reports import BUCKETS, Metrics, RunReport
 from .stats import Rate
 
-__all__ = ["FORMATS", "render_report", "report_csv", "report_html", "report_json", "report_xlsx"]
+__all__ = [
+    "FORMATS",
+    "render_report",
+    "report_csv",
+    "report_csv_chunks",
+    "report_html",
+    "report_json",
+    "report_xlsx",
+    "stream_report",
+]
 
 FORMATS = ("json", "csv", "xlsx", "html")
 CSV_COLUMNS = ("scope", "group", "metric", "entity", "value", "successes", "n", "ci_low", "ci_high")
@@ -69,39 +80,45 @@ def _analysis_rows(report: RunReport) -> Iterator[list[Any]]:
             yield ["head_to_head", group, name, h.competitor, getattr(h, name), "", "", "", ""]
 
 
-def report_csv(report: RunReport) -> str:
-    out = io.StringIO()
-    writer = InertCsvWriter(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows(_analysis_rows(report))
-    for row in _metric_rows("run", report.overall, report.brand):
-        writer.writerow(row)
+def _csv_rows(report: RunReport) -> Iterator[list[Any]]:
+    yield list(CSV_COLUMNS)
+    yield from _analysis_rows(report)
+    yield from _metric_rows("run", report.overall, report.brand)
     for m in report.by_platform:
-        for row in _metric_rows("platform", m, report.brand):
-            writer.writerow(row)
+        yield from _metric_rows("platform", m, report.brand)
     for m in report.by_question:
-        for row in _metric_rows("question", m, report.brand):
-            writer.writerow(row)
+        yield from _metric_rows("question", m, report.brand)
     for p in report.over_time:
         for name, value in p.counts.as_dict().items():
-            writer.writerow(["over_time", p.run_id, f"samples_{name}", "", value])
-        writer.writerow(
-            _rate_row("over_time", p.run_id, "mention_rate", report.brand, p.mention_rate)
-        )
-        writer.writerow(
-            _rate_row("over_time", p.run_id, "share_of_voice", report.brand, p.share_of_voice)
-        )
-        writer.writerow(
-            _rate_row("over_time", p.run_id, "brand_citation_share", report.brand, p.citation_share)
+            yield ["over_time", p.run_id, f"samples_{name}", "", value]
+        yield _rate_row("over_time", p.run_id, "mention_rate", report.brand, p.mention_rate)
+        yield _rate_row("over_time", p.run_id, "share_of_voice", report.brand, p.share_of_voice)
+        yield _rate_row(
+            "over_time", p.run_id, "brand_citation_share", report.brand, p.citation_share
         )
     for e in report.evidence:
-        missing = e.missing_rate
-        writer.writerow(_rate_row("evidence", e.platform, "evidence_missing_rate", "", missing))
+        yield _rate_row("evidence", e.platform, "evidence_missing_rate", "", e.missing_rate)
         for reason, n in e.reasons.items():
-            writer.writerow(["evidence", e.platform, "evidence_missing_reason", reason, n])
+            yield ["evidence", e.platform, "evidence_missing_reason", reason, n]
     for check in report.checks:
-        writer.writerow(["check", check.name, "passed", "", check.detail])
-    return out.getvalue()
+        yield ["check", check.name, "passed", "", check.detail]
+
+
+def report_csv_chunks(report: RunReport, rows_per_chunk: int = 500) -> Iterator[str]:
+    """The CSV in chunks of rows, for a streaming response (no whole file in memory)."""
+    out = io.StringIO()
+    writer = InertCsvWriter(out, lineterminator="\n")
+    for index, row in enumerate(_csv_rows(report), start=1):
+        writer.writerow(row)
+        if index % rows_per_chunk == 0:
+            yield out.getvalue()
+            out.seek(0)
+            out.truncate()
+    yield out.getvalue()
+
+
+def report_csv(report: RunReport) -> str:
+    return "".join(report_csv_chunks(report))
 
 
 # --- XLSX -------------------------------------------------------------------------------
@@ -138,12 +155,9 @@ def _table_row(m: Metrics, report: RunReport) -> list[Any]:
 
 
 def report_xlsx(report: RunReport) -> bytes:
-    from openpyxl import Workbook
-    from openpyxl.styles import Font
-
-    book = Workbook()
-    summary = book.active
-    summary.title = "Summary"
+    """Write-only workbook: rows stream to a temporary file as they are appended."""
+    book = Workbook(write_only=True)
+    summary = book.create_sheet("Summary")
     for row in (
         ("run", report.run_id),
         ("tenant", report.tenant),
@@ -156,26 +170,25 @@ def report_xlsx(report: RunReport) -> bytes:
         ("denominator", "planned samples"),
         *((f"check: {c.name}", c.detail) for c in report.checks),
     ):
-        append_row(summary, list(row))
+        write_only_row(summary, list(row))
     header = _table_header(report)
+    bold = Font(bold=True)
     for title, rows in (
         ("Run", [report.overall]),
         ("Platforms", report.by_platform),
         ("Questions", report.by_question),
     ):
         sheet = book.create_sheet(title)
-        append_row(sheet, header)
+        write_only_row(sheet, header, font=bold)
         for m in rows:
-            append_row(sheet, _table_row(m, report))
-        for cell in sheet[1]:
-            cell.font = Font(bold=True)
+            write_only_row(sheet, _table_row(m, report))
     trend = book.create_sheet("Over time")
-    append_row(
+    write_only_row(
         trend, ["run", "created", "planned", *BUCKETS, "mention rate", "CI low", "CI high", "n"]
     )
     for p in report.over_time:
         c = p.counts
-        append_row(
+        write_only_row(
             trend,
             [
                 p.run_id,
@@ -189,9 +202,9 @@ def report_xlsx(report: RunReport) -> bytes:
             ],
         )
     domains = book.create_sheet("Top cited domains")
-    append_row(domains, ["domain", "citations"])
+    write_only_row(domains, ["domain", "citations"])
     for domain, n in report.overall.top_domains:
-        append_row(domains, [domain, n])
+        write_only_row(domains, [domain, n])
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
@@ -500,6 +513,14 @@ def _html_row(m: Metrics, report: RunReport) -> dict[str, Any]:
         "citation": rate_text(m.citation_share),
         "domains": ", ".join(f"{d} ({n})" for d, n in m.top_domains[:5]),
     }
+
+
+def stream_report(report: RunReport, fmt: str) -> Iterator[bytes]:
+    """The rendered report in chunks: CSV row by row (for a StreamingHttpResponse), the other
+    formats in one piece."""
+    if fmt == "csv":
+        return (chunk.encode() for chunk in report_csv_chunks(report))
+    return iter([render_report(report, fmt)])
 
 
 def render_report(report: RunReport, fmt: str) -> bytes:

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.db import connection
+from django.db.models import Count, Q, QuerySet, Subquery
 
+from sampling.counters import run_param
 from sampling.models import Run, Sample
 from sampling.selectors import SUCCEEDED
 
@@ -92,37 +94,38 @@ class HeadToHead:
 
 
 def head_to_head(run: Run, revision_id: int) -> list[HeadToHead]:
-    brand = Mention.objects.filter(
-        revision_id=revision_id, sample_id=OuterRef("sample_id"), is_brand=True
+    """One pass: each competitor's mention row joined with the same sample's brand row of the
+    revision (a self-join, not a subquery per row). A sample without a brand row counts in
+    `answers` only, as before."""
+    mention, sample = Mention._meta.db_table, Sample._meta.db_table
+    succeeded = (
+        "s.collection_state = 'completed' AND s.analysis_state = 'accepted' "
+        "AND s.validity = 'valid'"
     )
-    rows = (
-        _counted(run, revision_id)
-        .filter(is_brand=False)
-        .annotate(
-            brand_mentioned=Subquery(brand.values("mentioned")[:1]),
-            brand_rank=Subquery(brand.values("rank")[:1]),
-        )
-        .values("sample__question_revision_id", "entity")
-        .annotate(
-            answers=Count("id"),
-            both=Count("id", filter=Q(mentioned=True, brand_mentioned=True)),
-            ahead=Count(
-                "id", filter=Q(mentioned=True, brand_mentioned=True, brand_rank__lt=F("rank"))
-            ),
-            brand_only=Count("id", filter=Q(mentioned=False, brand_mentioned=True)),
-            competitor_only=Count("id", filter=Q(mentioned=True, brand_mentioned=False)),
-        )
-        .order_by("sample__question_revision_id", "entity")
+    sql = (
+        "SELECT s.question_revision_id, m.entity, COUNT(*), "
+        "SUM(CASE WHEN m.mentioned AND b.mentioned THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN m.mentioned AND b.mentioned AND b.rank < m.rank THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN NOT m.mentioned AND b.mentioned THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN m.mentioned AND NOT b.mentioned THEN 1 ELSE 0 END) "
+        f"FROM {mention} m JOIN {sample} s ON s.id = m.sample_id "
+        f"LEFT JOIN {mention} b ON b.revision_id = m.revision_id AND b.sample_id = m.sample_id "
+        "AND b.is_brand "
+        f"WHERE m.revision_id = %s AND NOT m.is_brand AND s.run_id = %s AND {succeeded} "
+        "GROUP BY s.question_revision_id, m.entity ORDER BY s.question_revision_id, m.entity"
     )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [revision_id, run_param(run.pk)])
+        rows = cursor.fetchall()
     return [
         HeadToHead(
-            question_revision_id=row["sample__question_revision_id"],
-            competitor=row["entity"],
-            answers=row["answers"],
-            both=row["both"],
-            brand_only=row["brand_only"],
-            competitor_only=row["competitor_only"],
-            brand_ahead=rate(row["ahead"], row["both"]),
+            question_revision_id=question,
+            competitor=entity,
+            answers=int(answers),
+            both=int(both or 0),
+            brand_only=int(brand_only or 0),
+            competitor_only=int(competitor_only or 0),
+            brand_ahead=rate(int(ahead or 0), int(both or 0)),
         )
-        for row in rows
+        for question, entity, answers, both, ahead, brand_only, competitor_only in rows
     ]

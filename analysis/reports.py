@@ -11,12 +11,15 @@ Checks (before any report is returned; a failure raises `ReportIntegrityError` n
 difference)
     * Conservation: succeeded + failed + invalid + review + pending = planned. `review` is a
       fifth bucket of our status aggregation (terminal for the run, not yet succeeded), so
-      it is part of the equation. It is checked for the SQL aggregate (the one status
-      aggregation service, `sampling.selectors.run_status`, plus grouped SQL counts) and for
-      the record scan, and the scan must find exactly `run.planned_samples` sample rows.
-    * Double count: the bucket counts, brand-mentioned samples and citation counts are
-      computed (a) by scanning the records in Python with a classifier written here, and
-      (b) by SQL aggregates; overall, per platform and per question they must be equal.
+      it is part of the equation. It is checked for the status aggregation
+      (`sampling.selectors.run_status`, which reads the trigger-maintained counters), for the
+      record scan overall and per question, and the scan must find exactly
+      `run.planned_samples` sample rows.
+    * Double count: the record scan is one grouped SQL pass over the run's samples with its
+      own bucket classifier (analysis.report_scan); its bucket counts per platform must equal
+      the counters (sampling/counters.py, named column by column with the difference) and the
+      status aggregation; the brand-mentioned count through the analysed captures must equal
+      a count over the revision's mention rows of the succeeded samples.
     * Second count (analysis.second_count): mentions re-derived from the stored answer text
       with the revision's analyser must equal the stored rows, field by field, for every
       succeeded sample (a deterministic 10,000 of them in larger runs). The double count
@@ -26,7 +29,8 @@ A report reads one analysis revision (`revision=N`, default the newest finished 
 `analysis.services.current_revision`). A mention counts only in a counted context (not
 absence or other_sense: analysis.results).
 
-Metrics (computed from the scanned records, once the checks have passed)
+Metrics (computed in SQL by analysis.report_scan, grouped per platform and question revision
+and rolled up; memory grows with platforms x questions, never with samples)
     * mention rate: succeeded samples whose analysed capture mentions the entity / planned;
     * share of voice: the entity's (sample, entity) mention pairs / all pairs of the brand
       and its competitors, over succeeded samples;
@@ -45,22 +49,25 @@ The analysed capture of a sample is its latest completed capture, as in
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from sampling import counters
+from sampling.models import QuestionRevision, Run
+from sampling.selectors import run_status
 
-from evidence.models import Capture, Citation
-from sampling.models import Run, Sample
-from sampling.selectors import FAILED, INVALID, REVIEW, SUCCEEDED, TERMINAL, run_status
-
-from .domains import cited_domain_share, top_cited_domains
 from .evidence_summary import EvidenceSummary, evidence_by_platform
-from .models import AnalysisRevision, Mention
+from .models import AnalysisRevision
+from .report_scan import (
+    Groups,
+    Tally,
+    run_groups,
+    unclassified_ids,
+)
 from .report_sql import HeadToHead, SentimentStat, head_to_head, sentiment_distribution
 from .second_count import SecondCount, second_count
 from .services import current_revision
@@ -89,103 +96,6 @@ class ReportIntegrityError(Exception):
         self.run_id = run_id
         self.differences = differences
         super().__init__(f"report for run {run_id} refused: " + "; ".join(differences))
-
-
-# --- records ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SampleRecord:
-    id: int
-    platform: str
-    question_revision_id: int
-    bucket: str
-    analysed_capture_id: int | None
-
-
-def classify(row: Mapping[str, Any]) -> str | None:
-    """A sample's bucket from its layers, written independently of the SQL filters in
-    `sampling.selectors`. None: a finished sample that fits no bucket (a bug to report)."""
-    completed = row["collection_state"] == "completed"
-    if completed and row["analysis_state"] == "accepted" and row["validity"] == "valid":
-        return "succeeded"
-    if row["queue_state"] != "done":
-        return "pending"
-    if completed and row["validity"] == "invalid":
-        return "invalid"
-    if completed and row["analysis_state"] == "review":
-        return "review"
-    if row["collection_state"] == "failed" or (completed and row["analysis_state"] == "failed"):
-        return "failed"
-    return None
-
-
-def _analysed_capture_ids(sample_ids: list[int]) -> dict[int, int]:
-    latest: dict[int, tuple[int, int]] = {}
-    rows = Capture.objects.filter(
-        sample_id__in=sample_ids, collection_state="completed"
-    ).values_list("sample_id", "revision", "id")
-    for sample_id, revision, capture_id in rows:
-        if sample_id not in latest or revision > latest[sample_id][0]:
-            latest[sample_id] = (revision, capture_id)
-    return {sample_id: capture_id for sample_id, (_rev, capture_id) in latest.items()}
-
-
-@dataclass
-class _Scan:
-    records: list[SampleRecord]
-    unclassified: list[int]
-    # capture id -> {entity: (mentioned, rank)}
-    mentions: dict[int, dict[str, tuple[bool, int | None]]]
-    citations: dict[int, list[str]]  # capture id -> normalized URLs
-
-
-def _scan(run: Run, revision_id: int | None) -> _Scan:
-    rows = list(
-        Sample.objects.filter(run_id=run.pk)
-        .order_by("id")
-        .values(
-            "id",
-            "platform",
-            "question_revision_id",
-            "collection_state",
-            "analysis_state",
-            "validity",
-            "queue_state",
-        )
-    )
-    buckets = {row["id"]: classify(row) for row in rows}
-    succeeded_ids = [sid for sid, bucket in buckets.items() if bucket == "succeeded"]
-    analysed = _analysed_capture_ids(succeeded_ids)
-    records = [
-        SampleRecord(
-            id=row["id"],
-            platform=row["platform"],
-            question_revision_id=row["question_revision_id"],
-            bucket=buckets[row["id"]] or "unclassified",
-            analysed_capture_id=analysed.get(row["id"]),
-        )
-        for row in rows
-    ]
-    capture_ids = list(analysed.values())
-    mentions: dict[int, dict[str, tuple[bool, int | None]]] = defaultdict(dict)
-    for capture_id, entity, mentioned, rank in Mention.objects.filter(
-        capture_id__in=capture_ids, revision_id=revision_id
-    ).values_list("capture_id", "entity", "mentioned", "rank"):
-        mentions[capture_id][entity] = (mentioned, rank)
-    citations: dict[int, list[str]] = defaultdict(list)
-    for capture_id, url, normalized in (
-        Citation.objects.filter(capture_id__in=capture_ids)
-        .order_by("capture_id", "position")
-        .values_list("capture_id", "url", "normalized_url")
-    ):
-        citations[capture_id].append(normalized or url)
-    return _Scan(
-        records=records,
-        unclassified=[sid for sid, bucket in buckets.items() if bucket is None],
-        mentions=dict(mentions),
-        citations=dict(citations),
-    )
 
 
 # --- metrics ----------------------------------------------------------------------------
@@ -252,172 +162,40 @@ class Metrics:
         }
 
 
-def _counts(records: Iterable[SampleRecord]) -> Counts:
-    tally = Counter(r.bucket for r in records)
+def _counts(tally: Tally) -> Counts:
+    b = tally.buckets
     return Counts(
-        planned=sum(tally.values()),
-        succeeded=tally["succeeded"],
-        failed=tally["failed"],
-        invalid=tally["invalid"],
-        review=tally["review"],
-        pending=tally["pending"],
+        planned=sum(b.values()),
+        succeeded=b["succeeded"],
+        failed=b["failed"],
+        invalid=b["invalid"],
+        review=b["review"],
+        pending=b["pending"],
     )
 
 
-def _metrics(
-    key: str,
-    label: str,
-    records: list[SampleRecord],
-    scan: _Scan,
-    *,
-    brand: str,
-    entities: list[str],
-    brand_domains: list[str],
-) -> Metrics:
-    counts = _counts(records)
-    succeeded = [r for r in records if r.bucket == "succeeded"]
-    mentioned_samples: Counter[str] = Counter()
-    ranks: list[int] = []
-    urls: list[str] = []
-    for record in succeeded:
-        if record.analysed_capture_id is None:
-            continue
-        found = scan.mentions.get(record.analysed_capture_id, {})
-        for entity in entities:
-            is_mentioned, entity_rank = found.get(entity, (False, None))
-            if is_mentioned:
-                mentioned_samples[entity] += 1
-                if entity == brand and entity_rank is not None:
-                    ranks.append(entity_rank)
-        urls.extend(scan.citations.get(record.analysed_capture_id, []))
-    pairs = sum(mentioned_samples[e] for e in entities)
-    share = cited_domain_share(urls, brand_domains)
+def _metrics(key: str, label: str, tally: Tally, *, brand: str, entities: list[str]) -> Metrics:
+    counts = _counts(tally)
+    mentioned = tally.mentioned
+    pairs = sum(mentioned[e] for e in entities)
+    ordered = sorted(tally.domains.items(), key=lambda kv: (-kv[1], kv[0]))
     return Metrics(
         key=key,
         label=label,
         counts=counts,
-        mention_rate=rate(mentioned_samples[brand], counts.planned),
-        entity_mention_rates={e: rate(mentioned_samples[e], counts.planned) for e in entities},
-        share_of_voice={e: rate(mentioned_samples[e], pairs) for e in entities},
-        first_rank=RankStat(mean=sum(ranks) / len(ranks) if ranks else None, n=len(ranks)),
-        citation_share=share.rate,
-        citations_unparseable=share.unparseable,
-        top_domains=top_cited_domains(urls, limit=TOP_DOMAINS),
+        mention_rate=rate(mentioned[brand], counts.planned),
+        entity_mention_rates={e: rate(mentioned[e], counts.planned) for e in entities},
+        share_of_voice={e: rate(mentioned[e], pairs) for e in entities},
+        first_rank=RankStat(
+            mean=tally.rank_sum / tally.rank_n if tally.rank_n else None, n=tally.rank_n
+        ),
+        citation_share=rate(tally.brand_citations, tally.citations),
+        citations_unparseable=tally.unparseable,
+        top_domains=ordered[:TOP_DOMAINS],
     )
 
 
-# --- the second route: SQL aggregates ---------------------------------------------------
-
-
-def _sql_grouped(run: Run, group: str, revision_id: int | None) -> dict[str, dict[str, int]]:
-    """Bucket, brand-mention and citation counts per group value, by SQL aggregate."""
-    brand = run.config_snapshot["brand"]["name"]
-    analysed = Subquery(
-        Capture.objects.filter(sample_id=OuterRef("pk"), collection_state="completed")
-        .order_by("-revision")
-        .values("id")[:1]
-    )
-    samples: QuerySet[Sample] = Sample.objects.filter(run_id=run.pk).annotate(
-        analysed_capture=analysed
-    )
-    samples = samples.annotate(
-        brand_mentioned=Exists(
-            Mention.objects.filter(
-                capture_id=OuterRef("analysed_capture"),
-                entity=brand,
-                mentioned=True,
-                revision_id=revision_id,
-            )
-        )
-    )
-    aggregates = {
-        "planned": Count("id"),
-        "succeeded": Count("id", filter=SUCCEEDED),
-        "failed": Count("id", filter=FAILED & TERMINAL),
-        "invalid": Count("id", filter=INVALID & TERMINAL),
-        "review": Count("id", filter=REVIEW & TERMINAL),
-        "terminal": Count("id", filter=TERMINAL),
-        "brand_mentioned_n": Count("id", filter=SUCCEEDED & Q(brand_mentioned=True)),
-    }
-    rows: list[dict[str, Any]] = (
-        list(samples.values(group).annotate(**aggregates).order_by())
-        if group
-        else [samples.aggregate(**aggregates)]
-    )
-    out: dict[str, dict[str, int]] = {}
-    for row in rows:
-        key = str(row[group]) if group else "all"
-        out[key] = {
-            "planned": row["planned"],
-            "succeeded": row["succeeded"],
-            "failed": row["failed"],
-            "invalid": row["invalid"],
-            "review": row["review"],
-            "pending": row["planned"] - row["terminal"],
-            "brand_mentioned": row["brand_mentioned_n"],
-        }
-    citation_rows = (
-        Citation.objects.filter(
-            capture__sample__run_id=run.pk,
-            capture_id__in=Subquery(
-                Sample.objects.filter(SUCCEEDED, run_id=run.pk)
-                .annotate(analysed_capture=analysed)
-                .values("analysed_capture")
-            ),
-        )
-        .values(f"capture__sample__{group}" if group else "capture__sample__run_id")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    for row in citation_rows:
-        key = str(row[f"capture__sample__{group}"]) if group else "all"
-        out.setdefault(key, {})["citations"] = row["n"]
-    for counts in out.values():
-        counts.setdefault("citations", 0)
-    return out
-
-
-def _scan_grouped(
-    scan: _Scan, group: Callable[[SampleRecord], str], brand: str
-) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for record in scan.records:
-        counts = out.setdefault(
-            group(record),
-            {
-                "planned": 0,
-                **dict.fromkeys(BUCKETS, 0),
-                "brand_mentioned": 0,
-                "citations": 0,
-            },
-        )
-        counts["planned"] += 1
-        if record.bucket in BUCKETS:
-            counts[record.bucket] += 1
-        if record.bucket == "succeeded" and record.analysed_capture_id is not None:
-            mentioned, _rank = scan.mentions.get(record.analysed_capture_id, {}).get(
-                brand, (False, None)
-            )
-            counts["brand_mentioned"] += int(mentioned)
-            counts["citations"] += len(scan.citations.get(record.analysed_capture_id, []))
-    return out
-
-
-def _compare(
-    scope: str, scanned: dict[str, dict[str, int]], aggregated: dict[str, dict[str, int]]
-) -> list[str]:
-    differences = []
-    for key in sorted(set(scanned) | set(aggregated)):
-        a = scanned.get(key, {})
-        b = aggregated.get(key, {})
-        for name in ("planned", *BUCKETS, "brand_mentioned", "citations"):
-            if a.get(name, 0) != b.get(name, 0):
-                where = scope if key == "all" else f"{scope} {key}"
-                differences.append(
-                    f"{where}: {name} by record scan = {a.get(name, 0)}, "
-                    f"by SQL aggregate = {b.get(name, 0)}"
-                )
-    return differences
+# --- the checks -------------------------------------------------------------------------
 
 
 def _conservation(where: str, counts: dict[str, int], planned: int) -> list[str]:
@@ -437,43 +215,79 @@ class Check:
         return {"name": self.name, "detail": self.detail}
 
 
-def _verify(run: Run, scan: _Scan, revision: AnalysisRevision | None) -> list[Check]:
+# Counter columns (sampling/counters.py) and how the record scan's buckets give them.
+_COUNTER_FROM_SCAN: dict[str, Callable[[Counter[str]], int]] = {
+    "samples": lambda b: sum(b.values()),
+    "succeeded": lambda b: b["succeeded"],
+    "failed": lambda b: b["failed"],
+    "invalid": lambda b: b["invalid"],
+    "review": lambda b: b["review"],
+    "terminal": lambda b: sum(b.values()) - b["pending"],
+}
+
+
+def _counter_differences(run: Run, groups: Groups) -> list[str]:
+    """The counters that run_status reads, per platform, against the record scan: the scan is
+    the full pass, so this is the counters' cross-check without a second pass over samples."""
+    counted = counters.counts_by_platform(run_id=run.pk)
+    out = []
+    for platform in sorted(set(counted) | set(groups.by_platform)):
+        buckets = groups.by_platform.get(platform, Tally()).buckets
+        for column, from_scan in _COUNTER_FROM_SCAN.items():
+            value = counted[platform][column] if platform in counted else 0
+            drift = counters.Drift(str(run.pk), platform, column, value, from_scan(buckets))
+            if drift.counter != drift.scanned:
+                out.append(str(drift))
+    return out
+
+
+def _scan_differences(run: Run, groups: Groups) -> list[str]:
+    planned = run.planned_samples
+    overall = groups.overall.buckets
+    differences = _conservation("record scan", dict(overall), planned)
+    if sum(overall.values()) != planned:
+        differences.append(
+            f"record scan: {sum(overall.values())} sample records, planned = {planned}"
+        )
+    if overall["unclassified"]:
+        ids = ", ".join(str(i) for i in unclassified_ids(run.pk))
+        differences.append(
+            f"record scan: {overall['unclassified']} finished sample(s) in no bucket (ids {ids})"
+        )
+    for question, tally in sorted(groups.by_question.items()):
+        counts = dict(tally.buckets)
+        differences += _conservation(f"question revision {question}", counts, sum(counts.values()))
+    return differences
+
+
+def _mentioned_by_mention_rows(sentiment: list[SentimentStat], brand: str) -> int:
+    """The brand's mentioned rows over the revision's mention rows of the succeeded samples
+    (analysis.report_sql, by sample, not through the analysed capture)."""
+    return sum(stat.mentioned for stat in sentiment if stat.entity == brand)
+
+
+def _verify(
+    run: Run, groups: Groups, revision: AnalysisRevision | None, sentiment: list[SentimentStat]
+) -> list[Check]:
     brand = run.config_snapshot["brand"]["name"]
     planned = run.planned_samples
-    differences: list[str] = []
-
     status = run_status(run_id=run.pk)
+    differences = _counter_differences(run, groups)
     differences += _conservation("SQL aggregate (run_status)", status.as_dict(), planned)
-    scan_all = _scan_grouped(scan, lambda r: "all", brand)
-    scanned_counts = scan_all.get("all", {"planned": 0})
-    differences += _conservation("record scan", scanned_counts, planned)
-    if scanned_counts["planned"] != planned:
-        differences.append(
-            f"record scan: {scanned_counts['planned']} sample records, planned = {planned}"
-        )
-    if scan.unclassified:
-        ids = ", ".join(str(i) for i in scan.unclassified[:10])
-        differences.append(
-            f"record scan: {len(scan.unclassified)} finished sample(s) in no bucket (ids {ids})"
-        )
+    differences += _scan_differences(run, groups)
+    scanned = _counts(groups.overall)
     for name in BUCKETS:
-        if getattr(status, name) != scanned_counts.get(name, 0):
+        if getattr(status, name) != getattr(scanned, name):
             differences.append(
-                f"run: {name} by record scan = {scanned_counts.get(name, 0)}, "
+                f"run: {name} by record scan = {getattr(scanned, name)}, "
                 f"by status aggregation = {getattr(status, name)}"
             )
-    revision_id = revision.pk if revision else None
-    differences += _compare("run", scan_all, _sql_grouped(run, "", revision_id))
-    differences += _compare(
-        "platform",
-        _scan_grouped(scan, lambda r: r.platform, brand),
-        _sql_grouped(run, "platform", revision_id),
-    )
-    differences += _compare(
-        "question revision",
-        _scan_grouped(scan, lambda r: str(r.question_revision_id), brand),
-        _sql_grouped(run, "question_revision_id", revision_id),
-    )
+    by_rows = _mentioned_by_mention_rows(sentiment, brand)
+    if groups.overall.mentioned[brand] != by_rows:
+        differences.append(
+            f"run: brand_mentioned by record scan = {groups.overall.mentioned[brand]}, "
+            f"by SQL aggregate = {by_rows}"
+        )
     recount = second_count(run, revision) if revision else None
     if recount is not None:
         differences += [f"second count: {d}" for d in recount.differences[:20]]
@@ -481,17 +295,18 @@ def _verify(run: Run, scan: _Scan, revision: AnalysisRevision | None) -> list[Ch
             differences.append(f"second count: {len(recount.differences) - 20} more differences")
     if differences:
         raise ReportIntegrityError(run.pk, differences)
-    counts = Counts(**{k: scanned_counts[k] for k in ("planned", *BUCKETS)})
     return [
         Check(
             "conservation",
-            f"succeeded {counts.succeeded} + failed {counts.failed} + invalid {counts.invalid}"
-            f" + review {counts.review} + pending {counts.pending} = planned {planned}",
+            f"succeeded {scanned.succeeded} + failed {scanned.failed} + invalid "
+            f"{scanned.invalid} + review {scanned.review} + pending {scanned.pending} = "
+            f"planned {planned}",
         ),
         Check(
             "double count",
-            "bucket, brand-mention and citation counts agree between the record scan and the "
-            "SQL aggregates, for the run, each platform and each question",
+            "bucket counts of the record scan agree with the trigger-maintained counters per "
+            "platform and with the status aggregation; brand mentions through the analysed "
+            "captures agree with the revision's mention rows",
         ),
         _second_count_check(recount),
     ]
@@ -585,12 +400,12 @@ class RunReport:
         }
 
 
-def _question_labels(scan: _Scan) -> dict[int, tuple[tuple[int, int], str]]:
-    from sampling.models import QuestionRevision
-
-    revision_ids = {r.question_revision_id for r in scan.records}
+def _question_labels(revision_ids: Iterable[int]) -> dict[int, tuple[tuple[int, int], str]]:
     labels = {}
-    for rev in QuestionRevision.objects.filter(pk__in=revision_ids).select_related("question"):
+    revisions = QuestionRevision.objects.filter(pk__in=list(revision_ids)).select_related(
+        "question"
+    )
+    for rev in revisions:
         labels[rev.pk] = (
             (rev.question.position, rev.question_id),
             f"r{rev.revision_no}: {rev.text}",
@@ -598,34 +413,35 @@ def _question_labels(scan: _Scan) -> dict[int, tuple[tuple[int, int], str]]:
     return labels
 
 
+def _sentiment(run: Run, revision: AnalysisRevision | None) -> list[SentimentStat]:
+    snapshot = run.config_snapshot
+    entities = [snapshot["brand"]["name"], *(c["name"] for c in snapshot.get("competitors", []))]
+    return sentiment_distribution(run, revision.pk, entities) if revision else []
+
+
 def _checked_metrics(
-    run: Run, revision: AnalysisRevision | None
+    run: Run, revision: AnalysisRevision | None, sentiment: list[SentimentStat] | None = None
 ) -> tuple[Metrics, list[Metrics], list[Metrics], list[Check]]:
     snapshot = run.config_snapshot
     brand = snapshot["brand"]["name"]
     entities = [brand, *(c["name"] for c in snapshot.get("competitors", []))]
     domains = list(snapshot["brand"].get("domains", []))
-    scan = _scan(run, revision.pk if revision else None)
-    checks = _verify(run, scan, revision)
+    revision_id = revision.pk if revision else None
+    groups = run_groups(run.pk, revision_id, brand, domains)
+    sentiment = _sentiment(run, revision) if sentiment is None else sentiment
+    checks = _verify(run, groups, revision, sentiment)
 
-    def metrics(key: str, label: str, records: list[SampleRecord]) -> Metrics:
-        return _metrics(
-            key, label, records, scan, brand=brand, entities=entities, brand_domains=domains
-        )
+    def metrics(key: str, label: str, tally: Tally) -> Metrics:
+        return _metrics(key, label, tally, brand=brand, entities=entities)
 
-    overall = metrics("all", "All platforms and questions", scan.records)
-    by_platform_records: dict[str, list[SampleRecord]] = defaultdict(list)
-    by_question_records: dict[int, list[SampleRecord]] = defaultdict(list)
-    for record in scan.records:
-        by_platform_records[record.platform].append(record)
-        by_question_records[record.question_revision_id].append(record)
-    by_platform = [metrics(p, p, rs) for p, rs in sorted(by_platform_records.items())]
-    labels = _question_labels(scan)
+    overall = metrics("all", "All platforms and questions", groups.overall)
+    by_platform = [metrics(p, p, t) for p, t in sorted(groups.by_platform.items())]
+    labels = _question_labels(groups.by_question)
     ordered = sorted(
-        by_question_records, key=lambda rid: labels[rid][0] if rid in labels else (0, rid)
+        groups.by_question, key=lambda rid: labels[rid][0] if rid in labels else (0, rid)
     )
     by_question = [
-        metrics(str(rid), labels.get(rid, ((0, 0), f"revision {rid}"))[1], by_question_records[rid])
+        metrics(str(rid), labels.get(rid, ((0, 0), f"revision {rid}"))[1], groups.by_question[rid])
         for rid in ordered
     ]
     return overall, by_platform, by_question, checks
@@ -692,7 +508,8 @@ def build_run_report(
     """
     run = Run.objects.select_related("campaign", "tenant").get(pk=run_id)
     chosen = _revision(run, revision)
-    overall, by_platform, by_question, checks = _checked_metrics(run, chosen)
+    sentiment = _sentiment(run, chosen)
+    overall, by_platform, by_question, checks = _checked_metrics(run, chosen, sentiment)
     snapshot = run.config_snapshot
     brand = snapshot["brand"]["name"]
     competitors = [c["name"] for c in snapshot.get("competitors", [])]
@@ -714,7 +531,7 @@ def build_run_report(
         over_time=_trend(run, overall) if with_trend else [],
         checks=checks,
         revision=_revision_summary(chosen),
-        sentiment=sentiment_distribution(run, chosen.pk, [brand, *competitors]) if chosen else [],
+        sentiment=sentiment,
         head_to_head=head_to_head(run, chosen.pk) if chosen else [],
         evidence=evidence_by_platform(run_id=run.pk),
     )

@@ -24,6 +24,7 @@ from analysis.models import Mention
 from analysis.reports import ReportIntegrityError, build_run_report
 from billing.models import JournalEntry, SampleSettlement
 from evidence.models import Capture
+from sampling import counters
 from sampling.models import Attempt, OutboxMessage, Run, Sample, SampleReopen, StaleWrite
 from sampling.selectors import run_status
 
@@ -681,8 +682,21 @@ def check_one_charge_per_sample(run_id: UUID | str | None = None) -> list[Violat
     return _capped(name, found)
 
 
+# --- counters equal a scan --------------------------------------------------------------------
+
+
+def check_counters(run_id: UUID | str | None = None) -> list[Violation]:
+    """The trigger-maintained counters that run_status reads (sampling/counters.py), summed
+    over shards, equal a full scan of the samples they count, column by column."""
+    name = "counters"
+    return _capped(
+        name, [Violation(name, str(d), run_id=d.run_id) for d in counters.drift(run_id=run_id)]
+    )
+
+
 CHECKS: dict[str, Callable[[UUID | str | None], list[Violation]]] = {
     "planned_accounted": check_planned_samples_accounted,
+    "counters": check_counters,
     "report_counts": check_report_counts,
     "accepted_recorded": check_accepted_have_records,
     "no_blind_resubmit": check_no_unrecorded_resubmit,

@@ -375,6 +375,12 @@ class Sample(models.Model):
                 condition=Q(queue_state="leased"),
             ),
             models.Index(fields=["run", "collection_state"], name="sample_run_collection_idx"),
+            # The run page's failure reasons: an index-only GROUP BY over the failed rows.
+            models.Index(
+                fields=["run", "failure_reason"],
+                name="sample_run_failure_idx",
+                condition=Q(collection_state="failed"),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -487,6 +493,56 @@ class Sample(models.Model):
     @transition(field=analysis_state, source="*", target="pending")
     def reopen_analysis(self) -> None:
         pass
+
+
+def _count() -> models.BigIntegerField[int, int]:
+    return models.BigIntegerField(default=0)
+
+
+class SampleCount(models.Model):
+    """A run's sample counters for one platform in one shard, maintained only by the database
+    triggers of sampling/counters.py (never written by Django code). A run's figure is the sum
+    over shards; `samples` is every sample row, the bucket columns follow the report buckets,
+    `sub_*`, `col_*`, `ev_*`, `an_*` count the layer states."""
+
+    # No database foreign key: the triggers write these rows while a run's samples are being
+    # deleted, and a trigger on the run deletes them after the run is gone.
+    run = models.ForeignKey(Run, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    platform = models.CharField(max_length=32)
+    shard = models.SmallIntegerField()
+    samples = _count()
+    succeeded = _count()
+    failed = _count()
+    invalid = _count()
+    review = _count()
+    terminal = _count()
+    parked = _count()
+    sub_planned = _count()
+    sub_submitting = _count()
+    sub_accepted = _count()
+    sub_uncertain = _count()
+    col_queued = _count()
+    col_running = _count()
+    col_completed = _count()
+    col_failed = _count()
+    ev_pending = _count()
+    ev_stored = _count()
+    ev_partial = _count()
+    ev_failed = _count()
+    an_pending = _count()
+    an_accepted = _count()
+    an_review = _count()
+    an_failed = _count()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "platform", "shard"], name="samplecount_unique_shard"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"counters {self.run_id} {self.platform} shard {self.shard}"
 
 
 class AttemptStatus(models.TextChoices):

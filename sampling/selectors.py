@@ -1,5 +1,6 @@
 """Reads. The one status aggregation service lives here: the admin, the API, commands and
-exports all derive run and batch status from `run_status` / `batch_status`."""
+exports all derive run and batch status from `run_status` / `batch_status`. Run and platform
+status read the trigger-maintained counters (sampling/counters.py), batch status a grouped scan."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max, Q
 
+from . import counters
+from .counters import Counts
 from .models import AnalysisState, Batch, CollectionState, QueueState, Run, Sample
-
-LAYERS = ("submission_state", "collection_state", "evidence_state", "analysis_state")
 
 
 class Outcome(enum.StrEnum):
@@ -89,36 +90,25 @@ class Status:
         }
 
 
-def _status(samples: QuerySet[Sample], planned: int) -> Status:
-    totals = samples.aggregate(
-        succeeded=Count("id", filter=SUCCEEDED),
-        failed=Count("id", filter=FAILED & TERMINAL),
-        invalid=Count("id", filter=INVALID & TERMINAL),
-        review=Count("id", filter=REVIEW & TERMINAL),
-        terminal=Count("id", filter=TERMINAL),
-        uncertain=Count("id", filter=Q(submission_state="uncertain")),
-        parked=Count("id", filter=Q(queue_state=QueueState.PARKED)),
-    )
-    layers: dict[str, dict[str, int]] = {}
-    for layer in LAYERS:
-        rows = samples.values_list(layer).annotate(n=Count("id")).order_by(layer)
-        layers[layer.removesuffix("_state")] = {state: n for state, n in rows}
+def _from_counts(counts: Counts, planned: int) -> Status:
     return Status(
         planned=planned,
-        succeeded=totals["succeeded"],
-        failed=totals["failed"],
-        invalid=totals["invalid"],
-        review=totals["review"],
-        pending=planned - totals["terminal"],
-        uncertain=totals["uncertain"],
-        parked=totals["parked"],
-        layers=layers,
+        succeeded=counts["succeeded"],
+        failed=counts["failed"],
+        invalid=counts["invalid"],
+        review=counts["review"],
+        pending=planned - counts["terminal"],
+        uncertain=counts["sub_uncertain"],
+        parked=counts["parked"],
+        layers=counts.layers(),
     )
 
 
 def run_status(*, run_id: UUID | str) -> Status:
-    run = Run.objects.get(pk=run_id)
-    return _status(Sample.objects.filter(run_id=run.pk), run.planned_samples)
+    """From the run's counters (sampling/counters.py): O(platforms) rows whatever the run's
+    size. pipeline/invariants.py compares them with a scan."""
+    planned = Run.objects.values_list("planned_samples", flat=True).get(pk=run_id)
+    return _from_counts(counters.run_counts(run_id=run_id), planned)
 
 
 def last_sample_change(*, run_id: UUID | str) -> datetime | None:
@@ -127,24 +117,31 @@ def last_sample_change(*, run_id: UUID | str) -> datetime | None:
 
 
 def batch_status(*, batch: Batch) -> Status:
-    return _status(Sample.objects.filter(batch_id=batch.pk), batch.size)
+    return batch_statuses(batches=[batch])[batch.pk]
+
+
+def batch_statuses(*, batches: list[Batch]) -> dict[int, Status]:
+    """Batches are small: one grouped scan of the given batches' samples (one query)."""
+    found = counters.scanned_by_batch(batch_ids=[b.pk for b in batches])
+    empty = Counts({})
+    return {b.pk: _from_counts(found.get(str(b.pk), empty), b.size) for b in batches}
 
 
 def run_outcomes(*, run_ids: list[UUID]) -> dict[UUID, Status]:
-    return {run_id: run_status(run_id=run_id) for run_id in run_ids}
+    """Many runs' statuses in two queries (the run list)."""
+    planned = dict(Run.objects.filter(pk__in=run_ids).values_list("pk", "planned_samples"))
+    found = counters.counts_by_run(run_ids=run_ids)
+    empty = Counts({})
+    return {
+        run_id: _from_counts(found.get(run_id, empty), planned.get(run_id, 0)) for run_id in run_ids
+    }
 
 
 def platform_statuses(*, run_id: UUID | str) -> dict[str, Status]:
     """The run's status per platform (planned = the platform's samples), for the run page."""
-    planned = dict(
-        Sample.objects.filter(run_id=run_id)
-        .values_list("platform")
-        .annotate(n=Count("id"))
-        .order_by("platform")
-    )
     return {
-        platform: _status(Sample.objects.filter(run_id=run_id, platform=platform), n)
-        for platform, n in planned.items()
+        platform: _from_counts(counts, counts["samples"])
+        for platform, counts in counters.counts_by_platform(run_id=run_id).items()
     }
 
 

@@ -17,6 +17,8 @@ import io
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from openpyxl.cell import WriteOnlyCell
+
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -58,3 +60,17 @@ def append_row(sheet: Any, row: Iterable[Any]) -> None:
     for cell in sheet[sheet.max_row]:
         if cell.data_type == "f":
             cell.data_type = "s"
+
+
+def write_only_row(sheet: Any, row: Iterable[Any], *, font: Any = None) -> None:
+    """`append_row` for a write-only worksheet (rows stream to disk and cannot be read back):
+    each string is a cell typed as a string up front, never a formula."""
+    cells = []
+    for value in row:
+        cell = WriteOnlyCell(sheet, value="" if value is None else value)
+        if isinstance(value, str):
+            cell.data_type = "s"
+        if font is not None:
+            cell.font = font
+        cells.append(cell)
+    sheet.append(cells)

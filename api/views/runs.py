@@ -6,7 +6,7 @@ from typing import Any
 
 import django_filters
 from django.db.models import Prefetch, QuerySet
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins
@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from analysis.models import Mention
-from analysis.report_exports import render_report
+from analysis.report_exports import render_report, stream_report
 from analysis.reports import ReportIntegrityError, build_run_report
 from billing.services import InsufficientFunds
 from console.roles import REPORT_ROLES
@@ -230,7 +230,7 @@ class RunReport(RunView):
         },
         examples=[docs.REPORT_REFUSED],
     )
-    def get(self, request: Request, run_id: Any) -> HttpResponse:
+    def get(self, request: Request, run_id: Any) -> HttpResponse | StreamingHttpResponse:
         run = self.run(run_id, roles=REPORT_ROLES)
         fmt = request.query_params.get("format", "json")
         if fmt not in REPORT_TYPES:
@@ -245,7 +245,11 @@ class RunReport(RunView):
             report = build_run_report(run_id=run.pk)
         except ReportIntegrityError as error:
             raise DetailedError(409, str(error), differences=error.differences) from None
-        response = HttpResponse(render_report(report, fmt), content_type=REPORT_TYPES[fmt])
+        response: HttpResponse | StreamingHttpResponse = (
+            StreamingHttpResponse(stream_report(report, fmt), content_type=REPORT_TYPES[fmt])
+            if fmt == "csv"
+            else HttpResponse(render_report(report, fmt), content_type=REPORT_TYPES[fmt])
+        )
         if fmt != "json":
             response["Content-Disposition"] = f'attachment; filename="report-{run.pk}.{fmt}"'
         return response

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from analysis.models import Mention
@@ -166,15 +168,10 @@ def test_a_mention_count_disagreement_is_refused(
     run = collected_run(questions=1, repeats=2)
     import analysis.reports as reports
 
-    real = reports._sql_grouped
+    def corrupted(sentiment: list[Any], brand: str) -> int:
+        return 0  # the `c.get(target, 0)` bug: silently zero
 
-    def corrupted(run: Run, group: str, revision_id: int | None) -> dict[str, dict[str, int]]:
-        out = real(run, group, revision_id)
-        for counts in out.values():
-            counts["brand_mentioned"] = 0  # the `c.get(target, 0)` bug: silently zero
-        return out
-
-    monkeypatch.setattr(reports, "_sql_grouped", corrupted)
+    monkeypatch.setattr(reports, "_mentioned_by_mention_rows", corrupted)
     mentioned = _brand_mentioned_by_hand(run)
     assert mentioned > 0, "seeded answers must mention the brand for this check to mean anything"
     with pytest.raises(ReportIntegrityError) as refused:

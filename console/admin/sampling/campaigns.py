@@ -23,7 +23,7 @@ from analysis.selectors import ambiguity_warnings
 from billing.services import BillingError
 from connectors.base import Capabilities
 from connectors.registry import get_connector, known_platforms
-from console.admin_base import ScopedInline, TenantScopedAdmin
+from console.admin_base import CappedCountPaginator, ScopedInline, TenantScopedAdmin
 from console.widgets import money
 from pipeline.preview import (
     LaunchPreview,
@@ -168,6 +168,11 @@ class QuestionInline(ScopedInline):
         return f"r{revision.revision_no}" if revision else "–"
 
 
+def _many_questions(campaign: Campaign) -> bool:
+    """More than QUESTION_INLINE_LIMIT questions (counts at most LIMIT + 1 rows)."""
+    return campaign.questions.all()[: QUESTION_INLINE_LIMIT + 1].count() > QUESTION_INLINE_LIMIT
+
+
 def _place_new_questions(campaign: Campaign, forms_: list[Any]) -> None:
     """New rows without a position go after the existing questions, in the order typed."""
     last = campaign.questions.aggregate(m=Max("position"))["m"]
@@ -178,10 +183,58 @@ def _place_new_questions(campaign: Campaign, forms_: list[Any]) -> None:
             form.instance.position = next_position
 
 
+# Above this many questions the campaign page does not render one form per question (10,000
+# forms take seconds): they are listed, paginated, and edited in the question list.
+QUESTION_INLINE_LIMIT = 100
+
+
+def _save_question_text(question: Question, form: Any) -> None:
+    text = form.cleaned_data.get("text")
+    if text and form.has_changed() and question.pk is not None:
+        revise_question(question=question, text=text)
+
+
+@admin.register(Question)
+class QuestionAdmin(TenantScopedAdmin):
+    """A campaign's questions in their own paginated list (large campaigns); editing the text
+    makes a new revision, as on the campaign page."""
+
+    form = QuestionForm
+    fields = ("campaign", "position", "text", "is_active")
+    list_display = ("position", "question_text", "revision_no", "is_active", "campaign")
+    list_display_links = ("position", "question_text")
+    list_filter = ("campaign", "is_active")
+    list_select_related = ("current_revision", "campaign")
+    search_fields = ("current_revision__text",)
+    ordering = ("campaign", "position", "id")
+    list_per_page = 100
+    paginator = CappedCountPaginator
+    show_full_result_count = False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # runs reference revisions: retire a question with is_active
+
+    @admin.display(description="question")
+    def question_text(self, question: Question) -> str:
+        revision = question.current_revision
+        return revision.text[:120] if revision else "–"
+
+    @admin.display(description="revision")
+    def revision_no(self, question: Question) -> str:
+        revision = question.current_revision
+        return f"r{revision.revision_no}" if revision else "–"
+
+    def save_model(self, request: HttpRequest, obj: Question, form: Any, change: bool) -> None:
+        if obj.position is None:
+            last = obj.campaign.questions.aggregate(m=Max("position"))["m"]
+            obj.position = 0 if last is None else last + 1
+        super().save_model(request, obj, form, change)
+        _save_question_text(obj, form)
+
+
 @admin.register(Campaign)
 class CampaignAdmin(TenantScopedAdmin):
     form = CampaignForm
-    inlines = (CompetitorInline, PlatformTargetInline, QuestionInline)
     list_display = (
         "name",
         "tenant",
@@ -242,15 +295,23 @@ class CampaignAdmin(TenantScopedAdmin):
         if formset.model is not Question:
             return
         for question_form in formset.forms:
-            text = question_form.cleaned_data.get("text")
-            if text and question_form.has_changed() and question_form.instance.pk is not None:
-                revise_question(question=question_form.instance, text=text)
+            _save_question_text(question_form.instance, question_form)
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> list[type[Any]]:
+        if obj is not None and _many_questions(obj):
+            return [CompetitorInline, PlatformTargetInline]
+        return [CompetitorInline, PlatformTargetInline, QuestionInline]
 
     def change_view_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
         runs_url = reverse("admin:sampling_run_changelist") + f"?campaign__id__exact={obj.pk}"
+        questions_url = (
+            reverse("admin:sampling_question_changelist") + f"?campaign__id__exact={obj.pk}"
+        )
         return {
             "campaign_runs": obj.runs.order_by("-created_at")[:10],
             "campaign_runs_url": runs_url,
+            "questions_listed_apart": _many_questions(obj),
+            "questions_url": questions_url,
         }
 
     # --- plan preview and launch --------------------------------------------------------

@@ -11,7 +11,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_POST
 
-from analysis.report_exports import FORMATS, render_report
+from analysis.report_exports import FORMATS, render_report, stream_report
 from analysis.reports import ReportIntegrityError, build_run_report
 from billing.selectors import run_billing
 from console.admin_base import TenantScopedAdmin
@@ -38,7 +38,7 @@ from pipeline.runs import cancel_run
 from sampling.models import Run
 from sampling.selectors import (
     Status,
-    batch_status,
+    batch_statuses,
     failure_reasons,
     platform_statuses,
     run_outcomes,
@@ -273,15 +273,21 @@ class RunAdmin(TenantScopedAdmin):
         }
         return TemplateResponse(request, "admin/sampling/run/report.html", context)
 
-    def report_download_view(self, request: HttpRequest, object_id: str, fmt: str) -> HttpResponse:
+    def report_download_view(
+        self, request: HttpRequest, object_id: str, fmt: str
+    ) -> HttpResponse | StreamingHttpResponse:
         run = self._reportable_run(request, object_id)
         if fmt not in FORMATS:
             raise Http404(f"unknown report format {fmt}")
         try:
-            body = render_report(build_run_report(run_id=run.pk), fmt)
+            report = build_run_report(run_id=run.pk)
         except ReportIntegrityError as error:
             return HttpResponse(f"report refused: {error}", status=409, content_type="text/plain")
-        response = HttpResponse(body, content_type=CONTENT_TYPES[fmt])
+        response: HttpResponse | StreamingHttpResponse = (
+            StreamingHttpResponse(stream_report(report, fmt), content_type=CONTENT_TYPES[fmt])
+            if fmt == "csv"
+            else HttpResponse(render_report(report, fmt), content_type=CONTENT_TYPES[fmt])
+        )
         if fmt != "html":
             name = f"run-{str(run.pk)[:8]}-report.{fmt}"
             response["Content-Disposition"] = f'attachment; filename="{name}"'
@@ -289,7 +295,7 @@ class RunAdmin(TenantScopedAdmin):
 
 
 def _money_summary(run: Run) -> dict[str, str] | None:
-    billing = run_billing(run_id=run.pk)
+    billing = run_billing(run_id=run.pk, scan_samples=False)
     if billing.currency is None:
         return None
     currency = billing.currency
@@ -316,13 +322,15 @@ def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -
         for layer, states in LAYER_STATES.items()
     ]
     page = Paginator(run.batches.order_by("index"), 25).get_page(request.GET.get("batch_page"))
+    batches = list(page.object_list)
+    statuses = batch_statuses(batches=batches)
     batch_rows = [
         {
             "batch": batch,
             "samples_url": samples_url(batch=batch.pk),
-            **status_context(batch_status(batch=batch)),
+            **status_context(statuses[batch.pk]),
         }
-        for batch in page.object_list
+        for batch in batches
     ]
     platform_rows = [
         {"platform": platform, "samples_url": samples_url(run=run.pk, platform=platform)}

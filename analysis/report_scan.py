@@ -1,0 +1,241 @@
+"""The auditable report's pass over a run's records, in SQL (analysis/reports.py).
+
+Three grouped queries read the run's rows once each; nothing holds a list of the run's samples
+in Python, and no query carries an `IN (...)` of sample ids. Each groups the run's rows per
+(platform, question revision, key) once and rolls that up per platform and per question:
+
+* samples per bucket, with the bucket
+  classifier written here as SQL, independently of the counters' definitions
+  (sampling/counters.py), which the report compares it with;
+* mentions per entity of each succeeded sample's analysed capture (its latest completed one)
+  in the chosen analysis revision;
+* citations of the analysed captures per cited host, read through a server-side cursor and
+  folded into the group tallies as they arrive (host rules and registrable domains stay in
+  Python, evidence/domains.py, computed once per distinct host).
+
+Memory grows with the number of groups (platforms + questions) and the distinct cited hosts
+per group, never with the number of samples.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+
+from evidence.domains import extract_host, host_matches, registrable_domain
+from evidence.models import Capture, Citation
+from sampling.counters import run_param
+from sampling.models import Sample
+
+from .models import Mention
+
+SAMPLE = Sample._meta.db_table
+CAPTURE = Capture._meta.db_table
+MENTION = Mention._meta.db_table
+CITATION = Citation._meta.db_table
+FETCH = 2000
+
+# A sample's bucket, as `analysis.reports.classify` reads its layers; NULL: a finished sample
+# in no bucket (a bug the report names).
+BUCKET_CASE = """CASE
+  WHEN s.collection_state = 'completed' AND s.analysis_state = 'accepted'
+       AND s.validity = 'valid' THEN 'succeeded'
+  WHEN s.queue_state <> 'done' THEN 'pending'
+  WHEN s.collection_state = 'completed' AND s.validity = 'invalid' THEN 'invalid'
+  WHEN s.collection_state = 'completed' AND s.analysis_state = 'review' THEN 'review'
+  WHEN s.collection_state = 'failed'
+       OR (s.collection_state = 'completed' AND s.analysis_state = 'failed') THEN 'failed'
+END"""
+SUCCEEDED_SQL = (
+    "s.collection_state = 'completed' AND s.analysis_state = 'accepted' AND s.validity = 'valid'"
+)
+# The analysed capture of a sample: its latest completed capture (analysis.services).
+ANALYSED = (
+    f"c.collection_state = 'completed' AND NOT EXISTS (SELECT 1 FROM {CAPTURE} c2 "
+    "WHERE c2.sample_id = c.sample_id AND c2.collection_state = 'completed' "
+    "AND c2.revision > c.revision)"
+)
+
+
+@dataclass
+class Tally:
+    """What the metrics of one group (the run, a platform, a question revision) need."""
+
+    buckets: Counter[str] = field(default_factory=Counter)
+    mentioned: Counter[str] = field(default_factory=Counter)  # entity -> succeeded samples
+    rank_sum: int = 0
+    rank_n: int = 0
+    citations: int = 0
+    brand_citations: int = 0
+    unparseable: int = 0
+    domains: Counter[str] = field(default_factory=Counter)
+
+    def add(self, other: Tally) -> None:
+        self.buckets.update(other.buckets)
+        self.mentioned.update(other.mentioned)
+        self.rank_sum += other.rank_sum
+        self.rank_n += other.rank_n
+        self.citations += other.citations
+        self.brand_citations += other.brand_citations
+        self.unparseable += other.unparseable
+        self.domains.update(other.domains)
+
+
+@dataclass
+class Groups:
+    """The run's tallies: overall, per platform and per question revision."""
+
+    overall: Tally
+    by_platform: dict[str, Tally]
+    by_question: dict[int, Tally]
+
+    def tally(self, scope: str, platform: str | None, question: int | None) -> Tally:
+        if scope == "p":
+            return self.by_platform.setdefault(str(platform), Tally())
+        return self.by_question.setdefault(int(question or 0), Tally())
+
+
+def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def _streamed(sql: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
+    """Rows through a server-side cursor on PostgreSQL (bounded memory), in batches."""
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(sql, params)
+        while batch := cursor.fetchmany(FETCH):
+            yield from batch
+
+
+def _per_platform_and_question(base: str, keys: str, sums: str) -> str:
+    """One pass over the run's rows (`base`, grouped per platform `p`, question `q` and
+    `keys`), rolled up twice: per platform and per question. Each row: scope ('p' or 'q'),
+    platform, question, the keys, the sums."""
+    return (
+        f"WITH base AS ({base}) "
+        f"SELECT 'p', p, NULL, {keys}, {sums} FROM base GROUP BY p, {keys} "
+        f"UNION ALL SELECT 'q', NULL, q, {keys}, {sums} FROM base GROUP BY q, {keys}"
+    )
+
+
+def _add_samples(groups: Groups, run_id: UUID | str) -> None:
+    """Samples per bucket ("unclassified" for a finished sample in no bucket)."""
+    sql = _per_platform_and_question(
+        f"SELECT s.platform AS p, s.question_revision_id AS q, {BUCKET_CASE} AS b, "
+        f"COUNT(*) AS n FROM {SAMPLE} s WHERE s.run_id = %s GROUP BY 1, 2, 3",
+        "b",
+        "SUM(n)",
+    )
+    for scope, platform, question, bucket, n in _rows(sql, [run_param(run_id)]):
+        groups.tally(scope, platform, question).buckets[bucket or "unclassified"] += int(n)
+
+
+def unclassified_ids(run_id: UUID | str, limit: int = 10) -> list[int]:
+    rows = _rows(
+        f"SELECT s.id FROM {SAMPLE} s WHERE s.run_id = %s AND ({BUCKET_CASE}) IS NULL "
+        "ORDER BY s.id LIMIT %s",
+        [run_param(run_id), limit],
+    )
+    return [row[0] for row in rows]
+
+
+def _succeeded_analysed(select: str, join: str, group: str) -> str:
+    return (
+        f"SELECT s.platform AS p, s.question_revision_id AS q, {select} FROM {SAMPLE} s "
+        f"JOIN {CAPTURE} c ON c.sample_id = s.id AND {ANALYSED} {join} "
+        f"WHERE s.run_id = %s AND {SUCCEEDED_SQL} GROUP BY s.platform, s.question_revision_id, "
+        f"{group}"
+    )
+
+
+def _add_mentions(groups: Groups, run_id: UUID | str, revision_id: int, brand: str) -> None:
+    """Succeeded samples whose analysed capture mentions each entity, and the sum and number
+    of the brand's first-mention ranks."""
+    sql = _per_platform_and_question(
+        _succeeded_analysed(
+            "m.entity AS e, SUM(CASE WHEN m.mentioned THEN 1 ELSE 0 END) AS n, "
+            "SUM(CASE WHEN m.mentioned AND m.entity = %s THEN m.rank ELSE 0 END) AS rs, "
+            "SUM(CASE WHEN m.mentioned AND m.entity = %s AND m.rank IS NOT NULL "
+            "THEN 1 ELSE 0 END) AS rn",
+            f"JOIN {MENTION} m ON m.capture_id = c.id AND m.revision_id = %s",
+            "m.entity",
+        ),
+        "e",
+        "SUM(n), SUM(rs), SUM(rn)",
+    )
+    params = [brand, brand, revision_id, run_param(run_id)]
+    for scope, platform, question, entity, n, rank_sum, rank_n in _rows(sql, params):
+        tally = groups.tally(scope, platform, question)
+        tally.mentioned[entity] += int(n or 0)
+        tally.rank_sum += int(rank_sum or 0)
+        tally.rank_n += int(rank_n or 0)
+
+
+@lru_cache(maxsize=65536)
+def _url_facts(key: str, brands: tuple[str, ...]) -> tuple[bool, bool, str | None]:
+    """(parseable, a brand's host, registrable domain) of a cited URL's host part."""
+    host = extract_host(key)
+    if host is None:
+        return False, False, registrable_domain(key)
+    return True, any(host_matches(host, b) for b in brands), registrable_domain(key)
+
+
+def _host_key() -> str:
+    """What of a cited URL decides its host: on PostgreSQL, for an http(s) URL, its scheme and
+    the text up to the next "/" (urlsplit reads the same netloc from it, so evidence.domains
+    gives the same host and domain), otherwise the whole URL. Fewer distinct keys, fewer
+    rows, and plain string functions rather than a regular expression per citation."""
+    url = "CASE WHEN ci.normalized_url <> '' THEN ci.normalized_url ELSE ci.url END"
+    if connection.vendor != "postgresql":
+        return url
+    return (
+        f"CASE WHEN left({url}, 7) = 'http://' OR left({url}, 8) = 'https://' "
+        f"THEN split_part({url}, '/', 1) || '//' || split_part({url}, '/', 3) ELSE {url} END"
+    )
+
+
+def _add_citations(groups: Groups, run_id: UUID | str, brand_domains: list[str]) -> None:
+    """Citations of the analysed captures, the brand's share, unparseable ones and cited
+    registrable domains. Streams (scope, group, host key, n) rows."""
+    brands = tuple(h for h in (extract_host(d) for d in brand_domains) if h)
+    sql = _per_platform_and_question(
+        _succeeded_analysed(
+            f"{_host_key()} AS k, COUNT(*) AS n", f"JOIN {CITATION} ci ON ci.capture_id = c.id", "k"
+        ),
+        "k",
+        "SUM(n)",
+    )
+    for scope, platform, question, key, total in _streamed(sql, [run_param(run_id)]):
+        tally = groups.tally(scope, platform, question)
+        n = int(total)
+        parseable, brand, domain = _url_facts(key, brands)
+        tally.citations += n
+        if brand:
+            tally.brand_citations += n
+        if not parseable:
+            tally.unparseable += n
+        if domain is not None:
+            tally.domains[domain] += n
+
+
+def run_groups(
+    run_id: UUID | str, revision_id: int | None, brand: str, brand_domains: list[str]
+) -> Groups:
+    """The run's tallies per platform and per question revision, and overall (the sum of
+    the platforms: every sample has one)."""
+    groups = Groups(overall=Tally(), by_platform={}, by_question={})
+    _add_samples(groups, run_id)
+    if revision_id is not None:
+        _add_mentions(groups, run_id, revision_id, brand)
+    _add_citations(groups, run_id, brand_domains)
+    for tally in groups.by_platform.values():
+        groups.overall.add(tally)
+    return groups
