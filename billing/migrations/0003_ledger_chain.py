@@ -19,7 +19,7 @@ The entries' hash chain (`chain_prev`, `chain_hash`) is written by `billing.ledg
 and verified by `manage.py check_ledger`.
 """
 
-from django.db import migrations, models
+from django.db import migrations
 
 PG_STATEMENTS = [
     r"""
@@ -116,20 +116,5 @@ class Migration(migrations.Migration):
     dependencies = [("billing", "0002_ledger_triggers")]
 
     operations = [
-        migrations.AddField(
-            model_name="journalentry",
-            name="chain_hash",
-            field=models.CharField(blank=True, editable=False, max_length=64, null=True),
-        ),
-        migrations.AddField(
-            model_name="journalentry",
-            name="chain_prev",
-            field=models.CharField(blank=True, editable=False, max_length=64, null=True),
-        ),
-        migrations.AddField(
-            model_name="journalentry",
-            name="created_xact",
-            field=models.BigIntegerField(blank=True, editable=False, null=True),
-        ),
         migrations.RunPython(install_triggers, remove_triggers, elidable=False),
     ]

@@ -15,8 +15,8 @@ class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
-        ("sampling", "0002_callback_delivery"),
-        ("evidence", "0002_review_membership_revision"),
+        ("sampling", "0002_sample_counters"),
+        ("evidence", "0001_initial"),
         ("analysis", "0001_initial"),
         ("billing", "0004_default_price_version"),
     ]
