@@ -7,12 +7,14 @@ connectors from the same rows, so a platform's test configuration is written onc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from connectors import base
 from connectors.adapters.anthropic import AnthropicConnector
 from connectors.adapters.deepseek import DeepSeekConnector
 from connectors.adapters.doubao import DoubaoConnector
@@ -23,15 +25,7 @@ from connectors.adapters.openai_chat import OpenAIChatConnector
 from connectors.adapters.openai_responses import OpenAIResponsesConnector
 from connectors.adapters.perplexity import PerplexityConnector
 from connectors.adapters.qwen import QwenConnector
-from connectors.base import (
-    Connector,
-    ConnectorConfig,
-    ErrorClass,
-    NormalizedResult,
-    SampleRequest,
-    SubmitOutcome,
-    UpstreamError,
-)
+from connectors.base import ErrorClass, SampleRequest, UpstreamError
 from connectors.retry import RetryPolicy
 from connectors.simulator import SimulatorHandle
 
@@ -51,12 +45,31 @@ def cite_everything(simulator: SimulatorHandle, **profile: Any) -> None:
     simulator.configure(world=CITED_WORLD, profile=CITED_PROFILE | profile)
 
 
-def comparable(result: NormalizedResult, *envelope: str) -> dict[str, Any]:
+def comparable(result: base.NormalizedResult, *envelope: str) -> dict[str, Any]:
     """The JSON form without the capture time and the named HTTP-envelope fields."""
     data = result.as_dict()
     for name in ("captured_at", *envelope):
         data.pop(name)
     return data
+
+
+def upstream_error(submit: Callable[[], Any]) -> UpstreamError:
+    """The `UpstreamError` that `submit()` raises (it must raise one)."""
+    with pytest.raises(UpstreamError) as caught:
+        submit()
+    return caught.value
+
+
+def result_in(outcome: base.SubmitOutcome, state: str) -> base.NormalizedResult:
+    """The outcome's result, which must be there and in collection state `state`."""
+    assert outcome.result is not None and outcome.result.collection_state == state
+    return outcome.result
+
+
+def responses_json(upstream_id: str, status: str, **fields: Any) -> bytes:
+    """A non-streaming Responses API body (OpenAI's and Doubao's share the shape)."""
+    body = {"id": upstream_id, "object": "response", "status": status, "output": []}
+    return json.dumps(body | fields).encode()
 
 
 def sample(
@@ -81,7 +94,7 @@ def sample(
 
 
 def connector_factory(
-    cls: type[Connector], simulator: SimulatorHandle, platform: str, **defaults: Any
+    cls: type[base.Connector], simulator: SimulatorHandle, platform: str, **defaults: Any
 ) -> Callable[..., Any]:
     """Builds `cls` pointed at the simulator's `platform`; keyword arguments override the
     configuration (`defaults`, then a 5 s timeout)."""
@@ -92,7 +105,7 @@ def connector_factory(
             "base_url": simulator.url(platform),
             "timeout_seconds": 5.0,
         }
-        return cls(ConnectorConfig(**(settings | defaults | overrides)))
+        return cls(base.ConnectorConfig(**(settings | defaults | overrides)))
 
     return build
 
@@ -124,7 +137,7 @@ DEFAULT_MIDSTREAM = (MidStream({}, T, b'data: {"error"'),)
 @dataclass(frozen=True)
 class Platform:
     name: str  # the simulator's platform key
-    cls: type[Connector]
+    cls: type[base.Connector]
     config: dict[str, Any]  # api_key, model, extra
     target: dict[str, str] = field(default_factory=dict)  # sample(): region, mode
     id: str = ""  # the test id when one platform has two surfaces
@@ -172,8 +185,12 @@ class Platform:
         *,
         attempt_no: int = 1,
         mode: str | None = None,
+        fault: dict[str, Any] | None = None,
         **overrides: Any,
-    ) -> SubmitOutcome:
+    ) -> base.SubmitOutcome:
+        """Submits `question`; `fault` is a simulator script entry to set up first."""
+        if fault is not None:
+            simulator.script(fault)
         request = sample(question, **self.target | ({"mode": mode} if mode else {}))
         return self.connector(simulator, **overrides).submit(request, attempt_no=attempt_no)
 
@@ -183,9 +200,7 @@ class Platform:
         return outcome.result
 
     def failure(self, simulator: SimulatorHandle, question: str, **overrides: Any) -> Any:
-        with pytest.raises(UpstreamError) as caught:
-            self.submit(simulator, question, **overrides)
-        return caught.value
+        return upstream_error(lambda: self.submit(simulator, question, **overrides))
 
     def intended(self, simulator: SimulatorHandle) -> dict[str, Any]:
         return simulator.answers(self.name)[-1]

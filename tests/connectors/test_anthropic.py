@@ -10,10 +10,9 @@ import pytest
 import requests
 
 from connectors.adapters.anthropic import AnthropicConnector
-from connectors.base import UpstreamError
 from connectors.simulator import SimulatorHandle
 
-from .contract import cite_everything, sample
+from .contract import cite_everything, sample, upstream_error
 
 Factory = Callable[..., AnthropicConnector]
 HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
@@ -27,9 +26,8 @@ def test_an_error_body_names_the_request_id_of_the_header(
     simulator: SimulatorHandle, anthropic_connector: Factory
 ) -> None:
     simulator.script({"match": "busy", "fault": "rate_limit"})
-    with pytest.raises(UpstreamError) as caught:
-        anthropic_connector().submit(sample("busy hour"))
-    assert json.loads(caught.value.raw or b"")["request_id"] == caught.value.request_id
+    error = upstream_error(lambda: anthropic_connector().submit(sample("busy hour")))
+    assert json.loads(error.raw or b"")["request_id"] == error.request_id
 
 
 def test_deep_thinking_blocks_are_not_answer_text(

@@ -24,6 +24,7 @@ from tests.services import QuietHandler, loopback_server
 from .contract import CITED_WORLD, sample
 
 Factory = Callable[..., CollectorConnector]
+ScreenshotTask = Callable[[str, str], tuple[CollectorConnector, str]]
 
 
 def _poll_until_finished(connector: CollectorConnector, task_id: str) -> str:
@@ -83,13 +84,23 @@ def test_poll_to_completion_then_evidence_with_screenshot_and_cost(
     assert png_size(shot.content) == (390, 844)
 
 
-def test_missing_screenshot_is_partial_evidence(
-    simulator: SimulatorHandle, collector_connector: Factory
-) -> None:
-    simulator.script({"match": "no picture", "fault": "screenshot_missing"})
-    connector = collector_connector()
-    task_id = connector.submit(sample("no picture please", screenshot=True)).upstream_id
-    assert _poll_until_finished(connector, task_id) == "completed"
+@pytest.fixture
+def screenshot_task(simulator: SimulatorHandle, collector_connector: Factory) -> ScreenshotTask:
+    """Scripts a screenshot `fault` for questions with `match`, submits "<match> please" with a
+    screenshot asked for and polls the task to completion: the connector and the task id."""
+
+    def run(match: str, fault: str) -> tuple[CollectorConnector, str]:
+        simulator.script({"match": match, "fault": fault})
+        connector = collector_connector()
+        task_id = connector.submit(sample(f"{match} please", screenshot=True)).upstream_id
+        assert _poll_until_finished(connector, task_id) == "completed"
+        return connector, task_id
+
+    return run
+
+
+def test_missing_screenshot_is_partial_evidence(screenshot_task: ScreenshotTask) -> None:
+    connector, task_id = screenshot_task("no picture", "screenshot_missing")
     result = connector.fetch_evidence(task_id)
     assert result.collection_state == "completed"
     assert result.answer_text  # the answer is still usable
@@ -98,13 +109,8 @@ def test_missing_screenshot_is_partial_evidence(
     assert result.attachments == []
 
 
-def test_a_late_screenshot_is_there_when_fetched_again(
-    simulator: SimulatorHandle, collector_connector: Factory
-) -> None:
-    simulator.script({"match": "late picture", "fault": "screenshot_late"})
-    connector = collector_connector()
-    task_id = connector.submit(sample("late picture please", screenshot=True)).upstream_id
-    assert _poll_until_finished(connector, task_id) == "completed"
+def test_a_late_screenshot_is_there_when_fetched_again(screenshot_task: ScreenshotTask) -> None:
+    connector, task_id = screenshot_task("late picture", "screenshot_late")
     assert connector.fetch_evidence(task_id).warnings == [SCREENSHOT_UNAVAILABLE]
     again = connector.fetch_evidence(task_id)
     assert (again.evidence_state, [a.kind for a in again.attachments]) == ("stored", ["screenshot"])
@@ -232,6 +238,7 @@ def test_callback_signature_verification() -> None:
 class _Receiver(QuietHandler):
     received: list[tuple[bytes, str]]
     arrived: threading.Semaphore
+    url: str  # where the collector is told to call back
 
     def do_POST(self) -> None:
         self.received.append((self.read_body(), self.headers["X-Collector-Signature"]))
@@ -240,20 +247,21 @@ class _Receiver(QuietHandler):
 
 
 @pytest.fixture
-def callback_receiver() -> Iterator[tuple[str, type[_Receiver]]]:
+def callback_receiver() -> Iterator[type[_Receiver]]:
     handler = type("Receiver", (_Receiver,), {"received": [], "arrived": threading.Semaphore(0)})
     with loopback_server(handler) as url:
-        yield f"{url}/hooks/collector", handler
+        handler.url = f"{url}/hooks/collector"
+        yield handler
 
 
 def test_duplicate_signed_callbacks(
     simulator: SimulatorHandle,
     collector_connector: Factory,
-    callback_receiver: tuple[str, type[_Receiver]],
+    callback_receiver: type[_Receiver],
 ) -> None:
-    url, receiver = callback_receiver
+    receiver = callback_receiver
     simulator.script({"match": "twice", "fault": "duplicate_callback"})
-    connector = collector_connector(extra={"callback_url": url})
+    connector = collector_connector(extra={"callback_url": receiver.url})
     task_id = connector.submit(sample("call me twice")).upstream_id
 
     assert receiver.arrived.acquire(timeout=10) and receiver.arrived.acquire(timeout=10)

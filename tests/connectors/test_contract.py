@@ -186,12 +186,16 @@ def test_truncated_stream_is_truncated_not_a_short_answer(
     assert _matches(platform.upstream_id, outcome.upstream_id)  # known from the first frames
 
 
+# Upstreams slower than the 0.3 s timeout the tests below give the connector.
+STALL: dict[str, Any] = {"match": "stall", "fault": "truncate", "params": {"stall_seconds": 3}}
+HANG: dict[str, Any] = {"match": "hang", "fault": "hang", "params": {"hang_seconds": 3}}
+
+
 @pytest.mark.parametrize("platform", rows("stall"))
 def test_stream_stalling_after_the_cut_keeps_the_partial_transcript(
     simulator: SimulatorHandle, platform: Platform
 ) -> None:
-    simulator.script({"match": "stall", "fault": "truncate", "params": {"stall_seconds": 3}})
-    outcome = platform.submit(simulator, "stall mid stream", timeout_seconds=0.3)
+    outcome = platform.submit(simulator, "stall mid stream", timeout_seconds=0.3, fault=STALL)
     result = outcome.result
     assert result is not None and result.collection_state == "truncated"
     assert result.error is not None and result.error["class"] == "truncated"
@@ -290,7 +294,6 @@ def test_an_invalid_key_is_auth_and_never_leaks(
 def test_hang_past_the_timeout_is_acceptance_unknown(
     simulator: SimulatorHandle, platform: Platform
 ) -> None:
-    simulator.script({"match": "hang", "fault": "hang", "params": {"hang_seconds": 3}})
-    error = platform.failure(simulator, "hang forever", timeout_seconds=0.3)
+    error = platform.failure(simulator, "hang forever", timeout_seconds=0.3, fault=HANG)
     assert error.error_class is ErrorClass.ACCEPTANCE_UNKNOWN and error.egress == "direct"
     assert POLICY.decide(error, attempt_no=1, elapsed_seconds=0).action == VERIFY

@@ -11,7 +11,7 @@ from connectors.adapters.doubao import RESPONSES_PATH, DoubaoConnector
 from connectors.base import ErrorClass
 from connectors.simulator import SimulatorHandle
 
-from .contract import POLICY, sample
+from .contract import POLICY, responses_json, sample
 
 Factory = Callable[..., DoubaoConnector]
 BOT = {"bot_id": "bot-20261111-test"}
@@ -73,17 +73,15 @@ def test_capabilities_depend_on_the_surface(doubao_connector: Factory) -> None:
 
 
 def test_failed_and_incomplete_json_bodies() -> None:
-    failed = json.dumps(
-        {"id": "resp_1", "object": "response", "status": "failed", "output": [],
-         "error": {"code": "ServerOverloaded", "message": "busy"}}
-    ).encode()  # fmt: skip
+    failed = responses_json(
+        "resp_1", "failed", error={"code": "ServerOverloaded", "message": "busy"}
+    )
     result = DoubaoConnector.parse(failed, content_type="application/json")
     assert result.collection_state == "failed" and result.upstream_id == "resp_1"
     assert result.error is not None and result.error["class"] == "rate_limited"
-    incomplete = json.dumps(
-        {"id": "resp_2", "object": "response", "status": "incomplete", "output": [],
-         "incomplete_details": {"reason": "max_output_tokens"}}
-    ).encode()  # fmt: skip
+    incomplete = responses_json(
+        "resp_2", "incomplete", incomplete_details={"reason": "max_output_tokens"}
+    )
     result = DoubaoConnector.parse(incomplete, content_type="application/json")
     assert result.error is not None and result.error["class"] == "upstream_failed"
 

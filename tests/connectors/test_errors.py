@@ -16,23 +16,17 @@ from connectors.errors import (
 NOW = datetime(2026, 11, 11, 2, 0, 0, tzinfo=UTC)
 
 
+STATUSES_BY_CLASS = {
+    ErrorClass.INVALID: (400, 404, 422),
+    ErrorClass.AUTH: (401, 402, 403),
+    ErrorClass.RATE_LIMITED: (429,),
+    ErrorClass.TRANSIENT: (408, 409, 500, 502, 503, 529),
+}
+
+
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [
-        (400, ErrorClass.INVALID),
-        (404, ErrorClass.INVALID),
-        (422, ErrorClass.INVALID),
-        (401, ErrorClass.AUTH),
-        (402, ErrorClass.AUTH),
-        (403, ErrorClass.AUTH),
-        (429, ErrorClass.RATE_LIMITED),
-        (408, ErrorClass.TRANSIENT),
-        (409, ErrorClass.TRANSIENT),
-        (500, ErrorClass.TRANSIENT),
-        (502, ErrorClass.TRANSIENT),
-        (503, ErrorClass.TRANSIENT),
-        (529, ErrorClass.TRANSIENT),
-    ],
+    [(status, cls) for cls, statuses in STATUSES_BY_CLASS.items() for status in statuses],
 )
 def test_status_classification(status: int, expected: ErrorClass) -> None:
     error = classify_http_error(status, {}, b"")

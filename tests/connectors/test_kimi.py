@@ -20,7 +20,7 @@ from connectors.base import ErrorClass, UpstreamError
 from connectors.retry import VERIFY
 from connectors.simulator import SimulatorHandle
 
-from .contract import POLICY, cite_everything, sample
+from .contract import POLICY, cite_everything, result_in, sample, upstream_error
 
 Factory = Callable[..., KimiConnector]
 PATH = "POST /v1/chat/completions"
@@ -158,9 +158,7 @@ def test_429_in_a_later_round_raises_with_the_hint_and_every_round_on_record(
     simulator: SimulatorHandle, kimi_connector: Factory
 ) -> None:
     simulator.script({"match": "[round 2]", "fault": "rate_limit"})
-    with pytest.raises(UpstreamError) as caught:
-        kimi_connector().submit(sample("late limit"))
-    error = caught.value
+    error = upstream_error(lambda: kimi_connector().submit(sample("late limit")))
     assert error.error_class is ErrorClass.RATE_LIMITED and error.retry_after == 1.0
     assert error.message.startswith("round 2 of the $web_search loop")
     rounds = _rounds(error.raw or b"")
@@ -200,8 +198,7 @@ def test_truncated_search_round_stops_the_loop(
     simulator: SimulatorHandle, kimi_connector: Factory
 ) -> None:
     simulator.script({"match": "cut the search", "fault": "truncate"})
-    result = kimi_connector().submit(sample("cut the search")).result
-    assert result is not None and result.collection_state == "truncated"
+    result_in(kimi_connector().submit(sample("cut the search")), "truncated")
     assert _requests(simulator) == 1
 
 
@@ -209,8 +206,7 @@ def test_mid_stream_error_fails_with_a_classified_error(
     simulator: SimulatorHandle, kimi_connector: Factory
 ) -> None:
     simulator.script({"match": "[round 2]", "fault": "midstream_error"})
-    result = kimi_connector().submit(sample("break the answer")).result
-    assert result is not None and result.collection_state == "failed"
+    result = result_in(kimi_connector().submit(sample("break the answer")), "failed")
     assert result.error is not None and result.error["class"] == ErrorClass.TRANSIENT.value
 
 

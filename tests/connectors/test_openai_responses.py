@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from connectors.adapters.openai_responses import OpenAIResponsesConnector
 from connectors.simulator import SimulatorHandle
 
-from .contract import sample
+from .contract import responses_json, sample
 
 Factory = Callable[..., OpenAIResponsesConnector]
 
@@ -42,10 +41,9 @@ def test_capabilities_reject_unsupported_targets(openai_connector: Factory) -> N
 
 
 def test_parse_of_a_failed_json_response() -> None:
-    body = json.dumps(
-        {"id": "resp_1", "object": "response", "status": "failed", "output": [],
-         "error": {"code": "rate_limit_exceeded", "message": "slow"}}
-    ).encode()  # fmt: skip
+    body = responses_json(
+        "resp_1", "failed", error={"code": "rate_limit_exceeded", "message": "slow"}
+    )
     result = OpenAIResponsesConnector.parse(body, content_type="application/json")
     assert result.collection_state == "failed"
     assert result.error is not None and result.error["class"] == "rate_limited"

@@ -54,8 +54,7 @@ def test_cumulative_frames_without_incremental_output_parse_the_same(
     simulator: SimulatorHandle, qwen_connector: Factory
 ) -> None:
     cite_everything(simulator)
-    connector = qwen_connector()
-    body = connector.request_body(sample("cumulative please", region="cn"))
+    body = qwen_connector().request_body(sample("cumulative please", region="cn"))
     body["parameters"]["incremental_output"] = False
     response = requests.post(
         f"{simulator.url('qwen')}{PATH}",
