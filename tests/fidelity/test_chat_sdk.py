@@ -15,7 +15,16 @@ import pytest
 
 from connectors.simulator import SimulatorHandle
 
-from .harness import ChunksView, Cited, Scenario, Trial, chat_request, each_scenario, sdk_verdict
+from .harness import (
+    REFUSALS,
+    ChunksView,
+    Cited,
+    Scenario,
+    Trial,
+    chat_request,
+    each_scenario,
+    sdk_verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -110,13 +119,8 @@ def test_chat_sdk_and_adapter_agree(
     elif fault == "truncate":
         # The SDK ends a stream without [DONE] quietly, with no finish_reason; we say truncated.
         trial.assert_quietly_truncated(sdk.error, sdk.finish_reason(), sdk.text())
-    elif fault == "rate_limit":
-        assert isinstance(sdk.error, openai.RateLimitError), sdk.error
-        trial.assert_rate_limited(client._parse_retry_after_header(sdk.error.response.headers))
-        assert ours.request_id == sdk.error.response.headers.get(platform.request_id_header)
-    elif fault == "auth_error":
-        trial.assert_refused(sdk.error, openai.AuthenticationError)
-    elif fault == "login_page":
-        trial.assert_login_page(sdk.error is not None or not sdk.chunks)
-    elif fault == "server_error":
-        trial.assert_refused(sdk.error, openai.InternalServerError)
+    elif fault in REFUSALS:
+        no_answer = sdk.error is not None or not sdk.chunks
+        trial.assert_stainless_refusal(openai, client, sdk.error, no_answer)
+        if fault == "rate_limit":
+            assert ours.request_id == sdk.error.response.headers.get(platform.request_id_header)

@@ -14,6 +14,7 @@ from connectors.simulator import SimulatorHandle
 
 from .harness import (
     CITATION_MARKER,
+    REFUSALS,
     ChunksView,
     Cited,
     Scenario,
@@ -71,12 +72,6 @@ def test_perplexity_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenar
         trial.assert_quietly_truncated(sdk.error, sdk.finish_reason(), sdk.text())
     elif fault == "midstream_error":
         trial.assert_failed_midstream(sdk.error, perplexity.APIError)
-    elif fault == "rate_limit":
-        assert isinstance(sdk.error, perplexity.RateLimitError), sdk.error
-        trial.assert_rate_limited(client._parse_retry_after_header(sdk.error.response.headers))
-    elif fault == "auth_error":
-        trial.assert_refused(sdk.error, perplexity.AuthenticationError)
-    elif fault == "login_page":
-        trial.assert_login_page(sdk.error is not None or not sdk.chunks)
-    elif fault == "server_error":
-        trial.assert_refused(sdk.error, perplexity.InternalServerError)
+    elif fault in REFUSALS:
+        no_answer = sdk.error is not None or not sdk.chunks
+        trial.assert_stainless_refusal(perplexity, client, sdk.error, no_answer)
