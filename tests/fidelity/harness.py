@@ -407,6 +407,11 @@ class Trial:
     def fault(self) -> str | None:
         return self.scenario.fault
 
+    @property
+    def refused(self) -> bool:
+        """The upstream refused the request (a fault in `REFUSALS`)."""
+        return self.fault in REFUSALS
+
     def client_options(
         self, httpx_module: Any = httpx, *, path: str = "", strict: bool = True
     ) -> dict[str, Any]:

@@ -15,16 +15,7 @@ import pytest
 
 from connectors.simulator import SimulatorHandle
 
-from .harness import (
-    REFUSALS,
-    ChunksView,
-    Cited,
-    Scenario,
-    Trial,
-    chat_request,
-    each_scenario,
-    sdk_verdict,
-)
+from .harness import ChunksView, Cited, Scenario, Trial, chat_request, each_scenario, sdk_verdict
 
 
 @dataclass(frozen=True)
@@ -119,7 +110,7 @@ def test_chat_sdk_and_adapter_agree(
     elif fault == "truncate":
         # The SDK ends a stream without [DONE] quietly, with no finish_reason; we say truncated.
         trial.assert_quietly_truncated(sdk.error, sdk.finish_reason(), sdk.text())
-    elif fault in REFUSALS:
+    elif trial.refused:
         no_answer = sdk.error is not None or not sdk.chunks
         trial.assert_stainless_refusal(openai, client, sdk.error, no_answer)
         if fault == "rate_limit":

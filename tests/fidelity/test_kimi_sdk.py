@@ -18,7 +18,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from connectors.simulator import SimulatorHandle
 
-from .harness import REFUSALS, SCENARIOS, Scenario, Trial, sdk_verdict, set_fields
+from .harness import SCENARIOS, Scenario, Trial, sdk_verdict, set_fields
 
 MODEL = "kimi-k2.6"
 WEB_SEARCH_TOOL = {"type": "builtin_function", "function": {"name": "$web_search"}}
@@ -95,6 +95,6 @@ def test_kimi_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) ->
         trial.assert_truncated(sdk.final.choices[0].message.content or "")
     elif fault == "midstream_error":
         trial.assert_failed_midstream(sdk.error, openai.APIError, transient=False)
-    elif fault in REFUSALS:
+    elif trial.refused:
         no_answer = sdk.error is not None or not sdk.final.choices
         trial.assert_stainless_refusal(openai, client, sdk.error, no_answer)

@@ -14,7 +14,6 @@ from connectors.simulator import SimulatorHandle
 
 from .harness import (
     CITATION_MARKER,
-    REFUSALS,
     ChunksView,
     Cited,
     Scenario,
@@ -72,6 +71,6 @@ def test_perplexity_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenar
         trial.assert_quietly_truncated(sdk.error, sdk.finish_reason(), sdk.text())
     elif fault == "midstream_error":
         trial.assert_failed_midstream(sdk.error, perplexity.APIError)
-    elif fault in REFUSALS:
+    elif trial.refused:
         no_answer = sdk.error is not None or not sdk.chunks
         trial.assert_stainless_refusal(perplexity, client, sdk.error, no_answer)
