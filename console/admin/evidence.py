@@ -82,23 +82,8 @@ class CaptureAdmin(CaptureDisplay, HistoryAdmin):
     ordering = ("-id",)
     inlines = (EvidenceObjectInline, CitationInline)
     change_form_template = "admin/evidence/capture/change_form.html"
-    fields = (
-        "sample_link",
-        ("revision", "attempt_no", "collection_state", "status_code"),
-        ("upstream_id", "captured_at", "upstream_cost_text"),
-        "warnings",
-        "error",
-        "screenshot",
-        "answer",
-        "stored_objects",
-    )
-    readonly_fields = (
-        "sample_link",
-        "upstream_cost_text",
-        "screenshot",
-        "answer",
-        "stored_objects",
-    )
+    fields = ("sample_link", *CaptureDisplay.capture_fields)
+    readonly_fields = ("sample_link", *CaptureDisplay.capture_readonly_fields)
 
     @admin.display(description="sample")
     def sample_link(self, capture: Capture) -> SafeString:

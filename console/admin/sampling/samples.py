@@ -145,23 +145,8 @@ class CaptureInline(CaptureDisplay, ReadOnlyMixin, ScopedStackedInline):
     max_num = 0
     can_delete = False
     show_change_link = True
-    fields = (
-        ("revision", "attempt_no", "collection_state", "status_code"),
-        ("upstream_id", "captured_at", "upstream_cost_text"),
-        "warnings",
-        "error",
-        "screenshot",
-        "answer",
-        "stored_objects",
-        "citation_list",
-    )
-    readonly_fields = (
-        "upstream_cost_text",
-        "screenshot",
-        "answer",
-        "stored_objects",
-        "citation_list",
-    )
+    fields = (*CaptureDisplay.capture_fields, "citation_list")
+    readonly_fields = (*CaptureDisplay.capture_readonly_fields, "citation_list")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Capture]:
         return super().get_queryset(request).prefetch_related("evidence_objects", "citations")
