@@ -207,7 +207,6 @@ class SampleAdmin(HistoryAdmin):
         FailureReasonFilter,
     )
     search_fields = ("=id", "upstream_id", "failure_reason")
-    ordering = ("-id",)
     inlines = (AttemptInline, CaptureInline, MentionInline, StaleWriteInline)
     actions = ("resolve_not_executed", "resolve_abandon")
     change_form_template = "admin/sampling/sample/change_form.html"
