@@ -7,7 +7,7 @@ rows per revision (`analysis.services`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db import connection
@@ -82,15 +82,7 @@ class HeadToHead:
     brand_ahead: Rate  # of answers naming both, the brand named first
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "question_revision_id": self.question_revision_id,
-            "competitor": self.competitor,
-            "answers": self.answers,
-            "both": self.both,
-            "brand_only": self.brand_only,
-            "competitor_only": self.competitor_only,
-            "brand_ahead": self.brand_ahead.as_dict(),
-        }
+        return {**asdict(self), "brand_ahead": self.brand_ahead.as_dict()}
 
 
 def head_to_head(run: Run, revision_id: int) -> list[HeadToHead]:

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -115,14 +115,7 @@ class Counts:
         return self.succeeded + self.failed + self.invalid + self.review + self.pending
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "planned": self.planned,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "invalid": self.invalid,
-            "review": self.review,
-            "pending": self.pending,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

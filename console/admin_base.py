@@ -5,6 +5,7 @@ inlines, custom views through `get_object`) from `console.scope`; a row of anoth
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
@@ -13,7 +14,9 @@ from django.core.paginator import Paginator
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern, path
 from django.utils.functional import cached_property
+from django.views.decorators.http import require_POST
 
 from .scope import permission, scoped, tenant_filter, user_scope
 
@@ -121,6 +124,19 @@ class TenantScopedAdmin(ScopedFormFieldsMixin, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return scoped(super().get_queryset(request), request.user)
 
+    def object_url(
+        self, action: str, view: Callable[..., HttpResponse], *, post_only: bool = False
+    ) -> URLPattern:
+        """`<object_id>/<action>/` behind the admin site's login, named
+        `<app_label>_<model_name>_<action>`; `post_only` refuses any other method."""
+        if post_only:
+            view = require_POST(view)
+        return path(
+            f"<path:object_id>/{action}/",
+            self.admin_site.admin_view(view),
+            name=f"{self.opts.app_label}_{self.opts.model_name}_{action}",
+        )
+
     def get_list_filter(self, request: HttpRequest) -> Any:
         return [self._scoped_filter(entry) for entry in super().get_list_filter(request)]
 
@@ -185,6 +201,7 @@ class HistoryAdmin(ReadOnlyMixin, TenantScopedAdmin):
     paginator = CappedCountPaginator
     show_full_result_count = False  # the unfiltered total would COUNT(*) the whole table
     list_per_page = 50
+    ordering = ("-id",)  # newest first, on the primary key index
 
 
 class ScopedInline(ScopedFormFieldsMixin, admin.TabularInline):

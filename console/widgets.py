@@ -173,7 +173,21 @@ def layer_display(sample: Sample, layer: str) -> str:
 
 
 class CaptureDisplay:
-    """Read-only fields of a capture page or inline: screenshot, escaped answer, downloads."""
+    """Read-only fields of a capture page or inline: screenshot, escaped answer, downloads.
+
+    `capture_fields` is the layout both the capture page and the sample page's inline show;
+    `capture_readonly_fields` are the computed ones among them."""
+
+    capture_fields = (
+        ("revision", "attempt_no", "collection_state", "status_code"),
+        ("upstream_id", "captured_at", "upstream_cost_text"),
+        "warnings",
+        "error",
+        "screenshot",
+        "answer",
+        "stored_objects",
+    )
+    capture_readonly_fields = ("upstream_cost_text", "screenshot", "answer", "stored_objects")
 
     @admin.display(description="screenshot")
     def screenshot(self, capture: Capture) -> SafeString:

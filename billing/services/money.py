@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Sum
 
-from billing.models import (
-    Account,
-    AccountKind,
-    EntryKind,
-    JournalEntry,
-    Posting,
-    SampleSettlement,
-)
+from billing.models import Account, AccountKind, EntryKind, JournalEntry, Posting, SampleSettlement
 from sampling.models import Run, Tenant
 
 from .accounts import available_account, funding_account, revenue_account

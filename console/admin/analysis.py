@@ -96,7 +96,6 @@ class MentionAdmin(HistoryAdmin):
     )
     search_fields = ("entity",)
     list_select_related = ("sample", "revision")
-    ordering = ("-id",)
     change_list_template = "admin/analysis/mention/change_list.html"
 
     @admin.display(description="platform", ordering="sample__platform")
@@ -122,7 +121,6 @@ class MentionAdmin(HistoryAdmin):
 class AnalysisRevisionAdmin(HistoryAdmin):
     list_display = ("id", "run", "number", "analyser", "analyser_version", "state", "expected")
     list_filter = ("analyser", "state")
-    ordering = ("-id",)
 
 
 def highlighted_sentence(result: AnalysisResult) -> SafeString:
@@ -153,7 +151,6 @@ class AnalysisReviewAdmin(HistoryAdmin):
     list_display = ("id", "sample", "revision", "analyser", "review_reason", "sentence")
     list_filter = ("analyser",)
     list_select_related = ("sample", "revision", "capture")
-    ordering = ("-id",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AnalysisResult]:
         return super().get_queryset(request).exclude(review_reason="")

@@ -19,7 +19,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -79,26 +79,10 @@ class CaptureAdmin(CaptureDisplay, HistoryAdmin):
     )
     list_filter = ("collection_state",)
     list_select_related = ("sample",)
-    ordering = ("-id",)
     inlines = (EvidenceObjectInline, CitationInline)
     change_form_template = "admin/evidence/capture/change_form.html"
-    fields = (
-        "sample_link",
-        ("revision", "attempt_no", "collection_state", "status_code"),
-        ("upstream_id", "captured_at", "upstream_cost_text"),
-        "warnings",
-        "error",
-        "screenshot",
-        "answer",
-        "stored_objects",
-    )
-    readonly_fields = (
-        "sample_link",
-        "upstream_cost_text",
-        "screenshot",
-        "answer",
-        "stored_objects",
-    )
+    fields = ("sample_link", *CaptureDisplay.capture_fields)
+    readonly_fields = ("sample_link", *CaptureDisplay.capture_readonly_fields)
 
     @admin.display(description="sample")
     def sample_link(self, capture: Capture) -> SafeString:
@@ -109,7 +93,6 @@ class CaptureAdmin(CaptureDisplay, HistoryAdmin):
 class EvidenceObjectAdmin(HistoryAdmin):
     list_display = ("id", "kind", "key", "sha256", "size", "mime", "created_at")
     list_filter = ("kind",)
-    ordering = ("-id",)
     fields = ("capture", "kind", "key", "sha256", "size", "mime", "created_at")
 
 
@@ -117,7 +100,6 @@ class EvidenceObjectAdmin(HistoryAdmin):
 class CitationAdmin(HistoryAdmin):
     list_display = ("id", "capture", "position", "domain", "normalized_url", "title")
     list_select_related = ("capture",)
-    ordering = ("-id",)
     fields = ("capture", "position", "url", "normalized_url", "domain", "title", "start", "end")
 
 
@@ -243,15 +225,7 @@ class ReviewSampleAdmin(HistoryAdmin):
         return "; ".join(_reasons(sample)) or "—"
 
     def get_urls(self) -> list[URLPattern]:
-        info = self.opts.app_label, self.opts.model_name
-        return [
-            path(
-                "<path:object_id>/decide/",
-                self.admin_site.admin_view(self.decide_view),
-                name="{}_{}_decide".format(*info),
-            ),
-            *super().get_urls(),
-        ]
+        return [self.object_url("decide", self.decide_view), *super().get_urls()]
 
     def change_view(self, request: HttpRequest, object_id: str, *_: Any, **__: Any) -> HttpResponse:
         """The review page replaces the change form (nothing here is edited as a form)."""
@@ -386,4 +360,3 @@ class ReviewDecisionAdmin(HistoryAdmin):
     )
     list_filter = ("decision",)
     list_select_related = ("sample", "reviewer")
-    ordering = ("-id",)

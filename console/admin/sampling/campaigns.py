@@ -14,10 +14,9 @@ from django.db.models import Count, Max, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.views.decorators.http import require_POST
 
 from analysis.selectors import ambiguity_warnings
 from billing.services import BillingError
@@ -317,18 +316,9 @@ class CampaignAdmin(TenantScopedAdmin):
     # --- plan preview and launch --------------------------------------------------------
 
     def get_urls(self) -> list[URLPattern]:
-        wrap = self.admin_site.admin_view
         return [
-            path(
-                "<path:object_id>/preview/",
-                wrap(self.preview_view),
-                name="sampling_campaign_preview",
-            ),
-            path(
-                "<path:object_id>/launch/",
-                wrap(require_POST(self.launch_view)),
-                name="sampling_campaign_launch",
-            ),
+            self.object_url("preview", self.preview_view),
+            self.object_url("launch", self.launch_view, post_only=True),
             *super().get_urls(),
         ]
 

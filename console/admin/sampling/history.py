@@ -25,7 +25,6 @@ class AttemptAdmin(HistoryAdmin):
     )
     list_filter = ("status",)
     list_select_related = ("sample",)
-    ordering = ("-id",)
 
 
 @admin.register(StaleWrite)
@@ -40,7 +39,6 @@ class StaleWriteAdmin(HistoryAdmin):
         "created_at",
     )
     list_select_related = ("sample",)
-    ordering = ("-id",)
 
 
 class OutboxSentFilter(OptionsFilter):
@@ -66,7 +64,6 @@ class OutboxMessageAdmin(HistoryAdmin):
         "last_error_short",
     )
     list_filter = (OutboxSentFilter,)
-    ordering = ("-id",)
 
     @admin.display(description="last error")
     def last_error_short(self, message: OutboxMessage) -> str:

@@ -18,7 +18,6 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.clickjacking import xframe_options_sameorigin
-from django.views.decorators.http import require_POST
 
 from analysis.report_exports import FORMATS, render_report, stream_report
 from analysis.reports import ReportIntegrityError, build_run_report
@@ -209,17 +208,9 @@ class RunAdmin(TenantScopedAdmin):
         wrap = self.admin_site.admin_view
         report_download = wrap(xframe_options_sameorigin(self.report_download_view))
         return [
-            path(
-                "<path:object_id>/progress/",
-                wrap(self.progress_view),
-                name="sampling_run_progress",
-            ),
-            path(
-                "<path:object_id>/cancel/",
-                wrap(require_POST(self.cancel_view)),
-                name="sampling_run_cancel",
-            ),
-            path("<path:object_id>/report/", wrap(self.report_view), name="sampling_run_report"),
+            self.object_url("progress", self.progress_view),
+            self.object_url("cancel", self.cancel_view, post_only=True),
+            self.object_url("report", self.report_view),
             path(
                 "<path:object_id>/report.<str:fmt>",
                 report_download,

@@ -145,23 +145,8 @@ class CaptureInline(CaptureDisplay, ReadOnlyMixin, ScopedStackedInline):
     max_num = 0
     can_delete = False
     show_change_link = True
-    fields = (
-        ("revision", "attempt_no", "collection_state", "status_code"),
-        ("upstream_id", "captured_at", "upstream_cost_text"),
-        "warnings",
-        "error",
-        "screenshot",
-        "answer",
-        "stored_objects",
-        "citation_list",
-    )
-    readonly_fields = (
-        "upstream_cost_text",
-        "screenshot",
-        "answer",
-        "stored_objects",
-        "citation_list",
-    )
+    fields = (*CaptureDisplay.capture_fields, "citation_list")
+    readonly_fields = (*CaptureDisplay.capture_readonly_fields, "citation_list")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Capture]:
         return super().get_queryset(request).prefetch_related("evidence_objects", "citations")
@@ -222,7 +207,6 @@ class SampleAdmin(HistoryAdmin):
         FailureReasonFilter,
     )
     search_fields = ("=id", "upstream_id", "failure_reason")
-    ordering = ("-id",)
     inlines = (AttemptInline, CaptureInline, MentionInline, StaleWriteInline)
     actions = ("resolve_not_executed", "resolve_abandon")
     change_form_template = "admin/sampling/sample/change_form.html"
