@@ -58,7 +58,12 @@ CHAOS_DB = os.environ.get("GEO_CHAOS_DB", "geo_chaos")  # one per engineer shari
 from geo_collect.processes import (  # noqa: E402  (needs ROOT on sys.path)
     ManagedProcess as Proc,
 )
-from geo_collect.processes import dispatcher_command, worker_command  # noqa: E402
+from geo_collect.processes import (  # noqa: E402
+    dispatcher_command,
+    redis_answers,
+    redis_server_command,
+    worker_command,
+)
 
 # Outside the source tree: logs, storage and the report survive a `make clean` elsewhere.
 WORK = Path(os.environ.get("GEO_CHAOS_DIR", "/tmp/geo-chaos"))
@@ -246,34 +251,14 @@ class Chaos:
         data = WORK / "redis"
         data.mkdir(exist_ok=True)
         self.redis = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.redis_port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(data),
-                "--logfile",
-                str(WORK / "logs" / "redis.log"),
-            ],
+            redis_server_command(
+                port=self.redis_port, directory=data, logfile=WORK / "logs" / "redis.log"
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
         )
-        import redis
-
-        client = redis.Redis(port=self.redis_port)
-        for _ in range(100):
-            try:
-                if client.ping():
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.1)
-        raise RuntimeError("redis-server did not start")
+        if not redis_answers(self.redis_port, seconds=10.0, pause=0.1):
+            raise RuntimeError("redis-server did not start")
 
     def start_simulator(self) -> None:
         profile = WORK / "profile.json"

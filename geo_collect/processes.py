@@ -18,6 +18,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import redis
+
 from connectors.registry import known_platforms
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +66,28 @@ def worker_command(
 
 def dispatcher_command(*, interval: float = 0.3, extra: Sequence[str] = ()) -> list[str]:
     return [sys.executable, "manage.py", "dispatcher", "--interval", str(interval), *extra]
+
+
+def redis_server_command(*, port: int, directory: Path, logfile: Path | None = None) -> list[str]:
+    """A throwaway `redis-server` on loopback (the broker-loss test, the chaos harness): it
+    keeps nothing on disk, so killing it loses every queued message."""
+    command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--dir", str(directory)]  # fmt: skip
+    return [*command, "--logfile", str(logfile)] if logfile is not None else command
+
+
+def redis_answers(port: int, *, seconds: float = 5.0, pause: float = 0.05) -> bool:
+    """Whether the redis-server on loopback `port` answers PING within `seconds`."""
+    client = redis.Redis(port=port)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if client.ping():
+                return True
+        except redis.ConnectionError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
 
 
 @dataclass

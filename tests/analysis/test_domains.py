@@ -26,6 +26,11 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
 
 
+# Nothing registrable: bare suffixes, local names, schemes without a host, broken hosts.
+NOT_REGISTRABLE = ["", "   ", "co.uk", "com", "localhost", "http://intranet.corp/",
+                   "javascript:alert(1)", "http://exa mple.com/", "http://[::1/"]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
@@ -43,9 +48,23 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
         ("mailto:sales@acme.com", "acme.com"),
         ("  https://example.com  ", "example.com"),
         ("https://example.com#frag", "example.com"),
+        # IDNA hosts come back as A-labels.
+        ("http://例子.中国/path", "xn--fsqu00a.xn--fiqs8s"),
+        ("www.xn--fsqu00a.xn--fiqs8s", "xn--fsqu00a.xn--fiqs8s"),
+        ("https://bücher.de/", "xn--bcher-kva.de"),
+        ("https://BÜCHER.de/", "xn--bcher-kva.de"),
+        ("http://例子。中国/", "xn--fsqu00a.xn--fiqs8s"),
+        ("ＡＣＭＥ．ｃｏｍ", "acme.com"),
+        # IP addresses are returned as they are.
+        ("http://192.168.1.10:8080/x", "192.168.1.10"),
+        ("10.0.0.1", "10.0.0.1"),
+        ("http://[2001:db8::1]:443/", "2001:db8::1"),
+        ("[2001:DB8:0::1]", "2001:db8::1"),
+        ("2001:db8::1", "2001:db8::1"),
+        *((value, None) for value in NOT_REGISTRABLE),
     ],
 )
-def test_registrable_domain(value: str, expected: str) -> None:
+def test_registrable_domain(value: str, expected: str | None) -> None:
     assert registrable_domain(value) == expected
 
 
@@ -63,47 +82,9 @@ def test_private_suffixes(value: str, with_private: str | None, icann_only: str 
     assert registrable_domain(value, include_private=False) == icann_only
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("http://例子.中国/path", "xn--fsqu00a.xn--fiqs8s"),
-        ("www.xn--fsqu00a.xn--fiqs8s", "xn--fsqu00a.xn--fiqs8s"),
-        ("https://bücher.de/", "xn--bcher-kva.de"),
-        ("https://BÜCHER.de/", "xn--bcher-kva.de"),
-        ("http://例子。中国/", "xn--fsqu00a.xn--fiqs8s"),
-        ("ＡＣＭＥ．ｃｏｍ", "acme.com"),
-    ],
-)
-def test_idna_hosts(value: str, expected: str) -> None:
-    assert registrable_domain(value) == expected
-
-
 def test_display_domain_decodes_a_labels() -> None:
     assert display_domain("xn--fsqu00a.xn--fiqs8s") == "例子.中国"
     assert display_domain("example.com") == "example.com"
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("http://192.168.1.10:8080/x", "192.168.1.10"),
-        ("10.0.0.1", "10.0.0.1"),
-        ("http://[2001:db8::1]:443/", "2001:db8::1"),
-        ("[2001:DB8:0::1]", "2001:db8::1"),
-        ("2001:db8::1", "2001:db8::1"),
-    ],
-)
-def test_ip_addresses_are_returned_as_is(value: str, expected: str) -> None:
-    assert registrable_domain(value) == expected
-
-
-@pytest.mark.parametrize(
-    "value",
-    ["", "   ", "co.uk", "com", "localhost", "http://intranet.corp/", "javascript:alert(1)",
-     "http://exa mple.com/", "http://[::1/"],
-)  # fmt: skip
-def test_no_registrable_domain(value: str) -> None:
-    assert registrable_domain(value) is None
 
 
 def test_extract_host() -> None:

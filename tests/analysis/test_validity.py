@@ -31,21 +31,17 @@ def test_ordinary_answer_is_valid() -> None:
     assert classify_answer(ORDINARY) == Validity(True, None)
 
 
-@pytest.mark.parametrize(
-    "text",
-    ["", "   \n\t ", "\u200b\u200b", None, "<html><body>  </body></html>", "<p></p>"],
-)
-def test_empty(text: str | None) -> None:
-    assert reason(text) == "empty"
-
-
-def test_empty_html_by_mime() -> None:
-    assert reason("<div> <br> </div>", raw_mime="text/html; charset=utf-8") == "empty"
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
+# Answers that are not answers, by the reason they are set aside.
+BAD_ANSWERS: dict[str, list[str | None]] = {
+    "empty": [
+        "",
+        "   \n\t ",
+        "\u200b\u200b",
+        None,
+        "<html><body>  </body></html>",
+        "<p></p>",
+    ],
+    "error_page": [
         "502 Bad Gateway\nnginx/1.18.0",
         "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway"
         "</h1></center><hr><center>nginx</center></body></html>",
@@ -64,14 +60,7 @@ def test_empty_html_by_mime() -> None:
         "ＩＮＴＥＲＮＡＬ ＳＥＲＶＥＲ ＥＲＲＯＲ",
         '{"error": {"message": "Rate limit exceeded", "type": "rate_limit", "code": 429}}',
     ],
-)
-def test_error_page(text: str) -> None:
-    assert reason(text) == "error_page"
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
+    "login_page": [
         "<html><head><title>Sign in</title></head><body><form><input name=u>"
         "<input type=password name=p></form></body></html>",
         # Password field alone, no telling title: structure decides.
@@ -95,9 +84,29 @@ def test_error_page(text: str) -> None:
         "Log in\nSign up\nEmail address\nPassword\nForgot password?\nContinue with Google",
         "手机号登录\n请输入手机号\n获取验证码\n登录\n注册",
     ],
+    "refusal": [
+        "I'm sorry, but I can't help with that.",
+        "I can't help with that request.",
+        "I'm sorry, but I cannot assist with this request. Is there anything else I can help "
+        "you with?",
+        "As an AI language model, I cannot provide real-time rankings.",
+        "抱歉，我无法回答这个问题。",
+        "对不起，我不能提供这方面的信息。",
+        "你好，这个问题我暂时无法回答，让我们换个话题再聊聊吧。",
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(text, why) for why, texts in BAD_ANSWERS.items() for text in texts],
 )
-def test_login_page(text: str) -> None:
-    assert reason(text) == "login_page"
+def test_bad_answers_get_their_reason(text: str | None, expected: str) -> None:
+    assert reason(text) == expected
+
+
+def test_empty_html_by_mime() -> None:
+    assert reason("<div> <br> </div>", raw_mime="text/html; charset=utf-8") == "empty"
 
 
 def test_truncated_by_collection_state() -> None:
@@ -110,23 +119,6 @@ def test_content_reasons_win_over_truncated() -> None:
     assert reason("", collection_state="truncated") == "empty"
     assert reason("502 Bad Gateway", collection_state="truncated") == "error_page"
     assert reason("请先登录", collection_state="truncated") == "login_page"
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "I'm sorry, but I can't help with that.",
-        "I can't help with that request.",
-        "I'm sorry, but I cannot assist with this request. Is there anything else I can help "
-        "you with?",
-        "As an AI language model, I cannot provide real-time rankings.",
-        "抱歉，我无法回答这个问题。",
-        "对不起，我不能提供这方面的信息。",
-        "你好，这个问题我暂时无法回答，让我们换个话题再聊聊吧。",
-    ],
-)
-def test_refusal(text: str) -> None:
-    assert reason(text) == "refusal"
 
 
 def test_too_short() -> None:

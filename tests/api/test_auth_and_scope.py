@@ -20,26 +20,29 @@ from tests.console.conftest import TenantWorld
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+# The endpoints under one campaign and under one run: (name, method, path below the object).
+CAMPAIGN_ENDPOINTS = [
+    ("campaign", "get", ""),
+    ("campaign_patch", "patch", ""),
+    ("preview", "post", "preview"),
+    ("launch", "post", "launch"),
+]
+RUN_ENDPOINTS = [("run", "get", ""), ("cancel", "post", "cancel"), ("resume", "post", "resume")]
+RUN_ENDPOINTS += [("samples", "get", "samples/"), ("report", "get", "report")]
+RUN_ENDPOINTS += [("reconciliation", "get", "reconciliation")]
+
+
 def _urls(world: TenantWorld) -> dict[str, tuple[str, str]]:
     run = world.run
     sample = Sample.objects.filter(run=run).order_by("id").first()
     obj = EvidenceObject.objects.filter(capture__sample__run=run).order_by("id").first()
     assert sample is not None and obj is not None
-    campaign = run.campaign_id
-    return {
-        "campaign": ("get", f"/api/v1/campaigns/{campaign}/"),
-        "campaign_patch": ("patch", f"/api/v1/campaigns/{campaign}/"),
-        "preview": ("post", f"/api/v1/campaigns/{campaign}/preview"),
-        "launch": ("post", f"/api/v1/campaigns/{campaign}/launch"),
-        "run": ("get", f"/api/v1/runs/{run.pk}/"),
-        "cancel": ("post", f"/api/v1/runs/{run.pk}/cancel"),
-        "resume": ("post", f"/api/v1/runs/{run.pk}/resume"),
-        "samples": ("get", f"/api/v1/runs/{run.pk}/samples/"),
-        "report": ("get", f"/api/v1/runs/{run.pk}/report"),
-        "reconciliation": ("get", f"/api/v1/runs/{run.pk}/reconciliation"),
-        "sample": ("get", f"/api/v1/samples/{sample.pk}/"),
-        "evidence": ("get", f"/api/v1/evidence/{obj.pk}/download"),
-    }
+    under = [(f"/api/v1/campaigns/{run.campaign_id}/", CAMPAIGN_ENDPOINTS)]
+    under.append((f"/api/v1/runs/{run.pk}/", RUN_ENDPOINTS))
+    urls = {name: (method, base + path) for base, names in under for name, method, path in names}
+    urls["sample"] = ("get", f"/api/v1/samples/{sample.pk}/")
+    urls["evidence"] = ("get", f"/api/v1/evidence/{obj.pk}/download")
+    return urls
 
 
 LISTS = [

@@ -30,6 +30,14 @@ def _body(tenant: str = "alpha", **changes: Any) -> dict[str, Any]:
     return data
 
 
+@pytest.fixture
+def operator(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> APIClient:
+    """An operator's API client for tenant alpha, with both tenants' worlds in place."""
+    return client_for("operator")
+
+
 def _create(client: APIClient, **changes: Any) -> dict[str, Any]:
     response = client.post("/api/v1/campaigns/", _body(**changes), format="json")
     assert response.status_code == 201, response.content
@@ -51,17 +59,14 @@ def _launch(client: APIClient, campaign_id: int, token: str, key: str) -> Any:
     )
 
 
-def test_operators_create_list_read_and_patch_their_campaigns(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
-) -> None:
-    client = client_for("operator")
-    created = _create(client)
+def test_operators_create_list_read_and_patch_their_campaigns(operator: APIClient) -> None:
+    created = _create(operator)
     assert created["tenant"] == "alpha" and len(created["questions"]) == 2
-    listed = client.get("/api/v1/campaigns/").json()["results"]
+    listed = operator.get("/api/v1/campaigns/").json()["results"]
     assert {c["tenant"] for c in listed} == {"alpha"}
     assert created["id"] in [c["id"] for c in listed]
-    assert client.get(f"/api/v1/campaigns/{created['id']}/").json() == created
-    patched = client.patch(
+    assert operator.get(f"/api/v1/campaigns/{created['id']}/").json() == created
+    patched = operator.patch(
         f"/api/v1/campaigns/{created['id']}/", {"repeats": 3, "name": "Renamed"}, format="json"
     )
     assert patched.status_code == 200
@@ -95,27 +100,21 @@ def test_a_campaign_for_a_tenant_not_of_the_caller_is_refused_with_its_field(
     assert not Campaign.objects.filter(name="API campaign").exists()
 
 
-def test_patch_errors_name_their_field_and_change_nothing(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
-) -> None:
-    client = client_for("operator")
-    created = _create(client)
-    response = client.patch(
+def test_patch_errors_name_their_field_and_change_nothing(operator: APIClient) -> None:
+    created = _create(operator)
+    response = operator.patch(
         f"/api/v1/campaigns/{created['id']}/", {"questions": ["ok", 3]}, format="json"
     )
     assert response.status_code == 400
     assert response.json()["errors"] == [
         {"field": "questions[1]", "message": "expected a string, got int"}
     ]
-    assert client.get(f"/api/v1/campaigns/{created['id']}/").json() == created
+    assert operator.get(f"/api/v1/campaigns/{created['id']}/").json() == created
 
 
-def test_preview_shows_plan_quote_balance_and_a_token(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
-) -> None:
-    client = client_for("operator")
-    created = _create(client)
-    preview = _preview(client, created["id"])
+def test_preview_shows_plan_quote_balance_and_a_token(operator: APIClient) -> None:
+    created = _create(operator)
+    preview = _preview(operator, created["id"])
     assert preview["samples"] == 4  # 2 questions x 1 target x 2 repeats
     assert preview["batches"] == [{"platform": "openai", "batches": 1, "sizes": [4]}]
     quote = preview["quote"]
@@ -124,14 +123,11 @@ def test_preview_shows_plan_quote_balance_and_a_token(
     assert preview["can_launch"] and preview["preview_token"]
 
 
-def test_launch_is_idempotent_per_key_one_run_one_hold(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
-) -> None:
-    client = client_for("operator")
-    created = _create(client)
-    token = _preview(client, created["id"])["preview_token"]
-    first = _launch(client, created["id"], token, "key-1")
-    again = _launch(client, created["id"], token, "key-1")
+def test_launch_is_idempotent_per_key_one_run_one_hold(operator: APIClient) -> None:
+    created = _create(operator)
+    token = _preview(operator, created["id"])["preview_token"]
+    first = _launch(operator, created["id"], token, "key-1")
+    again = _launch(operator, created["id"], token, "key-1")
     assert (first.status_code, again.status_code) == (201, 200)
     assert first.json() == again.json()
     body = first.json()
@@ -140,36 +136,30 @@ def test_launch_is_idempotent_per_key_one_run_one_hold(
     assert [str(r.pk) for r in runs] == [body["run_id"]]
     assert JournalEntry.objects.filter(run_id=body["run_id"], kind=EntryKind.RESERVE).count() == 1
 
-    other = _preview(client, created["id"])["preview_token"]
-    conflict = _launch(client, created["id"], other, "key-1")
+    other = _preview(operator, created["id"])["preview_token"]
+    conflict = _launch(operator, created["id"], other, "key-1")
     assert conflict.status_code == 409
     assert "different request" in conflict.json()["detail"]
-    reused = _launch(client, created["id"], token, "key-2")  # the same preview, another key
+    reused = _launch(operator, created["id"], token, "key-2")  # the same preview, another key
     assert reused.status_code == 409 and reused.json()["run_id"] == body["run_id"]
     assert runs.count() == 1
 
 
-def test_launch_needs_the_key_and_the_token(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
-) -> None:
-    client = client_for("operator")
-    created = _create(client)
-    response = client.post(f"/api/v1/campaigns/{created['id']}/launch", {}, format="json")
+def test_launch_needs_the_key_and_the_token(operator: APIClient) -> None:
+    created = _create(operator)
+    response = operator.post(f"/api/v1/campaigns/{created['id']}/launch", {}, format="json")
     assert response.status_code == 400
     assert {e["field"] for e in response.json()["errors"]} == {"Idempotency-Key", "preview_token"}
 
 
-def test_a_stale_preview_token_is_a_409_and_launches_nothing(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
-) -> None:
-    client = client_for("operator")
-    created = _create(client)
-    token = _preview(client, created["id"])["preview_token"]
-    client.patch(f"/api/v1/campaigns/{created['id']}/", {"repeats": 5}, format="json")
-    response = _launch(client, created["id"], token, "key-stale")
+def test_a_stale_preview_token_is_a_409_and_launches_nothing(operator: APIClient) -> None:
+    created = _create(operator)
+    token = _preview(operator, created["id"])["preview_token"]
+    operator.patch(f"/api/v1/campaigns/{created['id']}/", {"repeats": 5}, format="json")
+    response = _launch(operator, created["id"], token, "key-stale")
     assert response.status_code == 409
     assert "campaign changed" in response.json()["detail"]
-    unknown = _launch(client, created["id"], "not-a-token", "key-unknown")
+    unknown = _launch(operator, created["id"], "not-a-token", "key-unknown")
     assert unknown.status_code == 409
     assert not Run.objects.filter(campaign_id=created["id"]).exists()
 

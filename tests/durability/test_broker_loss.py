@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from connectors.simulator import SimulatorHandle
+from geo_collect.processes import redis_answers, redis_server_command
 from sampling.models import Sample
 
 from .conftest import (
@@ -44,19 +45,12 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.directory)],
+            redis_server_command(port=self.port, directory=self.directory),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        client = redis.Redis(port=self.port)
-        for _ in range(100):
-            try:
-                if client.ping():
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise AssertionError("redis-server did not start")
+        )
+        if not redis_answers(self.port):
+            raise AssertionError("redis-server did not start")
 
     def kill(self) -> None:
         assert self.process is not None

@@ -250,20 +250,36 @@ def _statement(*rows: str) -> bytes:
     return ("upstream_id,amount,currency,occurred_at\n" + "\n".join(rows) + "\n").encode()
 
 
-HOSTILE_ROWS = {
-    "amount over int64": (f"t1,99999999999999999999,USD,{NOW}", "row 2: amount: "),
-    "negative amount": (f"t1,-500,USD,{NOW}", "row 2: amount: -500 is outside"),
-    "underscore amount": (f"t1,1_000,USD,{NOW}", "row 2: amount: '1_000'"),
-    "arabic-indic amount": (f"t1,٣٠٠,USD,{NOW}", "row 2: amount: "),
-    "full-width amount": (f"t1,３００,USD,{NOW}", "row 2: amount: "),
-    "full-width currency": (f"t1,300,ＵＳＤ,{NOW}", "row 2: currency: "),
-    "NUL id": (f"t\x001,300,USD,{NOW}", "row 2: upstream_id: control character U+0000"),
-    "bidi id": (f"t\u202e1,300,USD,{NOW}", "row 2: upstream_id: bidirectional control"),
-    "zero-width id": (f"t\u200b1,300,USD,{NOW}", "row 2: upstream_id: invisible"),
-    "long id": (f"{'t' * 201},300,USD,{NOW}", "row 2: upstream_id: 201 characters"),
-    "NUL time": (f"t1,300,USD,{NOW}\x00", "row 2: occurred_at: control character"),
-    "huge field": (f"t1,300,USD,{'x' * 200_000}", "row 2: not readable as CSV"),
+def _row(**hostile: str) -> str:
+    """A valid statement row with the given columns replaced."""
+    columns = {"upstream_id": "t1", "amount": "300", "currency": "USD", "occurred_at": NOW}
+    return ",".join({**columns, **hostile}.values())
+
+
+# A hostile value by column: {column: {case: (value, what the refusal says after its column)}}.
+HOSTILE_VALUES = {
+    "upstream_id": {
+        "NUL": ("t\x001", "control character U+0000"),
+        "bidi": ("t\u202e1", "bidirectional control"),
+        "zero-width": ("t\u200b1", "invisible"),
+        "long": ("t" * 201, "201 characters"),
+    },
+    "amount": {
+        "over int64": ("99999999999999999999", ""),
+        "negative": ("-500", "-500 is outside"),
+        "underscore": ("1_000", "'1_000'"),
+        "arabic-indic": ("٣٠٠", ""),
+        "full-width": ("３００", ""),
+    },
+    "currency": {"full-width": ("ＵＳＤ", "")},
+    "occurred_at": {"NUL": (f"{NOW}\x00", "control character")},
 }
+HOSTILE_ROWS = {
+    f"{column}: {case}": (_row(**{column: value}), f"row 2: {column}: {refusal}")
+    for column, cases in HOSTILE_VALUES.items()
+    for case, (value, refusal) in cases.items()
+}
+HOSTILE_ROWS["huge field"] = (_row(occurred_at="x" * 200_000), "row 2: not readable as CSV")
 
 
 @pytest.mark.django_db

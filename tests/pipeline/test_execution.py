@@ -44,7 +44,7 @@ from pipeline import execution, repair
 from pipeline.invariants import check_all
 from pipeline.repair import repair_evidence
 from pipeline.runs import finish_run_if_done, on_run_finished
-from sampling.leases import claim_sample, renew_lease
+from sampling.leases import Claim, claim_sample, renew_lease
 from sampling.models import (
     Attempt,
     AttemptStatus,
@@ -140,6 +140,16 @@ def upstream(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ScriptedUpstream]
     return install
 
 
+@pytest.fixture
+def never_sent(upstream: Callable[..., ScriptedUpstream]) -> ScriptedUpstream:
+    """An upstream the test expects never to be called (its `calls` must stay empty)."""
+    return upstream(submit=SubmitOutcome(upstream_id="never"))
+
+
+# (submission_state, step, queue_state) of a sample planned to be submitted again.
+SUBMIT_AGAIN = ("planned", "submit", "ready")
+
+
 def _sample(platform: str = "openai") -> Sample:
     data = make_campaign_data(
         questions=1,
@@ -151,11 +161,17 @@ def _sample(platform: str = "openai") -> Sample:
     return Sample.objects.get(run=run)
 
 
+def _claim(sample: Sample, owner: str = "test") -> Claim:
+    """Lease the sample for a minute; the claim must succeed."""
+    claim = claim_sample(sample_id=sample.pk, owner=owner, lease_seconds=60)
+    assert claim is not None
+    return claim
+
+
 def _step(sample: Sample, step: str | None = None, **fields: Any) -> tuple[str, Sample]:
     """Put the sample at `step` (with any other fields), claim it and run the step once."""
     Sample.objects.filter(pk=sample.pk).update(**({"step": step} if step else {}), **fields)
-    claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
-    assert claim is not None
+    claim = _claim(sample)
     outcome = execution.run_step(sample_id=sample.pk, token=claim.token, worker="test")
     return outcome, Sample.objects.get(pk=sample.pk)
 
@@ -202,11 +218,7 @@ def test_a_truncated_answer_is_kept_and_asked_again_as_a_new_attempt(upstream: A
     outcome, sample = _step(_sample())
 
     assert outcome == "retry:truncated"
-    assert (sample.submission_state, sample.step, sample.queue_state) == (
-        "planned",
-        "submit",
-        "ready",
-    )
+    assert (sample.submission_state, sample.step, sample.queue_state) == SUBMIT_AGAIN
     assert Capture.objects.get(sample=sample).collection_state == "truncated"  # raw kept
 
 
@@ -216,11 +228,7 @@ def test_a_rate_limited_submit_is_retried_later(upstream: Any) -> None:
     outcome, sample = _step(_sample())
 
     assert outcome == "retry:rate_limited"
-    assert (sample.submission_state, sample.step, sample.queue_state) == (
-        "planned",
-        "submit",
-        "ready",
-    )
+    assert (sample.submission_state, sample.step, sample.queue_state) == SUBMIT_AGAIN
     assert Attempt.objects.get(sample=sample).retry_after_seconds == 2.0
 
 
@@ -263,9 +271,8 @@ def test_an_unknown_acceptance_makes_the_sample_uncertain_and_verifies_next(upst
 
 
 def test_a_sample_left_submitting_by_a_vanished_worker_is_verified_not_resent(
-    upstream: Any,
+    never_sent: ScriptedUpstream,
 ) -> None:
-    scripted = upstream(submit=SubmitOutcome(upstream_id="never"))
     sample = _sample()
     Attempt.objects.create(sample=sample, attempt_no=1, idempotency_key="k", fencing_token=0)
 
@@ -273,14 +280,14 @@ def test_a_sample_left_submitting_by_a_vanished_worker_is_verified_not_resent(
 
     assert outcome == "uncertain"
     assert (sample.submission_state, sample.step) == ("uncertain", "verify")
-    assert scripted.calls == []
+    assert never_sent.calls == []
 
 
-def test_a_second_copy_of_the_message_under_the_same_lease_touches_nothing(upstream: Any) -> None:
-    scripted = upstream(submit=SubmitOutcome(upstream_id="never"))
+def test_a_second_copy_of_the_message_under_the_same_lease_touches_nothing(
+    never_sent: ScriptedUpstream,
+) -> None:
     sample = _sample()
-    claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
-    assert claim is not None
+    claim = _claim(sample)
     Sample.objects.filter(pk=sample.pk).update(submission_state=SubmissionState.SUBMITTING)
     Attempt.objects.create(
         sample=sample, attempt_no=1, idempotency_key="k", fencing_token=claim.token
@@ -290,11 +297,10 @@ def test_a_second_copy_of_the_message_under_the_same_lease_touches_nothing(upstr
 
     assert outcome == "duplicate-in-flight"
     assert Sample.objects.get(pk=sample.pk).submission_state == SubmissionState.SUBMITTING
-    assert scripted.calls == []
+    assert never_sent.calls == []
 
 
-def test_a_cancelled_run_never_sends_its_due_samples(upstream: Any) -> None:
-    scripted = upstream(submit=SubmitOutcome(upstream_id="never"))
+def test_a_cancelled_run_never_sends_its_due_samples(never_sent: ScriptedUpstream) -> None:
     sample = _sample()
     Run.objects.filter(pk=sample.run_id).update(cancelled_at=Now())
 
@@ -302,22 +308,20 @@ def test_a_cancelled_run_never_sends_its_due_samples(upstream: Any) -> None:
 
     assert outcome == "cancelled"
     assert (sample.collection_state, sample.failure_reason) == ("failed", "cancelled by operator")
-    assert scripted.calls == []
+    assert never_sent.calls == []
 
 
 # --- claims and tokens --------------------------------------------------------------------------
 
 
-def test_a_message_with_an_old_token_does_nothing(upstream: Any) -> None:
-    scripted = upstream(submit=SubmitOutcome(upstream_id="never"))
+def test_a_message_with_an_old_token_does_nothing(never_sent: ScriptedUpstream) -> None:
     sample = _sample()
-    first = claim_sample(sample_id=sample.pk, owner="a", lease_seconds=60)
-    assert first is not None
+    first = _claim(sample, owner="a")
     Sample.objects.filter(pk=sample.pk).update(queue_state=QueueState.READY)
     assert claim_sample(sample_id=sample.pk, owner="b", lease_seconds=60) is not None
 
     assert execution.run_step(sample_id=sample.pk, token=first.token) == "stale-message"
-    assert scripted.calls == []
+    assert never_sent.calls == []
 
 
 def test_a_result_written_after_a_takeover_is_refused_and_recorded(upstream: Any) -> None:
@@ -551,8 +555,7 @@ def test_a_writer_whose_lease_ran_out_is_refused_even_before_the_sweep(upstream:
 
 def test_an_expired_lease_is_never_renewed() -> None:
     sample = _sample()
-    claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
-    assert claim is not None
+    claim = _claim(sample)
     assert renew_lease(sample_id=sample.pk, token=claim.token, lease_seconds=60)
     Sample.objects.filter(pk=sample.pk).update(lease_until=Now() - timedelta(seconds=1))
 
@@ -788,8 +791,7 @@ def _claimed_collector_samples(n: int) -> list[tuple[int, int]]:
     run = launch_funded(data)
     held = []
     for sample in Sample.objects.filter(run=run).order_by("pk"):
-        claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=60)
-        assert claim is not None
+        claim = _claim(sample)
         held.append((sample.pk, claim.token))
     return held
 
