@@ -136,7 +136,7 @@ def test_duplicate_provider_callbacks_change_nothing_twice(
     """The collector signs a callback for every finished task and, here, delivers each one
     twice. The application records each delivery once; the second copy is recognised as a
     repeat. Every sample still has one task, one answer, one charge, one upstream cost."""
-    from billing.models import JournalEntry
+    from billing.models import JournalEntry, SampleSettlement
     from sampling.models import CallbackDelivery
 
     settings.GEO_COLLECTOR_CALLBACK_SECRET = "sim-callback-secret"  # the simulator's default
@@ -153,13 +153,15 @@ def test_duplicate_provider_callbacks_change_nothing_twice(
     deliveries = CallbackDelivery.objects.filter(provider="collector")
     assert deliveries.count() == 4  # eight deliveries, four recorded
     assert set(deliveries.values_list("task_id", flat=True)) == {t["task_id"] for t in tasks}
-    # A sample is charged right after its analysis commits, or by the run's settlement:
-    # "run finished" can be seen a moment before the last charge is posted.
-    _wait(lambda: JournalEntry.objects.filter(kind="capture", run=run).count() == 4)
+    # Charges and upstream costs are queued with the verdict and posted by the dispatcher's
+    # next tick (docs/decisions.md): wait for them, then count one of each per sample.
+    charged = SampleSettlement.objects.filter(sample__run=run, captured__gt=0)
+    _wait(lambda: charged.count() == 4)
+    _wait(lambda: JournalEntry.objects.filter(kind="upstream_cost", run=run).count() == 4)
     for sample in Sample.objects.filter(run=run):
         assert list(sample.attempt_set.values_list("status", flat=True)) == ["accepted"]
         assert Capture.objects.filter(sample=sample).count() == 1
-        assert JournalEntry.objects.filter(kind="capture", sample_id=sample.pk).count() == 1
+        assert charged.filter(sample=sample).count() == 1
         assert (
             JournalEntry.objects.filter(
                 kind="upstream_cost", upstream_id=sample.upstream_id
