@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from geo_collect.processes import redis_answers, redis_server_command
+
 ROOT = Path(__file__).resolve().parent.parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -83,21 +85,10 @@ class Background:
 
 def start_redis(work: Path) -> tuple[Background, str]:
     """A private redis-server (no persistence) on a free port, and its URL."""
-    import redis
-
     port = free_port()
-    server = Background(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(work)],
-        work / "redis.log",
-    )  # fmt: skip
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            if client.ping():
-                return server, f"redis://127.0.0.1:{port}/0"
-        except redis.ConnectionError:
-            time.sleep(0.1)
+    server = Background(redis_server_command(port=port, directory=work), work / "redis.log")
+    if redis_answers(port, seconds=10):
+        return server, f"redis://127.0.0.1:{port}/0"
     server.stop()
     raise RuntimeError("redis-server did not start")
 
