@@ -26,8 +26,11 @@ services:
 	bash scripts/ensure_services.sh
 	bash scripts/ensure_chromium.sh
 
+# The suite runs on TEST_WORKERS pytest-xdist workers (tests/xdist_worker_env.py gives each its
+# own test database and Redis database); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) services
-	$(LOCAL_ENV) DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_ARGS)
+	$(LOCAL_ENV) DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -106,12 +106,52 @@ def _in_ci() -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    # PBKDF2's default work factor costs about 0.25 s a password; tests create hundreds of
+    # users. A cheap hasher for passwords set in the test process (the production setting is
+    # untouched); PBKDF2 stays second so passwords that subprocesses set still verify.
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    ]
     config.addinivalue_line(
         "markers", "postgresql(why): needs PostgreSQL; fails with a clear message on SQLite"
     )
     config.addinivalue_line(
         "markers", "needs_binary(name): fails with a clear message when `name` is not on PATH"
     )
+
+
+# Long tests first (real worker processes, subprocess commands, browser flows, hypothesis over
+# the ledger): xdist's `load` scheduling (Makefile `test`) hands tests out in collection order,
+# so the parallel workers start the long ones early and none is left alone with one at the end.
+# This sort runs first; pytest-django's stable sort then still puts every transactional test
+# after every test that runs in a rolled-back transaction (a flush empties the tables that
+# migrations filled), keeping this order within each group. `load`, unlike `worksteal`, keeps
+# that order on each worker.
+LONG_FIRST = (
+    "tests/durability/",
+    "tests/ops/test_demo_supervision.py",
+    "tests/console/test_commands.py",
+    "tests/e2e/",
+    "tests/billing/test_properties.py",
+    "tests/console/test_browser_flows.py",
+    "tests/api/",
+    "tests/console/",
+)
+
+
+def _long_rank(item: pytest.Item) -> int:
+    return next(
+        (i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)),
+        len(LONG_FIRST),
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_long_rank)  # stable: files keep their order within a rank
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -150,7 +190,8 @@ def _unexplained(reports: list[pytest.TestReport]) -> list[pytest.TestReport]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report_path = os.environ.get("GEO_SKIP_REPORT")
-    if report_path:
+    # In a parallel run the controller sees every worker's reports and writes the count.
+    if report_path and not os.environ.get("PYTEST_XDIST_WORKER"):
         Path(report_path).parent.mkdir(parents=True, exist_ok=True)
         Path(report_path).write_text(f"{len(_SKIPPED_REPORTS)}\n")
     if _in_ci() and _unexplained(_SKIPPED_REPORTS) and session.exitstatus == 0:

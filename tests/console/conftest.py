@@ -39,7 +39,9 @@ def build_tenant(slug: str, marker: str) -> TenantWorld:
         tenant=slug,
         name=f"{marker} campaign",
         brand={"name": f"{marker} brand", "aliases": [], "domains": [f"{slug}.example"]},
-        screenshot_policy="optional",
+        # No screenshots: each costs a Chromium start (about 0.7 s) and no test of this world
+        # reads one; screenshots are covered by tests/evidence and the browser flows.
+        screenshot_policy="none",
     )
     tenant = Tenant.objects.get(slug=slug)
     Tenant.objects.filter(pk=tenant.pk).update(name=f"{marker} Corp")

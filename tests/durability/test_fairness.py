@@ -25,9 +25,10 @@ pytestmark = IN_PROCESSES
 def test_a_slow_platform_does_not_delay_a_fast_one(
     procs: Procs, simulator: SimulatorHandle
 ) -> None:
-    """OpenAI takes 30 s per answer, Anthropic answers at once. One queue per platform: the
-    fast platform's samples all finish before the first slow one does."""
-    simulator.configure(profile={"platforms": {"openai": {"latency_ms": [30000, 30000]}}})
+    """OpenAI takes 12 s per answer (several times what the fast platform's four samples need
+    end to end, even on a loaded machine), Anthropic answers at once. One queue per platform:
+    the fast platform's samples all finish before the first slow one does."""
+    simulator.configure(profile={"platforms": {"openai": {"latency_ms": [12000, 12000]}}})
     run = launch(targets=[OPENAI, ANTHROPIC], questions=4)
     procs.worker("slow-platform", queues=["platform.openai"], concurrency=4)
     procs.worker(

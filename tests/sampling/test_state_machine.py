@@ -39,7 +39,7 @@ STATES = {
 
 ILLEGAL = [
     (layer, method, state)
-    for layer, method in {(layer, method) for layer, method, _, _ in LEGAL}
+    for layer, method in sorted({(layer, method) for layer, method, _, _ in LEGAL})
     for state in STATES[layer]
     if (layer, method, state) not in {(lay, m, src) for lay, m, src, _ in LEGAL}
 ]
