@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from sampling.counters import run_param
 from sampling.models import Run, Sample
@@ -23,8 +23,12 @@ from .stats import Rate, rate
 
 
 def _counted(run: Run, revision_id: int) -> QuerySet[Mention]:
-    succeeded = Sample.objects.filter(SUCCEEDED, run_id=run.pk).values("id")
-    return Mention.objects.filter(revision_id=revision_id, sample_id__in=Subquery(succeeded))
+    """The revision's mention rows of succeeded samples: all but those of the run's samples
+    that are not succeeded (a small set, where the succeeded ones are most of the run)."""
+    others = (
+        Sample.objects.filter(run_id=run.pk).exclude(SUCCEEDED).filter(pk=OuterRef("sample_id"))
+    )
+    return Mention.objects.filter(~Exists(others), revision_id=revision_id)
 
 
 @dataclass(frozen=True)
@@ -90,21 +94,24 @@ def head_to_head(run: Run, revision_id: int) -> list[HeadToHead]:
     revision (a self-join, not a subquery per row). A sample without a brand row counts in
     `answers` only, as before."""
     mention, sample = Mention._meta.db_table, Sample._meta.db_table
-    succeeded = (
+    not_succeeded = (
+        f"SELECT s.id FROM {sample} s WHERE s.run_id = %s AND NOT ("
         "s.collection_state = 'completed' AND s.analysis_state = 'accepted' "
-        "AND s.validity = 'valid'"
+        "AND s.validity = 'valid')"
     )
+    # Mention rows carry their sample's question revision (analysis.models.Mention).
     sql = (
-        "SELECT s.question_revision_id, m.entity, COUNT(*), "
+        "SELECT m.question_revision_id, m.entity, COUNT(*), "
         "SUM(CASE WHEN m.mentioned AND b.mentioned THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN m.mentioned AND b.mentioned AND b.rank < m.rank THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN NOT m.mentioned AND b.mentioned THEN 1 ELSE 0 END), "
         "SUM(CASE WHEN m.mentioned AND NOT b.mentioned THEN 1 ELSE 0 END) "
-        f"FROM {mention} m JOIN {sample} s ON s.id = m.sample_id "
+        f"FROM {mention} m "
         f"LEFT JOIN {mention} b ON b.revision_id = m.revision_id AND b.sample_id = m.sample_id "
         "AND b.is_brand "
-        f"WHERE m.revision_id = %s AND NOT m.is_brand AND s.run_id = %s AND {succeeded} "
-        "GROUP BY s.question_revision_id, m.entity ORDER BY s.question_revision_id, m.entity"
+        "WHERE m.revision_id = %s AND NOT m.is_brand "
+        f"AND NOT EXISTS (SELECT 1 FROM ({not_succeeded}) x WHERE x.id = m.sample_id) "
+        "GROUP BY m.question_revision_id, m.entity ORDER BY m.question_revision_id, m.entity"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [revision_id, run_param(run.pk)])

@@ -56,6 +56,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from django.db import transaction
+
 from sampling import counters
 from sampling.models import QuestionRevision, Run
 from sampling.selectors import run_status
@@ -66,6 +68,7 @@ from .report_scan import (
     Groups,
     Tally,
     run_groups,
+    scan_settings,
     unclassified_ids,
 )
 from .report_sql import HeadToHead, SentimentStat, head_to_head, sentiment_distribution
@@ -281,7 +284,7 @@ def _verify(
             f"run: brand_mentioned by record scan = {groups.overall.mentioned[brand]}, "
             f"by SQL aggregate = {by_rows}"
         )
-    recount = second_count(run, revision) if revision else None
+    recount = second_count(run, revision, scanned.succeeded) if revision else None
     if recount is not None:
         differences += [f"second count: {d}" for d in recount.differences[:20]]
         if len(recount.differences) > 20:
@@ -499,6 +502,12 @@ def build_run_report(
     Raises `ReportIntegrityError` if conservation, the double count or the second count
     fails for this run or for any run in the trend; `Run.DoesNotExist` for an unknown run.
     """
+    with transaction.atomic():
+        scan_settings()  # work_mem for the scans below, this transaction only
+        return _build_run_report(run_id=run_id, with_trend=with_trend, revision=revision)
+
+
+def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | None) -> RunReport:
     run = Run.objects.select_related("campaign", "tenant").get(pk=run_id)
     chosen = _revision(run, revision)
     sentiment = _sentiment(run, chosen)
