@@ -131,6 +131,10 @@ class Groups:
     overall: Tally
     by_platform: dict[str, Tally]
     by_question: dict[int, Tally]
+    # (question revision, competitor) -> its rows of succeeded samples beside the same
+    # sample's brand row: answers, both named, brand named first, brand only, competitor
+    # only; in question revision and competitor order (analysis.report_sql.HeadToHead).
+    pairs: dict[tuple[int, str], tuple[int, int, int, int, int]] = field(default_factory=dict)
 
     def tally(self, scope: str, platform: str | None, question: int | None) -> Tally:
         if scope == "p":
@@ -187,25 +191,57 @@ def unclassified_ids(run_id: UUID | str, limit: int = 10) -> list[int]:
 
 
 def _add_mentions(groups: Groups, run_id: UUID | str, revision_id: int, brand: str) -> None:
-    """Succeeded samples whose analysed capture mentions each entity, and the sum and number
-    of the brand's first-mention ranks (one set of mention rows per sample and revision)."""
+    """One pass over the revision's mention rows of succeeded samples (one set of rows per
+    sample and revision), each beside its sample's brand row:
+
+    * through the analysed captures only: samples whose analysed capture mentions each
+      entity, and the sum and number of the brand's first-mention ranks;
+    * every row (as the sentiment's count, analysis.report_sql): each competitor against the
+      brand in the same answer, per question revision (`Groups.pairs`)."""
+    analysed = "y.id IS NULL"
+    competitor = "NOT m.is_brand"
+    sums = {
+        "n": f"m.mentioned AND {analysed}",
+        "rs": f"m.mentioned AND {analysed} AND m.entity = %s",
+        "rn": f"m.mentioned AND {analysed} AND m.entity = %s AND m.rank IS NOT NULL",
+        "ha": competitor,
+        "hb": f"{competitor} AND m.mentioned AND b.mentioned",
+        "hr": f"{competitor} AND m.mentioned AND b.mentioned AND b.rank < m.rank",
+        "hbo": f"{competitor} AND NOT m.mentioned AND b.mentioned",
+        "hco": f"{competitor} AND m.mentioned AND NOT b.mentioned",
+    }
+    selected = ", ".join(
+        f"SUM(CASE WHEN {condition} THEN {'m.rank' if name == 'rs' else 1} ELSE 0 END) AS {name}"
+        for name, condition in sums.items()
+    )
     sql = _per_platform_and_question(
-        "SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, "
-        "SUM(CASE WHEN m.mentioned THEN 1 ELSE 0 END) AS n, "
-        "SUM(CASE WHEN m.mentioned AND m.entity = %s THEN m.rank ELSE 0 END) AS rs, "
-        "SUM(CASE WHEN m.mentioned AND m.entity = %s AND m.rank IS NOT NULL "
-        f"THEN 1 ELSE 0 END) AS rn FROM {MENTION} m WHERE m.revision_id = %s AND {counted('m')} "
-        "GROUP BY m.platform, m.question_revision_id, m.entity",
+        f"SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
+        f"FROM {MENTION} m "
+        f"LEFT JOIN {MENTION} b ON {competitor} AND b.revision_id = m.revision_id "
+        "AND b.sample_id = m.sample_id AND b.is_brand "
+        f"LEFT JOIN (SELECT DISTINCT z.id FROM ({NOT_ANALYSED}) z) y ON y.id = m.capture_id "
+        f"WHERE m.revision_id = %s AND NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x "
+        "WHERE x.id = m.sample_id) GROUP BY m.platform, m.question_revision_id, m.entity",
         "e",
-        "SUM(n), SUM(rs), SUM(rn)",
+        ", ".join(f"SUM({name})" for name in sums),
     )
     run = run_param(run_id)
-    params = [brand, brand, revision_id, run, run, run]
-    for scope, platform, question, entity, n, rank_sum, rank_n in _rows(sql, params):
+    params = [brand, brand, run, run, revision_id, run]
+    rows = _rows(f"{sql} ORDER BY 3, 4", params)
+    for scope, platform, question, entity, n, rank_sum, rank_n, *pair in rows:
         tally = groups.tally(scope, platform, question)
         tally.mentioned[entity] += int(n or 0)
         tally.rank_sum += int(rank_sum or 0)
         tally.rank_n += int(rank_n or 0)
+        if scope == "q" and pair[0]:
+            answers, both, ahead, brand_only, competitor_only = (int(v or 0) for v in pair)
+            groups.pairs[(int(question), entity)] = (
+                answers,
+                both,
+                ahead,
+                brand_only,
+                competitor_only,
+            )
 
 
 @lru_cache(maxsize=65536)

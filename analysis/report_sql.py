@@ -1,5 +1,6 @@
-"""Report metrics aggregated in SQL over one analysis revision: sentiment distribution,
-recommendation rate and competitor head-to-head per question (no per-sample list in Python).
+"""Report metrics aggregated in SQL over one analysis revision: sentiment distribution and
+recommendation rate (no per-sample list in Python), and competitor head-to-head per question
+from the counts the report's mention pass adds up (analysis.report_scan).
 
 Only succeeded samples count, as in `analysis.reports`; each sample has one set of mention
 rows per revision (`analysis.services`).
@@ -10,10 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
-from sampling.counters import run_param
 from sampling.models import Run, Sample
 from sampling.selectors import SUCCEEDED
 
@@ -89,42 +88,19 @@ class HeadToHead:
         return {**asdict(self), "brand_ahead": self.brand_ahead.as_dict()}
 
 
-def head_to_head(run: Run, revision_id: int) -> list[HeadToHead]:
-    """One pass: each competitor's mention row joined with the same sample's brand row of the
-    revision (a self-join, not a subquery per row). A sample without a brand row counts in
-    `answers` only, as before."""
-    mention, sample = Mention._meta.db_table, Sample._meta.db_table
-    not_succeeded = (
-        f"SELECT s.id FROM {sample} s WHERE s.run_id = %s AND NOT ("
-        "s.collection_state = 'completed' AND s.analysis_state = 'accepted' "
-        "AND s.validity = 'valid')"
-    )
-    # Mention rows carry their sample's question revision (analysis.models.Mention).
-    sql = (
-        "SELECT m.question_revision_id, m.entity, COUNT(*), "
-        "SUM(CASE WHEN m.mentioned AND b.mentioned THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN m.mentioned AND b.mentioned AND b.rank < m.rank THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN NOT m.mentioned AND b.mentioned THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN m.mentioned AND NOT b.mentioned THEN 1 ELSE 0 END) "
-        f"FROM {mention} m "
-        f"LEFT JOIN {mention} b ON b.revision_id = m.revision_id AND b.sample_id = m.sample_id "
-        "AND b.is_brand "
-        "WHERE m.revision_id = %s AND NOT m.is_brand "
-        f"AND NOT EXISTS (SELECT 1 FROM ({not_succeeded}) x WHERE x.id = m.sample_id) "
-        "GROUP BY m.question_revision_id, m.entity ORDER BY m.question_revision_id, m.entity"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [revision_id, run_param(run.pk)])
-        rows = cursor.fetchall()
+def head_to_head(pairs: dict[tuple[int, str], tuple[int, int, int, int, int]]) -> list[HeadToHead]:
+    """From the mention pass (analysis.report_scan, `Groups.pairs`): each competitor's mention
+    rows of succeeded samples beside the same sample's brand row of the revision. A sample
+    without a brand row counts in `answers` only."""
     return [
         HeadToHead(
             question_revision_id=question,
             competitor=entity,
-            answers=int(answers),
-            both=int(both or 0),
-            brand_only=int(brand_only or 0),
-            competitor_only=int(competitor_only or 0),
-            brand_ahead=rate(int(ahead or 0), int(both or 0)),
+            answers=answers,
+            both=both,
+            brand_only=brand_only,
+            competitor_only=competitor_only,
+            brand_ahead=rate(ahead, both),
         )
-        for question, entity, answers, both, ahead, brand_only, competitor_only in rows
+        for (question, entity), (answers, both, ahead, brand_only, competitor_only) in pairs.items()
     ]

@@ -40,7 +40,9 @@ and rolled up; memory grows with platforms x questions, never with samples)
       all citations of succeeded samples' analysed captures;
     * top cited registrable domains (offline public-suffix list);
     * in SQL (analysis.report_sql): sentiment distribution and recommendation rate per
-      entity, and competitor head-to-head per question.
+      entity; competitor head-to-head per question, counted in the mention pass of
+      analysis.report_scan (every mention row of the succeeded samples, not only the analysed
+      capture's, beside the same sample's brand row).
     Every rate carries n, a Wilson 95% interval and a confidence label (`analysis.stats`).
 
 The analysed capture of a sample is its latest completed capture, as in
@@ -417,7 +419,7 @@ def _sentiment(run: Run, revision: AnalysisRevision | None) -> list[SentimentSta
 
 def _checked_metrics(
     run: Run, revision: AnalysisRevision | None, sentiment: list[SentimentStat] | None = None
-) -> tuple[Metrics, list[Metrics], list[Metrics], list[Check]]:
+) -> tuple[Metrics, list[Metrics], list[Metrics], list[Check], list[HeadToHead]]:
     snapshot = run.config_snapshot
     brand = snapshot["brand"]["name"]
     entities = [brand, *(c["name"] for c in snapshot.get("competitors", []))]
@@ -440,7 +442,7 @@ def _checked_metrics(
         metrics(str(rid), labels.get(rid, ((0, 0), f"revision {rid}"))[1], groups.by_question[rid])
         for rid in ordered
     ]
-    return overall, by_platform, by_question, checks
+    return overall, by_platform, by_question, checks, head_to_head(groups.pairs)
 
 
 def _trend(run: Run, current: Metrics) -> list[TrendPoint]:
@@ -511,7 +513,7 @@ def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | N
     run = Run.objects.select_related("campaign", "tenant").get(pk=run_id)
     chosen = _revision(run, revision)
     sentiment = _sentiment(run, chosen)
-    overall, by_platform, by_question, checks = _checked_metrics(run, chosen, sentiment)
+    overall, by_platform, by_question, checks, pairs = _checked_metrics(run, chosen, sentiment)
     snapshot = run.config_snapshot
     brand = snapshot["brand"]["name"]
     competitors = [c["name"] for c in snapshot.get("competitors", [])]
@@ -534,6 +536,6 @@ def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | N
         checks=checks,
         revision=_revision_summary(chosen),
         sentiment=sentiment,
-        head_to_head=head_to_head(run, chosen.pk) if chosen else [],
+        head_to_head=pairs,
         evidence=evidence_by_platform(run_id=run.pk),
     )
