@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 from django.db.models import F
 from django.db.models.functions import Now
+from django.test.utils import CaptureQueriesContext
 
 from analysis.models import Mention
 from analysis.reports import build_run_report
@@ -129,3 +130,20 @@ def test_a_run_s_report_ignores_other_runs_rows(simulator: SimulatorHandle) -> N
     collected_run(questions=1, repeats=2, name="other")
     again = build_run_report(run_id=one.pk, with_trend=False).overall.as_dict()
     assert again == alone
+
+
+def _report_queries(run_id: object) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        build_run_report(run_id=run_id, with_trend=False)  # type: ignore[arg-type]
+    return [q["sql"] for q in captured.captured_queries]
+
+
+def test_the_report_s_queries_do_not_grow_with_samples_nor_join_rows_to_samples(
+    simulator: SimulatorHandle,
+) -> None:
+    small = _report_queries(collected_run(questions=1, repeats=1, name="small").pk)
+    large = _report_queries(collected_run(questions=4, repeats=3, name="large").pk)
+    assert len(large) == len(small)
+    for sql in large:
+        if "analysis_mention" in sql or "evidence_citation" in sql:
+            assert "JOIN sampling_sample" not in sql and "JOIN evidence_capture" not in sql, sql
