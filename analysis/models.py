@@ -7,6 +7,8 @@ row names the analyser and its version.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models.functions import Now
 
@@ -97,6 +99,16 @@ class Mention(models.Model):
     analyser = models.CharField(max_length=64, default="")
     analyser_version = models.CharField(max_length=64, default="")
     created_at = models.DateTimeField(db_default=Now())
+    # What the report groups by, copied from the sample with the row (a sample's identity
+    # never changes): the report reads a revision's mentions without joining the samples.
+    platform = models.CharField(max_length=32)
+    question_revision = models.ForeignKey(
+        "sampling.QuestionRevision",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
 
     class Meta:
         constraints = [
@@ -107,6 +119,13 @@ class Mention(models.Model):
 
     def __str__(self) -> str:
         return f"{self.entity}: {self.context or 'not found'}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self._state.adding and self.question_revision_id is None:
+            sample = self.sample
+            self.platform = sample.platform
+            self.question_revision_id = sample.question_revision_id
+        super().save(*args, **kwargs)
 
 
 class AmbiguousWord(models.Model):

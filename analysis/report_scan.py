@@ -9,9 +9,17 @@ in Python, and no query carries an `IN (...)` of sample ids. Each groups the run
   (sampling/counters.py), which the report compares it with;
 * mentions per entity of each succeeded sample's analysed capture (its latest completed one)
   in the chosen analysis revision;
-* citations of the analysed captures per cited host, read through a server-side cursor and
+* citations of the analysed captures per cited host, fetched in batches and
   folded into the group tallies as they arrive (host rules and registrable domains stay in
   Python, evidence/domains.py, computed once per distinct host).
+
+Mention and citation rows carry their sample's run, platform and question revision, copied
+when they are written (docs/decisions.md, "The report reads mentions and citations per run"),
+so they are grouped without joining the samples and captures: a row counts unless its sample
+is one of the run's not-succeeded samples or its capture one of the run's not-analysed
+captures (not completed, or superseded by a later completed one: `Capture.supersedes`). Both
+sets are small and come from partial indexes. The report's SQL runs in one transaction with
+enough `work_mem` that its hash aggregates and joins stay in memory (`scan_settings`).
 
 Memory grows with the number of groups (platforms + questions) and the distinct cited hosts
 per group, never with the number of samples.
@@ -55,12 +63,41 @@ END"""
 SUCCEEDED_SQL = (
     "s.collection_state = 'completed' AND s.analysis_state = 'accepted' AND s.validity = 'valid'"
 )
-# The analysed capture of a sample: its latest completed capture (analysis.services).
-ANALYSED = (
-    f"c.collection_state = 'completed' AND NOT EXISTS (SELECT 1 FROM {CAPTURE} c2 "
-    "WHERE c2.sample_id = c.sample_id AND c2.collection_state = 'completed' "
-    "AND c2.revision > c.revision)"
+# The run's samples that are not succeeded (sample_run_unsucceeded_idx): a mention or citation
+# row of one of them does not count. Parameter: the run.
+NOT_SUCCEEDED = f"SELECT s.id FROM {SAMPLE} s WHERE s.run_id = %s AND NOT ({SUCCEEDED_SQL})"
+# The run's captures that are not analysed: the analysed capture of a sample is its latest
+# completed capture (analysis.services), i.e. a completed one no later completed capture
+# supersedes. Parameters: the run, twice.
+NOT_ANALYSED = (
+    f"SELECT c.id FROM {CAPTURE} c WHERE c.run_id = %s AND c.collection_state <> 'completed' "
+    f"UNION ALL SELECT c.supersedes_id FROM {CAPTURE} c WHERE c.run_id = %s "
+    "AND c.supersedes_id IS NOT NULL"
 )
+
+
+def counted(alias: str) -> str:
+    """The condition on a mention or citation row (`alias`, with sample_id and capture_id)
+    that it belongs to a succeeded sample's analysed capture. Parameters: the run, 3 times."""
+    return (
+        f"NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x WHERE x.id = {alias}.sample_id) "
+        f"AND NOT EXISTS (SELECT 1 FROM ({NOT_ANALYSED}) y WHERE y.id = {alias}.capture_id)"
+    )
+
+
+# Per transaction (PostgreSQL): the report's hash aggregates and joins over a million rows
+# fit in memory instead of spilling to disk (work_mem defaults to 4 MB), and a query this
+# short does not pay for JIT compilation.
+SCAN_SETTINGS = ("SET LOCAL work_mem = '256MB'", "SET LOCAL jit = off")
+
+
+def scan_settings() -> None:
+    """Apply SCAN_SETTINGS to the current transaction (call inside `transaction.atomic`)."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for statement in SCAN_SETTINGS:
+            cursor.execute(statement)
 
 
 @dataclass
@@ -94,6 +131,10 @@ class Groups:
     overall: Tally
     by_platform: dict[str, Tally]
     by_question: dict[int, Tally]
+    # (question revision, competitor) -> its rows of succeeded samples beside the same
+    # sample's brand row: answers, both named, brand named first, brand only, competitor
+    # only; in question revision and competitor order (analysis.report_sql.HeadToHead).
+    pairs: dict[tuple[int, str], tuple[int, int, int, int, int]] = field(default_factory=dict)
 
     def tally(self, scope: str, platform: str | None, question: int | None) -> Tally:
         if scope == "p":
@@ -108,8 +149,10 @@ def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
 
 
 def _streamed(sql: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
-    """Rows through a server-side cursor on PostgreSQL (bounded memory), in batches."""
-    with connection.chunked_cursor() as cursor:
+    """Rows turned into Python objects in batches (bounded Python memory). A client-side
+    cursor: PostgreSQL plans a server-side cursor (DECLARE) without parallel workers, and the
+    result is one row per group and host, not per citation."""
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
         while batch := cursor.fetchmany(FETCH):
             yield from batch
@@ -147,36 +190,58 @@ def unclassified_ids(run_id: UUID | str, limit: int = 10) -> list[int]:
     return [row[0] for row in rows]
 
 
-def _succeeded_analysed(select: str, join: str, group: str) -> str:
-    return (
-        f"SELECT s.platform AS p, s.question_revision_id AS q, {select} FROM {SAMPLE} s "
-        f"JOIN {CAPTURE} c ON c.sample_id = s.id AND {ANALYSED} {join} "
-        f"WHERE s.run_id = %s AND {SUCCEEDED_SQL} GROUP BY s.platform, s.question_revision_id, "
-        f"{group}"
-    )
-
-
 def _add_mentions(groups: Groups, run_id: UUID | str, revision_id: int, brand: str) -> None:
-    """Succeeded samples whose analysed capture mentions each entity, and the sum and number
-    of the brand's first-mention ranks."""
-    sql = _per_platform_and_question(
-        _succeeded_analysed(
-            "m.entity AS e, SUM(CASE WHEN m.mentioned THEN 1 ELSE 0 END) AS n, "
-            "SUM(CASE WHEN m.mentioned AND m.entity = %s THEN m.rank ELSE 0 END) AS rs, "
-            "SUM(CASE WHEN m.mentioned AND m.entity = %s AND m.rank IS NOT NULL "
-            "THEN 1 ELSE 0 END) AS rn",
-            f"JOIN {MENTION} m ON m.capture_id = c.id AND m.revision_id = %s",
-            "m.entity",
-        ),
-        "e",
-        "SUM(n), SUM(rs), SUM(rn)",
+    """One pass over the revision's mention rows of succeeded samples (one set of rows per
+    sample and revision), each beside its sample's brand row:
+
+    * through the analysed captures only: samples whose analysed capture mentions each
+      entity, and the sum and number of the brand's first-mention ranks;
+    * every row (as the sentiment's count, analysis.report_sql): each competitor against the
+      brand in the same answer, per question revision (`Groups.pairs`)."""
+    analysed = "y.id IS NULL"
+    competitor = "NOT m.is_brand"
+    sums = {
+        "n": f"m.mentioned AND {analysed}",
+        "rs": f"m.mentioned AND {analysed} AND m.entity = %s",
+        "rn": f"m.mentioned AND {analysed} AND m.entity = %s AND m.rank IS NOT NULL",
+        "ha": competitor,
+        "hb": f"{competitor} AND m.mentioned AND b.mentioned",
+        "hr": f"{competitor} AND m.mentioned AND b.mentioned AND b.rank < m.rank",
+        "hbo": f"{competitor} AND NOT m.mentioned AND b.mentioned",
+        "hco": f"{competitor} AND m.mentioned AND NOT b.mentioned",
+    }
+    selected = ", ".join(
+        f"SUM(CASE WHEN {condition} THEN {'m.rank' if name == 'rs' else 1} ELSE 0 END) AS {name}"
+        for name, condition in sums.items()
     )
-    params = [brand, brand, revision_id, run_param(run_id)]
-    for scope, platform, question, entity, n, rank_sum, rank_n in _rows(sql, params):
+    sql = _per_platform_and_question(
+        f"SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
+        f"FROM {MENTION} m "
+        f"LEFT JOIN {MENTION} b ON {competitor} AND b.revision_id = m.revision_id "
+        "AND b.sample_id = m.sample_id AND b.is_brand "
+        f"LEFT JOIN (SELECT DISTINCT z.id FROM ({NOT_ANALYSED}) z) y ON y.id = m.capture_id "
+        f"WHERE m.revision_id = %s AND NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x "
+        "WHERE x.id = m.sample_id) GROUP BY m.platform, m.question_revision_id, m.entity",
+        "e",
+        ", ".join(f"SUM({name})" for name in sums),
+    )
+    run = run_param(run_id)
+    params = [brand, brand, run, run, revision_id, run]
+    rows = _rows(f"{sql} ORDER BY 3, 4", params)
+    for scope, platform, question, entity, n, rank_sum, rank_n, *pair in rows:
         tally = groups.tally(scope, platform, question)
         tally.mentioned[entity] += int(n or 0)
         tally.rank_sum += int(rank_sum or 0)
         tally.rank_n += int(rank_n or 0)
+        if scope == "q" and pair[0]:
+            answers, both, ahead, brand_only, competitor_only = (int(v or 0) for v in pair)
+            groups.pairs[(int(question), entity)] = (
+                answers,
+                both,
+                ahead,
+                brand_only,
+                competitor_only,
+            )
 
 
 @lru_cache(maxsize=65536)
@@ -207,13 +272,14 @@ def _add_citations(groups: Groups, run_id: UUID | str, brand_domains: list[str])
     registrable domains. Streams (scope, group, host key, n) rows."""
     brands = tuple(h for h in (extract_host(d) for d in brand_domains) if h)
     sql = _per_platform_and_question(
-        _succeeded_analysed(
-            f"{_host_key()} AS k, COUNT(*) AS n", f"JOIN {CITATION} ci ON ci.capture_id = c.id", "k"
-        ),
+        f"SELECT ci.platform AS p, ci.question_revision_id AS q, {_host_key()} AS k, "
+        f"COUNT(*) AS n FROM {CITATION} ci WHERE ci.run_id = %s AND {counted('ci')} "
+        "GROUP BY 1, 2, 3",
         "k",
         "SUM(n)",
     )
-    for scope, platform, question, key, total in _streamed(sql, [run_param(run_id)]):
+    run = run_param(run_id)
+    for scope, platform, question, key, total in _streamed(sql, [run] * 4):
         tally = groups.tally(scope, platform, question)
         n = int(total)
         parseable, brand, domain = _url_facts(key, brands)

@@ -1,5 +1,6 @@
-"""Report metrics aggregated in SQL over one analysis revision: sentiment distribution,
-recommendation rate and competitor head-to-head per question (no per-sample list in Python).
+"""Report metrics aggregated in SQL over one analysis revision: sentiment distribution and
+recommendation rate (no per-sample list in Python), and competitor head-to-head per question
+from the counts the report's mention pass adds up (analysis.report_scan).
 
 Only succeeded samples count, as in `analysis.reports`; each sample has one set of mention
 rows per revision (`analysis.services`).
@@ -10,10 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.db import connection
-from django.db.models import Count, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
-from sampling.counters import run_param
 from sampling.models import Run, Sample
 from sampling.selectors import SUCCEEDED
 
@@ -23,8 +22,12 @@ from .stats import Rate, rate
 
 
 def _counted(run: Run, revision_id: int) -> QuerySet[Mention]:
-    succeeded = Sample.objects.filter(SUCCEEDED, run_id=run.pk).values("id")
-    return Mention.objects.filter(revision_id=revision_id, sample_id__in=Subquery(succeeded))
+    """The revision's mention rows of succeeded samples: all but those of the run's samples
+    that are not succeeded (a small set, where the succeeded ones are most of the run)."""
+    others = (
+        Sample.objects.filter(run_id=run.pk).exclude(SUCCEEDED).filter(pk=OuterRef("sample_id"))
+    )
+    return Mention.objects.filter(~Exists(others), revision_id=revision_id)
 
 
 @dataclass(frozen=True)
@@ -85,39 +88,19 @@ class HeadToHead:
         return {**asdict(self), "brand_ahead": self.brand_ahead.as_dict()}
 
 
-def head_to_head(run: Run, revision_id: int) -> list[HeadToHead]:
-    """One pass: each competitor's mention row joined with the same sample's brand row of the
-    revision (a self-join, not a subquery per row). A sample without a brand row counts in
-    `answers` only, as before."""
-    mention, sample = Mention._meta.db_table, Sample._meta.db_table
-    succeeded = (
-        "s.collection_state = 'completed' AND s.analysis_state = 'accepted' "
-        "AND s.validity = 'valid'"
-    )
-    sql = (
-        "SELECT s.question_revision_id, m.entity, COUNT(*), "
-        "SUM(CASE WHEN m.mentioned AND b.mentioned THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN m.mentioned AND b.mentioned AND b.rank < m.rank THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN NOT m.mentioned AND b.mentioned THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN m.mentioned AND NOT b.mentioned THEN 1 ELSE 0 END) "
-        f"FROM {mention} m JOIN {sample} s ON s.id = m.sample_id "
-        f"LEFT JOIN {mention} b ON b.revision_id = m.revision_id AND b.sample_id = m.sample_id "
-        "AND b.is_brand "
-        f"WHERE m.revision_id = %s AND NOT m.is_brand AND s.run_id = %s AND {succeeded} "
-        "GROUP BY s.question_revision_id, m.entity ORDER BY s.question_revision_id, m.entity"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [revision_id, run_param(run.pk)])
-        rows = cursor.fetchall()
+def head_to_head(pairs: dict[tuple[int, str], tuple[int, int, int, int, int]]) -> list[HeadToHead]:
+    """From the mention pass (analysis.report_scan, `Groups.pairs`): each competitor's mention
+    rows of succeeded samples beside the same sample's brand row of the revision. A sample
+    without a brand row counts in `answers` only."""
     return [
         HeadToHead(
             question_revision_id=question,
             competitor=entity,
-            answers=int(answers),
-            both=int(both or 0),
-            brand_only=int(brand_only or 0),
-            competitor_only=int(competitor_only or 0),
-            brand_ahead=rate(int(ahead or 0), int(both or 0)),
+            answers=answers,
+            both=both,
+            brand_only=brand_only,
+            competitor_only=competitor_only,
+            brand_ahead=rate(ahead, both),
         )
-        for question, entity, answers, both, ahead, brand_only, competitor_only in rows
+        for (question, entity), (answers, both, ahead, brand_only, competitor_only) in pairs.items()
     ]

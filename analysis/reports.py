@@ -40,7 +40,9 @@ and rolled up; memory grows with platforms x questions, never with samples)
       all citations of succeeded samples' analysed captures;
     * top cited registrable domains (offline public-suffix list);
     * in SQL (analysis.report_sql): sentiment distribution and recommendation rate per
-      entity, and competitor head-to-head per question.
+      entity; competitor head-to-head per question, counted in the mention pass of
+      analysis.report_scan (every mention row of the succeeded samples, not only the analysed
+      capture's, beside the same sample's brand row).
     Every rate carries n, a Wilson 95% interval and a confidence label (`analysis.stats`).
 
 The analysed capture of a sample is its latest completed capture, as in
@@ -56,6 +58,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from django.db import transaction
+
 from sampling import counters
 from sampling.models import QuestionRevision, Run
 from sampling.selectors import run_status
@@ -66,6 +70,7 @@ from .report_scan import (
     Groups,
     Tally,
     run_groups,
+    scan_settings,
     unclassified_ids,
 )
 from .report_sql import HeadToHead, SentimentStat, head_to_head, sentiment_distribution
@@ -281,7 +286,7 @@ def _verify(
             f"run: brand_mentioned by record scan = {groups.overall.mentioned[brand]}, "
             f"by SQL aggregate = {by_rows}"
         )
-    recount = second_count(run, revision) if revision else None
+    recount = second_count(run, revision, scanned.succeeded) if revision else None
     if recount is not None:
         differences += [f"second count: {d}" for d in recount.differences[:20]]
         if len(recount.differences) > 20:
@@ -414,7 +419,7 @@ def _sentiment(run: Run, revision: AnalysisRevision | None) -> list[SentimentSta
 
 def _checked_metrics(
     run: Run, revision: AnalysisRevision | None, sentiment: list[SentimentStat] | None = None
-) -> tuple[Metrics, list[Metrics], list[Metrics], list[Check]]:
+) -> tuple[Metrics, list[Metrics], list[Metrics], list[Check], list[HeadToHead]]:
     snapshot = run.config_snapshot
     brand = snapshot["brand"]["name"]
     entities = [brand, *(c["name"] for c in snapshot.get("competitors", []))]
@@ -437,7 +442,7 @@ def _checked_metrics(
         metrics(str(rid), labels.get(rid, ((0, 0), f"revision {rid}"))[1], groups.by_question[rid])
         for rid in ordered
     ]
-    return overall, by_platform, by_question, checks
+    return overall, by_platform, by_question, checks, head_to_head(groups.pairs)
 
 
 def _trend(run: Run, current: Metrics) -> list[TrendPoint]:
@@ -499,10 +504,16 @@ def build_run_report(
     Raises `ReportIntegrityError` if conservation, the double count or the second count
     fails for this run or for any run in the trend; `Run.DoesNotExist` for an unknown run.
     """
+    with transaction.atomic():
+        scan_settings()  # work_mem for the scans below, this transaction only
+        return _build_run_report(run_id=run_id, with_trend=with_trend, revision=revision)
+
+
+def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | None) -> RunReport:
     run = Run.objects.select_related("campaign", "tenant").get(pk=run_id)
     chosen = _revision(run, revision)
     sentiment = _sentiment(run, chosen)
-    overall, by_platform, by_question, checks = _checked_metrics(run, chosen, sentiment)
+    overall, by_platform, by_question, checks, pairs = _checked_metrics(run, chosen, sentiment)
     snapshot = run.config_snapshot
     brand = snapshot["brand"]["name"]
     competitors = [c["name"] for c in snapshot.get("competitors", [])]
@@ -525,6 +536,6 @@ def build_run_report(
         checks=checks,
         revision=_revision_summary(chosen),
         sentiment=sentiment,
-        head_to_head=head_to_head(run, chosen.pk) if chosen else [],
+        head_to_head=pairs,
         evidence=evidence_by_platform(run_id=run.pk),
     )

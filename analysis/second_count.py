@@ -66,9 +66,12 @@ def _latest_captures(sample_ids: list[int]) -> dict[int, Capture]:
     return latest
 
 
-def second_count(run: Run, revision: AnalysisRevision) -> SecondCount:
+def second_count(run: Run, revision: AnalysisRevision, succeeded: int | None = None) -> SecondCount:
+    """`succeeded`: the run's succeeded samples if the caller has counted them (the report's
+    record scan has), else counted here."""
     revision.run = run
-    succeeded = Sample.objects.filter(SUCCEEDED, run_id=run.pk).count()
+    if succeeded is None:
+        succeeded = Sample.objects.filter(SUCCEEDED, run_id=run.pk).count()
     analyser = get_analyser(revision.analyser)
     info = analyser.info
     if not info.deterministic or info.version != revision.analyser_version:

@@ -182,6 +182,8 @@ def derive(
     mentions = [
         Mention(
             sample_id=sample.pk,
+            platform=sample.platform,
+            question_revision_id=sample.question_revision_id,
             capture=capture,
             revision=revision,
             entity=e.name,

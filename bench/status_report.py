@@ -181,9 +181,10 @@ JOIN sampling_batch b ON b.run_id = %(run)s AND b.index = i / {BATCH}
     )
     _sql(
         """
-INSERT INTO evidence_capture (sample_id, revision, upstream_id, collection_state, answer_text,
-  warnings, upstream_cost_currency, captured_at)
-SELECT s.id, 0, s.upstream_id, 'completed', 'Acme and Globex are good.', '[]', '', now()
+INSERT INTO evidence_capture (sample_id, run_id, revision, upstream_id, collection_state,
+  answer_text, warnings, upstream_cost_currency, captured_at)
+SELECT s.id, s.run_id, 0, s.upstream_id, 'completed', 'Acme and Globex are good.', '[]', '',
+  now()
 FROM sampling_sample s WHERE s.run_id = %s AND s.collection_state = 'completed'
 """,
         [run.pk],
@@ -194,9 +195,10 @@ FROM sampling_sample s WHERE s.run_id = %s AND s.collection_state = 'completed'
             f"""
 INSERT INTO analysis_mention (entity, is_brand, mentioned, count, rank, capture_id, sample_id,
   analyser, analyser_version, context, matched, occurrences, recommended, sentence, sentiment,
-  unsure, revision_id)
+  unsure, revision_id, platform, question_revision_id)
 SELECT %s, %s, (s.id + {index}) %% 3 <> 0, 1, 1 + (s.id + {index}) %% 3, c.id, s.id,
-  'rules', 'bench-fixture', 'listed', 1, '[]', s.id %% 4 = 0, '', 'neutral', '', %s
+  'rules', 'bench-fixture', 'listed', 1, '[]', s.id %% 4 = 0, '', 'neutral', '', %s,
+  s.platform, s.question_revision_id
 FROM sampling_sample s JOIN evidence_capture c ON c.sample_id = s.id
 WHERE s.run_id = %s AND s.analysis_state = 'accepted'
 """,
@@ -205,8 +207,10 @@ WHERE s.run_id = %s AND s.analysis_state = 'accepted'
     domains = "ARRAY[" + ", ".join(f"'{d}'" for d in DOMAINS) + "]"
     _sql(
         f"""
-INSERT INTO evidence_citation (position, url, normalized_url, domain, title, capture_id)
-SELECT p, 'https://' || d || '/page', 'https://' || d || '/page', d, '', c.id
+INSERT INTO evidence_citation (position, url, normalized_url, domain, title, capture_id,
+  sample_id, run_id, platform, question_revision_id)
+SELECT p, 'https://' || d || '/page', 'https://' || d || '/page', d, '', c.id,
+  s.id, s.run_id, s.platform, s.question_revision_id
 FROM sampling_sample s JOIN evidence_capture c ON c.sample_id = s.id,
   generate_series(0, 1) p,
   LATERAL (SELECT ({domains})[1 + (s.id + p * 7) %% {len(DOMAINS)}] AS d) dom

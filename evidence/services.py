@@ -121,8 +121,10 @@ def record_capture(
 ) -> Capture:
     """The rows for archived objects. Call inside the transaction that changes sample state."""
     result = archived.result
+    identity = Sample.objects.values("run_id", "platform", "question_revision_id").get(pk=sample_id)
     capture = Capture.objects.create(
         sample_id=sample_id,
+        run_id=identity["run_id"],
         revision=archived.revision,
         attempt_no=attempt_no,
         fencing_token=token,
@@ -140,6 +142,8 @@ def record_capture(
     Citation.objects.bulk_create(
         Citation(
             capture=capture,
+            sample_id=sample_id,
+            **identity,
             position=i,
             url=c.url,
             normalized_url=c.normalized_url,
