@@ -109,6 +109,11 @@ class Mention(models.Model):
         db_index=False,
         related_name="+",
     )
+    # On a competitor's row, the brand's result in the same answer (analysis.services.derive
+    # writes a capture's rows together; NULL on the brand's own row): the report's
+    # head-to-head reads one row instead of joining each competitor row to the brand's.
+    brand_mentioned = models.BooleanField(null=True, blank=True)
+    brand_rank = models.PositiveSmallIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -192,7 +192,7 @@ def unclassified_ids(run_id: UUID | str, limit: int = 10) -> list[int]:
 
 def _add_mentions(groups: Groups, run_id: UUID | str, revision_id: int, brand: str) -> None:
     """One pass over the revision's mention rows of succeeded samples (one set of rows per
-    sample and revision), each beside its sample's brand row:
+    sample and revision; a competitor's row carries the brand's result in the same answer):
 
     * through the analysed captures only: samples whose analysed capture mentions each
       entity, and the sum and number of the brand's first-mention ranks;
@@ -205,10 +205,10 @@ def _add_mentions(groups: Groups, run_id: UUID | str, revision_id: int, brand: s
         "rs": f"m.mentioned AND {analysed} AND m.entity = %s",
         "rn": f"m.mentioned AND {analysed} AND m.entity = %s AND m.rank IS NOT NULL",
         "ha": competitor,
-        "hb": f"{competitor} AND m.mentioned AND b.mentioned",
-        "hr": f"{competitor} AND m.mentioned AND b.mentioned AND b.rank < m.rank",
-        "hbo": f"{competitor} AND NOT m.mentioned AND b.mentioned",
-        "hco": f"{competitor} AND m.mentioned AND NOT b.mentioned",
+        "hb": f"{competitor} AND m.mentioned AND m.brand_mentioned",
+        "hr": f"{competitor} AND m.mentioned AND m.brand_mentioned AND m.brand_rank < m.rank",
+        "hbo": f"{competitor} AND NOT m.mentioned AND m.brand_mentioned",
+        "hco": f"{competitor} AND m.mentioned AND NOT m.brand_mentioned",
     }
     selected = ", ".join(
         f"SUM(CASE WHEN {condition} THEN {'m.rank' if name == 'rs' else 1} ELSE 0 END) AS {name}"
@@ -217,8 +217,6 @@ def _add_mentions(groups: Groups, run_id: UUID | str, revision_id: int, brand: s
     sql = _per_platform_and_question(
         f"SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
         f"FROM {MENTION} m "
-        f"LEFT JOIN {MENTION} b ON {competitor} AND b.revision_id = m.revision_id "
-        "AND b.sample_id = m.sample_id AND b.is_brand "
         f"LEFT JOIN (SELECT DISTINCT z.id FROM ({NOT_ANALYSED}) z) y ON y.id = m.capture_id "
         f"WHERE m.revision_id = %s AND NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x "
         "WHERE x.id = m.sample_id) GROUP BY m.platform, m.question_revision_id, m.entity",

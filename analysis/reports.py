@@ -399,16 +399,14 @@ class RunReport:
 
 
 def _question_labels(revision_ids: Iterable[int]) -> dict[int, tuple[tuple[int, int], str]]:
-    labels = {}
-    revisions = QuestionRevision.objects.filter(pk__in=list(revision_ids)).select_related(
-        "question"
+    # Plain tuples: a run can ask 10,000 questions, and model instances cost ten times more.
+    rows = QuestionRevision.objects.filter(pk__in=list(revision_ids)).values_list(
+        "pk", "question__position", "question_id", "revision_no", "text"
     )
-    for rev in revisions:
-        labels[rev.pk] = (
-            (rev.question.position, rev.question_id),
-            f"r{rev.revision_no}: {rev.text}",
-        )
-    return labels
+    return {
+        pk: ((position, question_id), f"r{revision_no}: {text}")
+        for pk, position, question_id, revision_no, text in rows
+    }
 
 
 def _sentiment(run: Run, revision: AnalysisRevision | None) -> list[SentimentStat]:

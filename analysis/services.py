@@ -203,7 +203,17 @@ def derive(
         )
         for e in analysis.entities
     ]
+    with_brand(mentions)
     return Derived(result=result, mentions=mentions, analysis=analysis)
+
+
+def with_brand(mentions: list[Mention]) -> None:
+    """Copy the brand row's result onto the competitors' rows of the same answer."""
+    brand = next((m for m in mentions if m.is_brand), None)
+    for mention in mentions:
+        if brand is not None and not mention.is_brand:
+            mention.brand_mentioned = brand.mentioned
+            mention.brand_rank = brand.rank
 
 
 def analyse_sample(*, sample_id: int) -> Verdict:

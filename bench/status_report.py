@@ -195,10 +195,11 @@ FROM sampling_sample s WHERE s.run_id = %s AND s.collection_state = 'completed'
             f"""
 INSERT INTO analysis_mention (entity, is_brand, mentioned, count, rank, capture_id, sample_id,
   analyser, analyser_version, context, matched, occurrences, recommended, sentence, sentiment,
-  unsure, revision_id, platform, question_revision_id)
+  unsure, revision_id, platform, question_revision_id, brand_mentioned, brand_rank)
 SELECT %s, %s, (s.id + {index}) %% 3 <> 0, 1, 1 + (s.id + {index}) %% 3, c.id, s.id,
   'rules', 'bench-fixture', 'listed', 1, '[]', s.id %% 4 = 0, '', 'neutral', '', %s,
-  s.platform, s.question_revision_id
+  s.platform, s.question_revision_id,
+  CASE WHEN {index} > 0 THEN s.id %% 3 <> 0 END, CASE WHEN {index} > 0 THEN 1 + s.id %% 3 END
 FROM sampling_sample s JOIN evidence_capture c ON c.sample_id = s.id
 WHERE s.run_id = %s AND s.analysis_state = 'accepted'
 """,

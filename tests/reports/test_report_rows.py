@@ -72,6 +72,22 @@ def test_rows_carry_their_samples_identity(simulator: SimulatorHandle) -> None:
     assert not captures.filter(supersedes__isnull=False).exists()  # one capture per sample
 
 
+def test_competitor_rows_carry_the_brands_result_in_the_same_answer(
+    simulator: SimulatorHandle,
+) -> None:
+    run = collected_run(questions=3, repeats=2)
+    mentions = Mention.objects.filter(sample__run=run)
+    brand = {(m.revision_id, m.sample_id): m for m in mentions.filter(is_brand=True)}
+    competitors = list(mentions.filter(is_brand=False))
+    assert brand and competitors
+    assert {(m.brand_mentioned, m.brand_rank) for m in brand.values()} == {(None, None)}
+    for row in competitors:
+        own = brand[(row.revision_id, row.sample_id)]
+        assert (row.brand_mentioned, row.brand_rank) == (own.mentioned, own.rank), row.entity
+    # Both sides occur, so the copy is not a constant.
+    assert {row.brand_mentioned for row in competitors} == {True, False}
+
+
 def _repair(sample: Sample, text: str) -> Capture:
     last = sample.captures.order_by("-revision").first()
     assert last is not None
