@@ -15,6 +15,7 @@ from billing.models import (
     PriceComponent,
     PriceVersion,
 )
+from connectors.registry import UnknownPlatform, get_connector
 from sampling.models import Run, Sample
 
 from .errors import BillingError, NoActivePrice, check_currency
@@ -101,8 +102,6 @@ def active_price_version(*, at: datetime | None = None) -> PriceVersion:
 
 
 def platform_takes_screenshots(platform: str) -> bool:
-    from connectors.registry import UnknownPlatform, get_connector
-
     try:
         return bool(get_connector(platform).capabilities().screenshots)
     except UnknownPlatform:

@@ -10,6 +10,7 @@ from billing.models import (
     EntryKind,
     JournalEntry,
 )
+from evidence.models import Capture
 from sampling.models import Run
 
 from .accounts import upstream_cost_account, upstream_payable_account
@@ -22,8 +23,6 @@ log = logging.getLogger(__name__)
 
 def record_upstream_cost(*, capture_id: int) -> JournalEntry | None:
     """Book the provider's reported cost of one upstream task (one attempt), once per task."""
-    from evidence.models import Capture
-
     capture = Capture.objects.select_related("sample", "sample__run", "sample__tenant").get(
         pk=capture_id
     )
