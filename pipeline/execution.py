@@ -16,9 +16,11 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Func, JSONField
 from django.db.models.functions import Now
 
 from analysis.services import AnalysisAhead, analyse_ahead, analyse_sample
@@ -83,6 +85,34 @@ class StepContext:
     loaded: Sample | None = field(default=None, compare=False)
 
 
+class _WithoutQuestions(Func):
+    """A run's frozen snapshot without its question list."""
+
+    template = "json_remove(%(expressions)s, '$.questions')"
+    output_field = JSONField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+        template = "(%(expressions)s - 'questions')"
+        return self.as_sql(compiler, connection, template=template, **extra_context)
+
+
+def load_for_step(sample_id: int) -> Sample | None:
+    """The sample with its run and question, as a step uses them. The run's frozen snapshot
+    comes without its question list, the one part that grows with the campaign (about 100 KB
+    for 1,000 questions, otherwise encoded and decoded for every step): no step reads it.
+    The run is only read here, never saved."""
+    sample = (
+        Sample.objects.select_related("run", "question_revision")
+        .defer("run__config_snapshot")
+        .annotate(step_snapshot=_WithoutQuestions("run__config_snapshot"))
+        .filter(pk=sample_id)
+        .first()
+    )
+    if sample is not None:
+        sample.run.config_snapshot = sample.step_snapshot
+    return sample
+
+
 def run_step(*, sample_id: int, token: int, worker: str = "", loaded: Sample | None = None) -> str:
     """Execute the step the sample is leased for. Returns what happened, for logs and tests.
     `loaded`: the sample with its run and question, read by the caller just before (the step
@@ -91,9 +121,7 @@ def run_step(*, sample_id: int, token: int, worker: str = "", loaded: Sample | N
     A message for a stale token (a duplicate, or work taken over after lease expiry) does
     nothing: the sample's current holder owns it.
     """
-    sample = loaded or (
-        Sample.objects.select_related("run", "question_revision").filter(pk=sample_id).first()
-    )
+    sample = loaded or load_for_step(sample_id)
     if sample is None:
         return "missing"
     if sample.fencing_token != token or sample.queue_state != QueueState.LEASED:

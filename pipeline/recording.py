@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from geo_collect import logs, metrics
+from pipeline.execution import load_for_step
 from sampling.models import Attempt, EvidenceState, Sample, Step, SubmissionState
 
 
@@ -45,12 +46,6 @@ def _seen(sample_id: int) -> _Seen | None:
     return None if row is None else _Seen(str(row[0]), *row[1:])
 
 
-def _loaded(sample_id: int) -> Sample | None:
-    """The sample with its run and question, as the step runner needs it: read once here and
-    handed to it (`loaded=`), so the step does not read it again."""
-    return Sample.objects.select_related("run", "question_revision").filter(pk=sample_id).first()
-
-
 def _seen_in(sample: Sample) -> _Seen:
     return _Seen(
         str(sample.run_id),
@@ -67,7 +62,8 @@ def observe_step(run: Callable[..., str], *, sample_id: int, token: int, worker:
     """Run one step (`run` is the step runner, given the sample as read here: `loaded=`) and
     record what it did."""
     logs.clear()
-    sample = _loaded(sample_id)
+    # Read once, as the step runner needs it, and handed to it: the step does not read it again.
+    sample = load_for_step(sample_id)
     before = None if sample is None else _seen_in(sample)
     if before is not None:
         logs.bind(
