@@ -185,14 +185,16 @@ class Dispatcher:
         report.relayed = relay_outbox()
         report.requeued = requeue_expired_leases()
         report.scheduled = len(launch_due_slots(now=self.clock() if self.clock else None))
-        # Charges and upstream costs the workers queued: one capture entry per run batch, so
-        # no sample waits on its run's and tenant's account rows (docs/decisions.md).
-        report.charged = post_pending_captures()
-        book_pending_attempt_costs()
-        finish_ended_runs()
         load = _load()
         for (platform, step), tenants in load.due.items():
             self._claim_and_publish(platform, step, tenants, load, report)
+        # After the claims, so freed slots are filled first (the bookkeeping below grows with
+        # the samples that ended since the last tick). Charges and upstream costs the workers
+        # queued: one capture entry per run batch, so no sample waits on its run's and
+        # tenant's account rows (docs/decisions.md).
+        report.charged = post_pending_captures()
+        book_pending_attempt_costs()
+        finish_ended_runs()
         return report
 
     def _claim_and_publish(
