@@ -371,6 +371,10 @@ GEO_ANALYSIS_CONCURRENCY = int(os.environ.get("GEO_ANALYSIS_CONCURRENCY", "16"))
 # the analyser is local (the rule analyser): no analysis step, claim or message of its own
 # (docs/decisions.md). 0: every answer goes to the analysis queue as its own step.
 GEO_ANALYSE_INLINE = os.environ.get("GEO_ANALYSE_INLINE", "1") != "0"
+# The dispatcher's bookkeeping (posting queued charges and attempt costs, finishing runs whose
+# end went unnoticed) runs at most this often, not every tick: charges post in bigger batches
+# and the claims of a busy tick are not held up by it.
+GEO_DISPATCH_BOOKKEEPING_SECONDS = float(os.environ.get("GEO_DISPATCH_BOOKKEEPING_SECONDS", "1"))
 # Requests per second per platform and operation (submit / poll / screenshot), e.g.
 # GEO_RATE_LIMITS='{"openai": {"submit": 5, "poll": 20}}'; others get the default rate.
 GEO_RATE_LIMITS: dict[str, dict[str, float]] = json.loads(os.environ.get("GEO_RATE_LIMITS", "{}"))
