@@ -3,6 +3,7 @@ re-analysis of a whole run from stored answers as a new revision."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,8 +75,9 @@ def _store(result: AnalysisResult, mentions: Sequence[Mention]) -> None:
         rows = list(Mention.objects.filter(**same_sample))
         if not mention_differences(result.sample_id, rows, mentions):
             return
-    AnalysisResult.objects.filter(**same_sample).delete()
-    Mention.objects.filter(**same_sample).delete()
+    if stored is not None:  # a sample's mentions are only ever written with its result
+        AnalysisResult.objects.filter(**same_sample).delete()
+        Mention.objects.filter(**same_sample).delete()
     result.save()
     Mention.objects.bulk_create(mentions)
 
@@ -114,6 +116,23 @@ def _ambiguous_words(run: Run) -> dict[str, list[str]]:
 
 def pipeline_revision(*, run: Run) -> AnalysisRevision:
     """The run's revision 1, made by the first sample analysed; its settings frozen then."""
+    cached = _PIPELINE_REVISIONS.get(run.pk)
+    if cached is None:
+        cached = _pipeline_revision(run)
+        if len(_PIPELINE_REVISIONS) >= _CACHED_REVISIONS:
+            _PIPELINE_REVISIONS.clear()
+        _PIPELINE_REVISIONS[run.pk] = cached
+    return copy.copy(cached)
+
+
+# Revision 1 of a run never changes once made (its analyser and words are frozen; later
+# re-analyses are new rows): each worker keeps the few it is working on instead of reading
+# the row again for every sample. Copies are handed out, so no caller shares one.
+_PIPELINE_REVISIONS: dict[Any, AnalysisRevision] = {}
+_CACHED_REVISIONS = 256
+
+
+def _pipeline_revision(run: Run) -> AnalysisRevision:
     existing = AnalysisRevision.objects.filter(run_id=run.pk, number=1).first()
     if existing is not None:
         return existing
@@ -226,13 +245,53 @@ def analyse_sample(*, sample_id: int) -> Verdict:
     revision = pipeline_revision(run=sample.run)
     revision.run = sample.run
     analyser = get_analyser(revision.analyser)
-    derived = derive(sample=sample, capture=capture, revision=revision, analyser=analyser)
+    return _verdict(derive(sample=sample, capture=capture, revision=revision, analyser=analyser))
+
+
+def _verdict(derived: Derived) -> Verdict:
     return Verdict(
         valid=derived.result.valid,
         reason=derived.result.validity_reason or None,
         ambiguous=bool(derived.result.review_reason),
         mentions=tuple(derived.mentions),
         result=derived.result,
+    )
+
+
+# Analysers that only compute (no upstream call, no I/O): cheap enough to run in the step that
+# collected the answer, before its fenced write.
+LOCAL_ANALYSERS = frozenset({"rules"})
+
+
+@dataclass(frozen=True)
+class AnalysisAhead:
+    """An analysis derived from an answer before its capture row exists (the step that
+    collected it analyses it in the same fenced write: `verdict_for` the capture it wrote)."""
+
+    derived: Derived
+
+    def verdict_for(self, capture: Capture) -> Verdict:
+        self.derived.result.capture = capture
+        for mention in self.derived.mentions:
+            mention.capture = capture
+        return _verdict(self.derived)
+
+
+def analyse_ahead(
+    *, sample: Sample, answer_text: str, collection_state: str
+) -> AnalysisAhead | None:
+    """The analysis of an answer just collected, computed before the transaction that records
+    it, when the run's revision 1 uses a local analyser; None otherwise (the sample then goes
+    to the analysis queue as its own step). `sample` carries its run. Reads only (and creates
+    the revision row)."""
+    revision = pipeline_revision(run=sample.run)
+    if revision.analyser not in LOCAL_ANALYSERS:
+        return None
+    revision.run = sample.run
+    analyser = get_analyser(revision.analyser)
+    unsaved = Capture(answer_text=answer_text, collection_state=collection_state)
+    return AnalysisAhead(
+        derive(sample=sample, capture=unsaved, revision=revision, analyser=analyser)
     )
 
 

@@ -436,7 +436,8 @@ def inline_pass(samples: int, *, profile: bool) -> dict[str, Any]:
     }
     if profiler is not None:
         text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(45)
+        order = os.environ.get("SORT", "cumulative")  # or tottime
+        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(45)
         result["profile"] = text.getvalue()
     return result
 
@@ -446,6 +447,8 @@ def inline_pass(samples: int, *, profile: bool) -> dict[str, Any]:
 
 def _rows(args: Args, env: dict[str, str], say: Callable[[str], None]) -> list[BenchRow]:
     rows: list[BenchRow] = []
+    # First, so its steps per sample are known for the sessions per 1,000 steps below.
+    inline = inline_pass(64, profile=args.profile)
     for concurrency in args.concurrency:
         ref = reference(_reference_requests(f"ref{concurrency}", args.samples), concurrency)
         say(f"C={concurrency} reference: {ref['per_second']:.1f}/s ({ref['ok']} ok, "
@@ -453,7 +456,7 @@ def _rows(args: Args, env: dict[str, str], say: Callable[[str], None]) -> list[B
             f"{ref['simulator_cpu_ms']:.1f} ms)")  # fmt: skip
         got = product(env, args, concurrency, name=f"c{concurrency}", samples=args.samples)
         pg = got["pg"]
-        steps = 2 * args.samples  # submit + analyse per sample; the inline pass checks it
+        steps = inline["steps"] * args.samples
         say(
             f"C={concurrency} product: {got['per_second']:.1f}/s in {got['elapsed']:.1f}s "
             f"({got['accepted']} accepted), worker CPU {got['worker_cpu_ms']:.1f} ms/sample, "
@@ -485,7 +488,6 @@ def _rows(args: Args, env: dict[str, str], say: Callable[[str], None]) -> list[B
             )
         )
     rows.append(_rate_row(args, env, say))
-    inline = inline_pass(64, profile=args.profile)
     say(
         f"per sample (in-process pass of 64): {inline['steps']:.2f} steps, "
         f"{inline['worker_sql']:.1f} SQL statements in steps, "

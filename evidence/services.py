@@ -171,8 +171,13 @@ def _storable_domain(domain: str | None) -> str:
 
 
 def next_revision(*, sample_id: int) -> int:
-    last = Capture.objects.filter(sample_id=sample_id).order_by("-revision").first()
-    return (last.revision if last else 0) + 1
+    last = (
+        Capture.objects.filter(sample_id=sample_id)
+        .order_by("-revision")
+        .values_list("revision", flat=True)
+        .first()
+    )
+    return (last or 0) + 1
 
 
 def read_object(*, key: str) -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -110,10 +111,31 @@ TEMPLATES = [
 ]
 
 
+def _celery_worker() -> bool:
+    """Whether this process is a Celery worker (`celery ... worker`, `python -m celery ...`)."""
+    program = Path(sys.argv[0]) if sys.argv else Path()
+    return "worker" in sys.argv[1:] and "celery" in (program.name, program.parent.name)
+
+
+# A Celery worker's threads share a small pool of PostgreSQL connections instead of keeping
+# one each (geo_collect/pgpool): a thread gives its connection back before every upstream call
+# and after every task, so a worker of 80 threads needs a handful, not 80 (docs/decisions.md).
+# 0: one connection per thread, kept for CELERY_DB_REUSE_MAX tasks.
+GEO_WORKER_DB_POOL = int(os.environ.get("GEO_WORKER_DB_POOL", "8")) if _celery_worker() else 0
+
+
 def _database() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")
     if url:
-        return dict(dj_database_url.parse(url, conn_max_age=60))
+        database: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60))
+        if GEO_WORKER_DB_POOL and database["ENGINE"] == "django.db.backends.postgresql":
+            timeout = float(os.environ.get("GEO_WORKER_DB_POOL_TIMEOUT", "60"))
+            database["ENGINE"] = "geo_collect.pgpool"
+            database["CONN_MAX_AGE"] = 0  # the pool keeps the connections
+            options = dict(database.get("OPTIONS") or {})
+            options["pool"] = {"max_size": GEO_WORKER_DB_POOL, "timeout": timeout}
+            database["OPTIONS"] = options
+        return database
     # Embedded default. Several processes (dispatcher, workers) share one file, so WAL mode,
     # IMMEDIATE transactions (writers queue instead of failing on upgrade) and a busy timeout.
     VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -212,6 +234,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # so CONN_MAX_AGE never took effect in workers: one PostgreSQL session per task. A worker
 # thread keeps its connection for this many tasks (docs/decisions.md, connection reuse).
 CELERY_DB_REUSE_MAX = int(os.environ.get("GEO_CELERY_DB_REUSE_MAX", "1000"))
+if DATABASES["default"]["ENGINE"] == "geo_collect.pgpool":
+    CELERY_DB_REUSE_MAX = 0  # closing gives the connection back to the pool after each task
 
 # --- Execution ----------------------------------------------------------------------------
 GEO_LEASE_SECONDS = int(os.environ.get("GEO_LEASE_SECONDS", "120"))
@@ -343,6 +367,14 @@ GEO_SCHEDULE_GRACE_SECONDS = int(os.environ.get("GEO_SCHEDULE_GRACE_SECONDS", "9
 GEO_PLATFORM_CONCURRENCY = int(os.environ.get("GEO_PLATFORM_CONCURRENCY", "16"))
 GEO_EVIDENCE_CONCURRENCY = int(os.environ.get("GEO_EVIDENCE_CONCURRENCY", "4"))
 GEO_ANALYSIS_CONCURRENCY = int(os.environ.get("GEO_ANALYSIS_CONCURRENCY", "16"))
+# A collected answer is analysed in the step that collected it, in the same fenced write, when
+# the analyser is local (the rule analyser): no analysis step, claim or message of its own
+# (docs/decisions.md). 0: every answer goes to the analysis queue as its own step.
+GEO_ANALYSE_INLINE = os.environ.get("GEO_ANALYSE_INLINE", "1") != "0"
+# The dispatcher's bookkeeping (posting queued charges and attempt costs, finishing runs whose
+# end went unnoticed) runs at most this often, not every tick: charges post in bigger batches
+# and the claims of a busy tick are not held up by it.
+GEO_DISPATCH_BOOKKEEPING_SECONDS = float(os.environ.get("GEO_DISPATCH_BOOKKEEPING_SECONDS", "1"))
 # Requests per second per platform and operation (submit / poll / screenshot), e.g.
 # GEO_RATE_LIMITS='{"openai": {"submit": 5, "poll": 20}}'; others get the default rate.
 GEO_RATE_LIMITS: dict[str, dict[str, float]] = json.loads(os.environ.get("GEO_RATE_LIMITS", "{}"))

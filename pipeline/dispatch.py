@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -167,6 +169,7 @@ class Dispatcher:
     ) -> None:
         self.owner = owner
         self.clock = clock  # None: database time (a test passes a fake clock for schedules)
+        self.booked_at = -math.inf  # monotonic time of the last bookkeeping
         self.calls = CallBudget()  # global and per-tenant, alongside the per-platform limiter
         self.limiter = RateLimiter(
             limits={
@@ -185,14 +188,18 @@ class Dispatcher:
         report.relayed = relay_outbox()
         report.requeued = requeue_expired_leases()
         report.scheduled = len(launch_due_slots(now=self.clock() if self.clock else None))
-        # Charges and upstream costs the workers queued: one capture entry per run batch, so
-        # no sample waits on its run's and tenant's account rows (docs/decisions.md).
-        report.charged = post_pending_captures()
-        book_pending_attempt_costs()
-        finish_ended_runs()
         load = _load()
         for (platform, step), tenants in load.due.items():
             self._claim_and_publish(platform, step, tenants, load, report)
+        # After the claims, so freed slots are filled first, and at most every
+        # GEO_DISPATCH_BOOKKEEPING_SECONDS (the first tick always). Charges and upstream costs
+        # the workers queued: one capture entry per run batch, so no sample waits on its run's
+        # and tenant's account rows (docs/decisions.md).
+        if time.monotonic() - self.booked_at >= settings.GEO_DISPATCH_BOOKKEEPING_SECONDS:
+            self.booked_at = time.monotonic()
+            report.charged = post_pending_captures()
+            book_pending_attempt_costs()
+            finish_ended_runs()
         return report
 
     def _claim_and_publish(

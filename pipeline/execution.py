@@ -16,12 +16,14 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Func, JSONField
 from django.db.models.functions import Now
 
-from analysis.services import analyse_sample
+from analysis.services import AnalysisAhead, analyse_ahead, analyse_sample
 from billing import services as billing
 from billing.costs import apply_cost, price_usage, queue_attempt_cost
 from connectors.base import (
@@ -83,13 +85,43 @@ class StepContext:
     loaded: Sample | None = field(default=None, compare=False)
 
 
-def run_step(*, sample_id: int, token: int, worker: str = "") -> str:
+class _WithoutQuestions(Func):
+    """A run's frozen snapshot without its question list."""
+
+    template = "json_remove(%(expressions)s, '$.questions')"
+    output_field = JSONField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+        template = "(%(expressions)s - 'questions')"
+        return self.as_sql(compiler, connection, template=template, **extra_context)
+
+
+def load_for_step(sample_id: int) -> Sample | None:
+    """The sample with its run and question, as a step uses them. The run's frozen snapshot
+    comes without its question list, the one part that grows with the campaign (about 100 KB
+    for 1,000 questions, otherwise encoded and decoded for every step): no step reads it.
+    The run is only read here, never saved."""
+    sample = (
+        Sample.objects.select_related("run", "question_revision")
+        .defer("run__config_snapshot")
+        .annotate(step_snapshot=_WithoutQuestions("run__config_snapshot"))
+        .filter(pk=sample_id)
+        .first()
+    )
+    if sample is not None:
+        sample.run.config_snapshot = sample.step_snapshot
+    return sample
+
+
+def run_step(*, sample_id: int, token: int, worker: str = "", loaded: Sample | None = None) -> str:
     """Execute the step the sample is leased for. Returns what happened, for logs and tests.
+    `loaded`: the sample with its run and question, read by the caller just before (the step
+    recorder reads it anyway); otherwise it is read here.
 
     A message for a stale token (a duplicate, or work taken over after lease expiry) does
     nothing: the sample's current holder owns it.
     """
-    sample = Sample.objects.select_related("run", "question_revision").filter(pk=sample_id).first()
+    sample = loaded or load_for_step(sample_id)
     if sample is None:
         return "missing"
     if sample.fencing_token != token or sample.queue_state != QueueState.LEASED:
@@ -194,6 +226,7 @@ def _submit_together(begun: list[_Begun]) -> dict[int, str]:
     connector = get_connector(begun[0][1].platform)
     requests = [_request_for(sample, attempt.idempotency_key) for _, sample, attempt in begun]
     results: list[SubmitOutcome | UpstreamError]
+    _upstream_wait()
     try:
         results = connector.submit_batch(
             requests, attempt_no=min(attempt.attempt_no for _, _, attempt in begun)
@@ -213,6 +246,15 @@ def _record_task(
     if isinstance(result, UpstreamError):
         return _record_submit_error(ctx, sample, attempt, result)
     return _record_accepted(ctx, attempt, result)
+
+
+def _upstream_wait() -> None:
+    """Before a call to an upstream (seconds of waiting, no database work): give the thread's
+    database connection back to the worker's pool (geo_collect/pgpool), so threads waiting on
+    upstreams hold none. Without a pool the connection is kept: closing it would cost a new
+    PostgreSQL session per step. Never inside a transaction (no network I/O in one anyway)."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
 
 
 def keep_lease(*, sample_id: int, token: int) -> AbstractContextManager[None]:
@@ -236,6 +278,7 @@ def keep_leases(held: list[tuple[int, int]]) -> Iterator[None]:
                     for sample_id, token in live
                     if renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
                 ]
+                _upstream_wait()
         finally:
             connection.close()
 
@@ -356,6 +399,7 @@ def handle_submit(ctx: StepContext) -> str:
     if ctx.loaded is None:  # not entered through run_step: read the relations the call needs
         sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
     connector = get_connector(sample.platform)
+    _upstream_wait()
     try:
         outcome = inputs.upstream_outcome(
             connector.submit(
@@ -364,12 +408,12 @@ def handle_submit(ctx: StepContext) -> str:
         )
     except UpstreamError as error:
         _price_attempt(attempt, error.raw)
-        return _booked(attempt, _record_submit_error(ctx, sample, attempt, error))
+        return _record_submit_error(ctx, sample, attempt, error)
     failpoint("after_accept_before_record")
     if outcome.result is None:
         return _record_accepted(ctx, attempt, outcome)
     _price_attempt(attempt, outcome.result.raw)
-    return _booked(attempt, _record_direct_answer(ctx, sample, attempt, outcome))
+    return _record_direct_answer(ctx, sample, attempt, outcome)
 
 
 def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
@@ -378,13 +422,6 @@ def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
     usage = extract_usage(raw) if raw else None
     if usage is not None:
         apply_cost(attempt, price_usage(model=attempt.model, usage=usage))
-
-
-def _booked(attempt: Attempt, outcome: str) -> str:
-    if attempt.cost:
-        # Booked by the dispatcher's next tick; the run's end books any that were missed.
-        queue_attempt_cost(run_id=attempt.sample.run_id, attempt_id=attempt.pk)
-    return outcome
 
 
 def _close_attempt(
@@ -408,6 +445,10 @@ def _close_attempt(
         attempt.request_id = outcome.request_id or ""
         attempt.egress = outcome.egress or "direct"
     attempt.save()
+    if attempt.cost:
+        # Queued in the fenced write that records the outcome; booked by the dispatcher's next
+        # tick, and the run's end books any that were missed.
+        queue_attempt_cost(run_id=attempt.sample.run_id, attempt_id=attempt.pk)
 
 
 def _error_capture(sample: Sample, error: UpstreamError) -> evidence_services.ArchivedResult | None:
@@ -468,17 +509,18 @@ def _record_direct_answer(
     result = outcome.result
     assert result is not None
     archived = _archive(sample, result)
-    failpoint("after_store_before_complete")
     failed = result.collection_state != CollectionState.COMPLETED
     # An answer the parser did not understand was still an answer: the attempt was accepted.
     unparsed = failed and _error_class(result) == ErrorClass.PARSE_FAILED
+    ahead = None if failed or _wants_rendered_screenshot(sample) else _analyse_ahead(sample, result)
+    failpoint("after_store_before_complete")
     with _fenced(ctx, "answer") as s:
         _close_attempt(
             attempt,
             outcome=outcome,
             status=AttemptStatus.FAILED if failed and not unparsed else AttemptStatus.ACCEPTED,
         )
-        evidence_services.record_capture(
+        capture = evidence_services.record_capture(
             sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
         )
         if unparsed:
@@ -491,13 +533,14 @@ def _record_direct_answer(
         s.start_collection()
         s.complete_collection()
         s.completed_at = Now()
+        analysed: tuple[str, ...] = ()
         if _wants_rendered_screenshot(s):
             # The page is photographed on the evidence queue, so screenshots never hold an
             # answer-collection slot; evidence stays pending until then.
             _release(s, step=Step.EVIDENCE)
         else:
             _set_evidence_state(s, result)
-            _release(s, step=Step.ANALYSE)
+            analysed = _analysed_now(s, ahead, capture)
         save_fenced(
             s,
             ctx.token,
@@ -508,9 +551,41 @@ def _record_direct_answer(
             "upstream_id",
             "accepted_at",
             "completed_at",
+            *analysed,
             *_QUEUE_FIELDS,
         )
     return "answered"
+
+
+def _analyse_ahead(sample: Sample, result: NormalizedResult) -> AnalysisAhead | None:
+    """The analysis of an answer just collected, derived before the fenced write that records
+    it (`_analysed_now`), when it is local and cheap (analysis.services.analyse_ahead); None
+    sends the sample to the analysis queue as before. `sample` carries its run."""
+    if not settings.GEO_ANALYSE_INLINE:
+        return None
+    try:
+        return analyse_ahead(
+            sample=sample, answer_text=result.answer_text, collection_state=result.collection_state
+        )
+    except Exception:  # the analysis step will try again on its own, with its retries
+        log.exception("inline analysis failed sample=%s; queued for analysis", sample.pk)
+        return None
+
+
+def _analysed_now(s: Sample, ahead: AnalysisAhead | None, capture: Capture) -> tuple[str, ...]:
+    """Inside the fenced write that stored the answer's capture: apply the analysis derived
+    ahead and end the sample, as the analysis step would (`handle_analyse`); without one,
+    release the sample to the analysis queue. Returns the extra fields to save."""
+    if ahead is None:
+        _release(s, step=Step.ANALYSE)
+        return ()
+    verdict = ahead.verdict_for(capture)
+    verdict.apply(s)
+    _release(s, step=Step.NONE)
+    if verdict.valid:
+        billing.queue_capture(run_id=s.run_id, sample_id=s.pk)
+    _after_terminal(s)
+    return ("analysis_state", "validity", "validity_reason")
 
 
 def _error_class(result: NormalizedResult) -> ErrorClass:
@@ -625,6 +700,7 @@ def handle_verify(ctx: StepContext) -> str:
     attempt = sample.attempt_set.order_by("-attempt_no").first()
     if attempt is None:
         raise RuntimeError(f"sample {sample.pk} is uncertain without an attempt")
+    _upstream_wait()
     try:
         upstream_id = get_connector(sample.platform).lookup(attempt.idempotency_key)
     except UpstreamError as error:
@@ -686,6 +762,7 @@ def _poll_delay(sample: Sample) -> float:
 
 def handle_poll(ctx: StepContext) -> str:
     sample = Sample.objects.get(pk=ctx.sample_id)
+    _upstream_wait()
     try:
         polled = get_connector(sample.platform).poll(sample.upstream_id)
     except UpstreamError as error:
@@ -764,6 +841,7 @@ def handle_evidence(ctx: StepContext) -> str:
     sample = Sample.objects.select_related("run").get(pk=ctx.sample_id)
     if not get_connector(sample.platform).capabilities().asynchronous:
         return _render_screenshot(ctx, sample)
+    _upstream_wait()
     try:
         result = inputs.upstream_result(
             get_connector(sample.platform).fetch_evidence(sample.upstream_id, sample_id=sample.pk)
@@ -773,6 +851,8 @@ def handle_evidence(ctx: StepContext) -> str:
             return _fail_accepted(ctx, reason=f"evidence fetch failed: {error}")
         return _retry_later(ctx, step=Step.EVIDENCE, delay=error.retry_after or 2.0)
     archived = _archive(sample, result)
+    completed = result.collection_state == CollectionState.COMPLETED
+    ahead = _analyse_ahead(sample, result) if completed else None
     failpoint("after_store_before_complete")
     with _fenced(ctx, "evidence") as s:
         capture = evidence_services.record_capture(
@@ -794,7 +874,7 @@ def handle_evidence(ctx: StepContext) -> str:
             s.complete_collection()
             s.completed_at = Now()
             _set_evidence_state(s, result)
-            _release(s, step=Step.ANALYSE)
+            analysed = _analysed_now(s, ahead, capture)
             save_fenced(
                 s,
                 ctx.token,
@@ -802,6 +882,7 @@ def handle_evidence(ctx: StepContext) -> str:
                 "evidence_state",
                 "evidence_reason",
                 "completed_at",
+                *analysed,
                 *_QUEUE_FIELDS,
             )
             terminal = False

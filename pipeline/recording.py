@@ -2,7 +2,8 @@
 acceptance latency, upstream responses and settled evidence (geo_collect/metrics.py), and the
 sample's context on every log line it writes meanwhile (geo_collect/logs.py).
 
-Two small reads of the sample (before and after) let the step code stay free of metrics.
+Two small reads of the sample (before, shared with the step runner, and after) let the step
+code stay free of metrics.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from geo_collect import logs, metrics
+from pipeline.execution import load_for_step
 from sampling.models import Attempt, EvidenceState, Sample, Step, SubmissionState
 
 
@@ -44,10 +46,25 @@ def _seen(sample_id: int) -> _Seen | None:
     return None if row is None else _Seen(str(row[0]), *row[1:])
 
 
+def _seen_in(sample: Sample) -> _Seen:
+    return _Seen(
+        str(sample.run_id),
+        sample.platform,
+        sample.step,
+        sample.attempts,
+        sample.submission_state,
+        sample.evidence_state,
+        sample.accepted_at,
+    )
+
+
 def observe_step(run: Callable[..., str], *, sample_id: int, token: int, worker: str) -> str:
-    """Run one step (`run` is the step runner) and record what it did."""
+    """Run one step (`run` is the step runner, given the sample as read here: `loaded=`) and
+    record what it did."""
     logs.clear()
-    before = _seen(sample_id)
+    # Read once, as the step runner needs it, and handed to it: the step does not read it again.
+    sample = load_for_step(sample_id)
+    before = None if sample is None else _seen_in(sample)
     if before is not None:
         logs.bind(
             run_id=before.run_id,
@@ -61,7 +78,7 @@ def observe_step(run: Callable[..., str], *, sample_id: int, token: int, worker:
     started = time.perf_counter()
     outcome = "error"
     try:
-        outcome = run(sample_id=sample_id, token=token, worker=worker)
+        outcome = run(sample_id=sample_id, token=token, worker=worker, loaded=sample)
         return outcome
     finally:
         if before is not None:

@@ -18,10 +18,12 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.db.models.functions import Now
+from django.test import override_settings
 
+from analysis.models import AnalysisResult, AnalysisRevision, Mention
 from analysis.reports import build_run_report
 from billing.costs import book_pending_attempt_costs
-from billing.models import SampleSettlement
+from billing.models import PendingCapture, SampleSettlement
 from billing.reconciliation import reconcile
 from billing.selectors import run_billing
 from connectors.base import (
@@ -179,7 +181,32 @@ def _step(sample: Sample, step: str | None = None, **fields: Any) -> tuple[str, 
 # --- submit -----------------------------------------------------------------------------------
 
 
-def test_a_direct_answer_completes_collection_and_moves_on_to_analysis(upstream: Any) -> None:
+def test_a_direct_answer_is_collected_and_analysed_in_one_step(upstream: Any) -> None:
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result()))
+
+    outcome, sample = _step(_sample())
+
+    assert outcome == "answered"
+    assert (sample.submission_state, sample.collection_state, sample.evidence_state) == (
+        "accepted",
+        "completed",
+        "stored",
+    )
+    # The rule analyser is local: the answer is analysed in the same fenced write.
+    assert (sample.analysis_state, sample.validity) == ("accepted", "valid")
+    assert (sample.step, sample.queue_state) == (Step.NONE, "done")
+    capture = Capture.objects.get(sample=sample)
+    result = AnalysisResult.objects.get(sample_id=sample.pk)
+    assert (result.capture_id, result.revision.number, result.valid) == (capture.pk, 1, True)
+    assert Mention.objects.filter(sample_id=sample.pk, capture=capture, is_brand=True).exists()
+    assert PendingCapture.objects.filter(sample_id=sample.pk).count() == 1
+    assert Attempt.objects.get(sample=sample).status == AttemptStatus.ACCEPTED
+
+
+def test_an_answer_goes_to_the_analysis_queue_when_inline_analysis_is_off(
+    upstream: Any, settings: Any
+) -> None:
+    settings.GEO_ANALYSE_INLINE = False
     upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result()))
 
     outcome, sample = _step(_sample())
@@ -466,7 +493,7 @@ def test_poll_failures_past_the_budget_fail_with_the_reason(upstream: Any) -> No
     assert sample.failure_reason.startswith("poll failed")
 
 
-def test_fetched_evidence_completes_the_collection(upstream: Any) -> None:
+def test_fetched_evidence_completes_the_collection_and_is_analysed(upstream: Any) -> None:
     upstream(asynchronous=True, fetch_evidence=_result(warnings=["SCREENSHOT_UNAVAILABLE"]))
 
     outcome, sample = _step(_accepted(), Step.EVIDENCE)
@@ -474,7 +501,55 @@ def test_fetched_evidence_completes_the_collection(upstream: Any) -> None:
     assert outcome == "evidence-stored"
     assert (sample.collection_state, sample.evidence_state) == ("completed", "partial")
     assert sample.evidence_reason == "SCREENSHOT_UNAVAILABLE"
-    assert sample.step == Step.ANALYSE
+    assert (sample.analysis_state, sample.step, sample.queue_state) == ("accepted", "none", "done")
+
+
+def test_fetched_evidence_goes_to_the_analysis_queue_when_inline_analysis_is_off(
+    upstream: Any, settings: Any
+) -> None:
+    settings.GEO_ANALYSE_INLINE = False
+    upstream(asynchronous=True, fetch_evidence=_result())
+
+    _, sample = _step(_accepted(), Step.EVIDENCE)
+
+    assert (sample.collection_state, sample.analysis_state) == ("completed", "pending")
+    assert (sample.step, sample.queue_state) == (Step.ANALYSE, "ready")
+
+
+def test_an_analysis_that_fails_ahead_leaves_the_answer_to_the_analysis_step(
+    upstream: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(**kwargs: Any) -> None:
+        raise RuntimeError("analyser bug")
+
+    monkeypatch.setattr(execution, "analyse_ahead", broken)
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result()))
+
+    outcome, sample = _step(_sample())
+
+    # The answer is kept and never asked again; its analysis is a step of its own.
+    assert outcome == "answered"
+    assert (sample.collection_state, sample.step, sample.queue_state) == (
+        "completed",
+        Step.ANALYSE,
+        "ready",
+    )
+    monkeypatch.undo()
+    outcome, sample = _step(sample)
+    assert (outcome, sample.analysis_state) == ("analysed:accepted", "accepted")
+
+
+def test_a_local_analyser_is_what_makes_analysis_inline(upstream: Any) -> None:
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result()))
+    sample = _sample()
+    AnalysisRevision.objects.create(
+        run_id=sample.run_id, number=1, analyser="llm_judge", analyser_version="test"
+    )
+
+    outcome, sample = _step(sample)
+
+    assert outcome == "answered"
+    assert (sample.step, sample.analysis_state) == (Step.ANALYSE, "pending")
 
 
 def test_a_failed_provider_task_ends_the_sample_with_its_message(upstream: Any) -> None:
@@ -505,8 +580,10 @@ def test_an_evidence_fetch_failure_is_retried_then_given_up(upstream: Any) -> No
 
 
 def _answered(upstream: Any, text: str) -> Sample:
+    """An answer collected and waiting for its analysis step (inline analysis off)."""
     upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result(text)))
-    _, sample = _step(_sample())
+    with override_settings(GEO_ANALYSE_INLINE=False):
+        _, sample = _step(_sample())
     return sample
 
 
@@ -738,8 +815,7 @@ def _finished_without_screenshot(upstream: Any) -> Sample:
     Run.objects.filter(pk=sample.run_id).update(config_snapshot={
         **sample.run.config_snapshot, "screenshot_policy": "optional"
     })  # fmt: skip
-    _step(sample, Step.EVIDENCE)
-    _, sample = _step(sample)  # analysis
+    _, sample = _step(sample, Step.EVIDENCE)  # collected and analysed
     assert (sample.queue_state, sample.evidence_state) == ("done", "partial")
     scripted.script["fetch_evidence"] = _result(
         attachments=[

@@ -1,0 +1,119 @@
+"""The worker's connection pool (geo_collect/pgpool): threads share a few PostgreSQL
+connections, wait for one when all are out, and always get one back clean."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from geo_collect import settings as project_settings
+from geo_collect.pgpool.base import ConnectionPool, DatabaseWrapper, PoolTimeout
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL backend"),
+]
+
+
+@pytest.fixture
+def wrapper() -> Iterator[DatabaseWrapper]:
+    """A Django connection to the test database through a pool of two."""
+    settings_dict = {
+        **connection.settings_dict,
+        "ENGINE": "geo_collect.pgpool",
+        "CONN_MAX_AGE": 0,
+        "OPTIONS": {"pool": {"max_size": 2, "timeout": 0.3}},
+    }
+    wrapper = DatabaseWrapper(settings_dict, alias="pool-test")
+    yield wrapper
+    wrapper.close()
+    wrapper.close_pool()
+
+
+def _backend_pid(wrapper: DatabaseWrapper) -> int:
+    with wrapper.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid: int = cursor.fetchone()[0]
+    return pid
+
+
+def test_a_closed_django_connection_goes_back_to_the_pool_and_is_reused(
+    wrapper: DatabaseWrapper,
+) -> None:
+    first = _backend_pid(wrapper)
+    wrapper.close()
+    assert wrapper.connection is None
+
+    assert _backend_pid(wrapper) == first  # the same PostgreSQL session, not a new one
+
+
+def test_a_connection_given_back_mid_transaction_comes_back_rolled_back(
+    wrapper: DatabaseWrapper,
+) -> None:
+    pool = wrapper.pool
+    assert pool is not None
+    conn = pool.getconn()
+    conn.autocommit = False
+    conn.execute("CREATE TEMPORARY TABLE left_open (x int)")
+    pool.putconn(conn)
+
+    again = pool.getconn()
+    assert again is conn
+    assert again.autocommit
+    assert again.execute("SELECT to_regclass('left_open')").fetchone() == (None,)
+    pool.putconn(again)
+
+
+def test_a_thread_waits_for_a_free_connection_and_times_out_when_none_comes(
+    wrapper: DatabaseWrapper,
+) -> None:
+    pool = wrapper.pool
+    assert pool is not None
+    held = [pool.getconn(), pool.getconn()]
+
+    with pytest.raises(PoolTimeout):
+        pool.getconn()
+
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.getconn()))
+    waiter.start()
+    pool.putconn(held.pop())
+    waiter.join(timeout=5)
+    assert got and not got[0].closed
+    for conn in [*held, *got]:
+        pool.putconn(conn)
+
+
+def test_a_broken_connection_is_replaced(wrapper: DatabaseWrapper) -> None:
+    pool = wrapper.pool
+    assert pool is not None
+    conn = pool.getconn()
+    conn.close()
+    pool.putconn(conn)
+
+    fresh = [pool.getconn(), pool.getconn()]  # both slots usable again
+    assert all(not c.closed for c in fresh) and conn not in fresh
+    for c in fresh:
+        pool.putconn(c)
+
+
+def test_only_celery_workers_use_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    for argv, worker in [
+        (["/venv/lib/python3.11/site-packages/celery/__main__.py", "-A", "x", "worker"], True),
+        (["/venv/bin/celery", "-A", "geo_collect", "worker", "-P", "threads"], True),
+        (["manage.py", "dispatcher", "--interval", "0.3"], False),
+        (["/venv/bin/celery", "-A", "geo_collect", "inspect", "ping"], False),
+    ]:
+        monkeypatch.setattr(sys, "argv", argv)
+        assert project_settings._celery_worker() is worker, argv
+
+
+def test_the_pool_is_reachable_from_a_django_wrapper_only_when_configured() -> None:
+    plain = {**connection.settings_dict, "ENGINE": "geo_collect.pgpool", "OPTIONS": {}}
+    assert DatabaseWrapper(plain, alias="no-pool").pool is None
+    assert isinstance(ConnectionPool(kwargs={}), ConnectionPool)
