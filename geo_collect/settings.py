@@ -118,8 +118,9 @@ def _celery_worker() -> bool:
 
 
 # A Celery worker's threads share a small pool of PostgreSQL connections instead of keeping
-# one each (geo_collect/pgpool): a thread gives its connection back before every upstream call
-# and after every task, so a worker of 80 threads needs a handful, not 80 (docs/decisions.md).
+# one each (Django's pooling, OPTIONS["pool"], with psycopg_pool): a thread gives its connection
+# back before every upstream call and after every task, so a worker of 80 threads needs a
+# handful, not 80 (docs/decisions.md).
 # 0: one connection per thread, kept for CELERY_DB_REUSE_MAX tasks.
 GEO_WORKER_DB_POOL = int(os.environ.get("GEO_WORKER_DB_POOL", "8")) if _celery_worker() else 0
 
@@ -130,10 +131,9 @@ def _database() -> dict[str, Any]:
         database: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60))
         if GEO_WORKER_DB_POOL and database["ENGINE"] == "django.db.backends.postgresql":
             timeout = float(os.environ.get("GEO_WORKER_DB_POOL_TIMEOUT", "60"))
-            database["ENGINE"] = "geo_collect.pgpool"
             database["CONN_MAX_AGE"] = 0  # the pool keeps the connections
             options = dict(database.get("OPTIONS") or {})
-            options["pool"] = {"max_size": GEO_WORKER_DB_POOL, "timeout": timeout}
+            options["pool"] = {"min_size": 1, "max_size": GEO_WORKER_DB_POOL, "timeout": timeout}
             database["OPTIONS"] = options
         return database
     # Embedded default. Several processes (dispatcher, workers) share one file, so WAL mode,
@@ -234,7 +234,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # so CONN_MAX_AGE never took effect in workers: one PostgreSQL session per task. A worker
 # thread keeps its connection for this many tasks (docs/decisions.md, connection reuse).
 CELERY_DB_REUSE_MAX = int(os.environ.get("GEO_CELERY_DB_REUSE_MAX", "1000"))
-if DATABASES["default"]["ENGINE"] == "geo_collect.pgpool":
+if DATABASES["default"].get("OPTIONS", {}).get("pool"):
     CELERY_DB_REUSE_MAX = 0  # closing gives the connection back to the pool after each task
 
 # --- Execution ----------------------------------------------------------------------------

@@ -250,9 +250,10 @@ def _record_task(
 
 def _upstream_wait() -> None:
     """Before a call to an upstream (seconds of waiting, no database work): give the thread's
-    database connection back to the worker's pool (geo_collect/pgpool), so threads waiting on
-    upstreams hold none. Without a pool the connection is kept: closing it would cost a new
-    PostgreSQL session per step. Never inside a transaction (no network I/O in one anyway)."""
+    database connection back to the worker's pool (settings.GEO_WORKER_DB_POOL), so threads
+    waiting on upstreams hold none. Without a pool the connection is kept: closing it would
+    cost a new PostgreSQL session per step. Never inside a transaction (no network I/O in one
+    anyway)."""
     if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
         connection.close()
 
