@@ -12,6 +12,8 @@ from typing import Any
 from django.db import models
 from django.db.models.functions import Now
 
+from sampling.models import copied_key
+
 
 class RevisionState(models.TextChoices):
     PIPELINE = "pipeline", "Pipeline (grows with the run)"
@@ -102,13 +104,7 @@ class Mention(models.Model):
     # What the report groups by, copied from the sample with the row (a sample's identity
     # never changes): the report reads a revision's mentions without joining the samples.
     platform = models.CharField(max_length=32)
-    question_revision = models.ForeignKey(
-        "sampling.QuestionRevision",
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,
-        related_name="+",
-    )
+    question_revision = copied_key("sampling.QuestionRevision")
     # On a competitor's row, the brand's result in the same answer (analysis.services.derive
     # writes a capture's rows together; NULL on the brand's own row): the report's
     # head-to-head reads one row instead of joining each competitor row to the brand's.

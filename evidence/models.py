@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from sampling.models import Sample
+from sampling.models import Sample, copied_key
 
 
 class EvidenceKind(models.TextChoices):
@@ -44,22 +44,8 @@ class Capture(models.Model):
     # Written once with the row (docs/decisions.md, "The report reads mentions and citations
     # per run"): the sample's run, and for a completed capture the sample's latest completed
     # capture before it, which this one replaces as the analysed capture.
-    run = models.ForeignKey(
-        "sampling.Run",
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,
-        related_name="+",
-    )
-    supersedes = models.ForeignKey(
-        "self",
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,
-        null=True,
-        blank=True,
-        related_name="+",
-    )
+    run = copied_key("sampling.Run")
+    supersedes = copied_key("self", null=True)
 
     class Meta:
         ordering = ["sample", "revision"]
@@ -141,28 +127,10 @@ class Citation(models.Model):
     end = models.PositiveIntegerField(null=True, blank=True)
     # The capture's sample and what the report groups by, copied once with the row (the
     # sample's identity never changes): the report reads a run's citations without a join.
-    run = models.ForeignKey(
-        "sampling.Run",
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,
-        related_name="+",
-    )
-    sample = models.ForeignKey(
-        "sampling.Sample",
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,
-        related_name="+",
-    )
+    run = copied_key("sampling.Run")
+    sample = copied_key("sampling.Sample")
     platform = models.CharField(max_length=32)
-    question_revision = models.ForeignKey(
-        "sampling.QuestionRevision",
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        db_index=False,
-        related_name="+",
-    )
+    question_revision = copied_key("sampling.QuestionRevision")
 
     class Meta:
         ordering = ["capture", "position"]

@@ -15,6 +15,23 @@ from django.db.models.functions import Now
 from django_fsm import FSMField, transition
 
 
+def copied_key(to: str, *, null: bool = False) -> models.ForeignKey[Any, Any]:
+    """A reference copied onto a row when it is written, for reads that must not join (the
+    report, docs/decisions.md "The report reads mentions and citations per run"): no foreign
+    key constraint, no index of its own (tables index what they read by), no reverse accessor,
+    and nothing happens to the row when the referenced one goes (it never does: samples, runs
+    and question revisions are kept)."""
+    return models.ForeignKey(
+        to,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=null,
+        blank=null,
+        related_name="+",
+    )
+
+
 class Tenant(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
