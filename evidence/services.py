@@ -117,14 +117,19 @@ def archive_objects(
 
 
 def record_capture(
-    *, sample_id: int, attempt_no: int | None, archived: ArchivedResult, token: int | None = None
+    *, sample: Sample, attempt_no: int | None, archived: ArchivedResult, token: int | None = None
 ) -> Capture:
-    """The rows for archived objects. Call inside the transaction that changes sample state."""
+    """The rows for archived objects. Call inside the transaction that changes sample state;
+    the rows copy the sample's run, platform and question revision (fixed at planning)."""
     result = archived.result
-    identity = Sample.objects.values("run_id", "platform", "question_revision_id").get(pk=sample_id)
+    identity = {
+        "run_id": sample.run_id,
+        "platform": sample.platform,
+        "question_revision_id": sample.question_revision_id,
+    }
     capture = Capture.objects.create(
-        sample_id=sample_id,
-        run_id=identity["run_id"],
+        sample_id=sample.pk,
+        run_id=sample.run_id,
         revision=archived.revision,
         attempt_no=attempt_no,
         fencing_token=token,
@@ -142,7 +147,7 @@ def record_capture(
     Citation.objects.bulk_create(
         Citation(
             capture=capture,
-            sample_id=sample_id,
+            sample_id=sample.pk,
             **identity,
             position=i,
             url=c.url,
@@ -215,7 +220,7 @@ def reparse_sample(*, sample_id: int) -> tuple[Capture, NormalizedResult]:
     )
     with transaction.atomic():
         capture = record_capture(
-            sample_id=sample_id, attempt_no=source.capture.attempt_no, archived=archived
+            sample=sample, attempt_no=source.capture.attempt_no, archived=archived
         )
     return capture, result
 

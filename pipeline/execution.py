@@ -479,7 +479,7 @@ def _record_submit_error(
     with _fenced(ctx, "submit") as s:
         if archived is not None:
             evidence_services.record_capture(
-                sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
+                sample=s, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
             )
         if error.error_class == ErrorClass.ACCEPTANCE_UNKNOWN:
             _close_attempt(attempt, status=AttemptStatus.UNKNOWN, error=error)
@@ -522,7 +522,7 @@ def _record_direct_answer(
             status=AttemptStatus.FAILED if failed and not unparsed else AttemptStatus.ACCEPTED,
         )
         capture = evidence_services.record_capture(
-            sample_id=s.pk, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
+            sample=s, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
         )
         if unparsed:
             return _hold_unparsed(ctx, s, outcome.upstream_id, message=_error_message(result))
@@ -857,7 +857,7 @@ def handle_evidence(ctx: StepContext) -> str:
     failpoint("after_store_before_complete")
     with _fenced(ctx, "evidence") as s:
         capture = evidence_services.record_capture(
-            sample_id=s.pk, attempt_no=s.attempts, archived=archived, token=ctx.token
+            sample=s, attempt_no=s.attempts, archived=archived, token=ctx.token
         )
         if result.collection_state != CollectionState.COMPLETED and (
             _error_class(result) == ErrorClass.PARSE_FAILED

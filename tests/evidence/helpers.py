@@ -54,7 +54,7 @@ def record_result(sample: Sample, result: NormalizedResult) -> Capture:
         revision=services.next_revision(sample_id=sample.pk),
     )
     with transaction.atomic():
-        return services.record_capture(sample_id=sample.pk, attempt_no=1, archived=archived)
+        return services.record_capture(sample=sample, attempt_no=1, archived=archived)
 
 
 def result(
