@@ -8,6 +8,15 @@ from datetime import UTC, datetime
 from django.db import connection
 
 
+def now_sql() -> str:
+    """Database time as SQL for a statement with parameters (`%` doubled), the same clock as
+    Django's Now(): statement time on PostgreSQL, so a long transaction does not see time stand
+    still; on SQLite UTC text, the shape timestamps are stored in."""
+    if connection.vendor == "postgresql":
+        return "statement_timestamp()"
+    return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+
+
 def db_now() -> datetime:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":

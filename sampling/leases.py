@@ -17,6 +17,7 @@ from django.db.models.functions import Now
 
 from geo_collect import metrics
 
+from .dbtime import now_sql
 from .models import QueueState, Sample
 
 
@@ -28,13 +29,6 @@ class Claim:
     platform: str
     tenant_id: int
     waited_seconds: float = 0.0  # due -> claimed
-
-
-def _now() -> str:
-    """Database time as SQL, the same clock as Django's Now() (statement time on PostgreSQL,
-    so a long transaction does not see time stand still). SQLite stores UTC text, so compare
-    against text of that shape."""
-    return "statement_timestamp()" if _pg() else "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
 
 
 def _lease_end(param: str) -> str:
@@ -63,7 +57,7 @@ def _returning(table: str = "") -> str:
 def _claim_sql(extra_filter: str) -> str:
     candidates = f"""
         SELECT id FROM sampling_sample
-         WHERE queue_state = 'ready' AND platform = %(platform)s AND due_at <= {_now()}
+         WHERE queue_state = 'ready' AND platform = %(platform)s AND due_at <= {now_sql()}
            {extra_filter}
          ORDER BY due_at
          LIMIT %(limit)s"""
@@ -126,7 +120,7 @@ def claim_sample(*, sample_id: int, owner: str, lease_seconds: int) -> Claim | N
     sql = f"""
 UPDATE sampling_sample {_TAKE_LEASE.format(lease_end=_lease_end("%(lease)s"))}
  WHERE id = %(id)s
-   AND (queue_state = 'ready' OR (queue_state = 'leased' AND lease_until <= {_now()}))
+   AND (queue_state = 'ready' OR (queue_state = 'leased' AND lease_until <= {now_sql()}))
 {_returning()}"""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, {"id": sample_id, "owner": owner, "lease": lease_seconds})
@@ -141,7 +135,7 @@ def renew_lease(*, sample_id: int, token: int, lease_seconds: int, starting: boo
     anyway). `starting=True` is the worker's renewal before it does anything: a lease that
     ran out while its message waited in the queue, and that nobody swept or took over, is
     renewed then, since no work was done under it."""
-    live = "" if starting else f"AND lease_until > {_now()}"
+    live = "" if starting else f"AND lease_until > {now_sql()}"
     sql = f"""UPDATE sampling_sample SET lease_until = {_lease_end("%s")}
               WHERE id = %s AND fencing_token = %s AND queue_state = 'leased' {live}"""
     # One statement, its own transaction in autocommit (an atomic block would add a BEGIN and
@@ -163,7 +157,7 @@ def requeue_expired_leases(*, limit: int = 1000) -> int:
     lock = "FOR UPDATE SKIP LOCKED" if _pg() else ""
     sql = f"""UPDATE sampling_sample SET queue_state = 'ready', lease_owner = ''
               WHERE id IN (SELECT id FROM sampling_sample
-                            WHERE queue_state = 'leased' AND lease_until <= {_now()}
+                            WHERE queue_state = 'leased' AND lease_until <= {now_sql()}
                             LIMIT %s {lock})"""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [limit])

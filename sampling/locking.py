@@ -22,6 +22,7 @@ from uuid import UUID
 
 from django.db import connection
 
+from .dbtime import now_sql
 from .models import Campaign, Run, Sample
 
 
@@ -40,10 +41,9 @@ def lock_sample(sample_id: int) -> Sample:
 def lock_leased_sample(sample_id: int) -> tuple[Sample, bool]:
     """Lock a sample and tell whether its lease is still running, in database time. One
     plain statement (it runs at least twice per step, so it skips the ORM's compilation)."""
-    if connection.vendor == "postgresql":
-        sql = _LOCK_LEASED.format(now="statement_timestamp()", lock="FOR UPDATE")
-    else:  # SQLite: no row locks (its IMMEDIATE transaction serialises writers)
-        sql = _LOCK_LEASED.format(now="strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')", lock="")
+    # SQLite has no row locks: its IMMEDIATE transaction serialises writers.
+    lock = "FOR UPDATE" if connection.vendor == "postgresql" else ""
+    sql = _LOCK_LEASED.format(now=now_sql(), lock=lock)
     found = list(Sample.objects.raw(sql, [sample_id]))
     if not found:
         raise Sample.DoesNotExist(f"sample {sample_id} does not exist")
