@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.db.backends.postgresql.base import DatabaseWrapper
-from psycopg_pool import PoolTimeout
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from geo_collect import settings as project_settings
 
@@ -34,6 +34,14 @@ def wrapper() -> Iterator[DatabaseWrapper]:
     yield wrapper
     wrapper.close()
     wrapper.close_pool()
+
+
+def opened_pool(wrapper: DatabaseWrapper) -> ConnectionPool:
+    """The wrapper's pool, open with its connections made (Django opens it lazily)."""
+    pool = wrapper.pool
+    assert pool is not None
+    pool.open(wait=True)
+    return pool
 
 
 def _backend_pid(wrapper: DatabaseWrapper) -> int:
@@ -59,9 +67,7 @@ def test_a_closed_django_connection_goes_back_to_the_pool_and_is_reused(
 def test_a_connection_given_back_mid_transaction_comes_back_rolled_back(
     wrapper: DatabaseWrapper,
 ) -> None:
-    pool = wrapper.pool
-    assert pool is not None
-    pool.open(wait=True)
+    pool = opened_pool(wrapper)
     conn = pool.getconn()
     conn.autocommit = False
     conn.execute("CREATE TEMPORARY TABLE left_open (x int)")
@@ -75,9 +81,7 @@ def test_a_connection_given_back_mid_transaction_comes_back_rolled_back(
 def test_a_thread_waits_for_a_free_connection_and_times_out_when_none_comes(
     wrapper: DatabaseWrapper,
 ) -> None:
-    pool = wrapper.pool
-    assert pool is not None
-    pool.open(wait=True)
+    pool = opened_pool(wrapper)
     held = [pool.getconn(), pool.getconn()]
 
     with pytest.raises(PoolTimeout):
@@ -94,9 +98,7 @@ def test_a_thread_waits_for_a_free_connection_and_times_out_when_none_comes(
 
 
 def test_a_broken_connection_is_replaced(wrapper: DatabaseWrapper) -> None:
-    pool = wrapper.pool
-    assert pool is not None
-    pool.open(wait=True)
+    pool = opened_pool(wrapper)
     conn = pool.getconn()
     conn.close()
     pool.putconn(conn)
