@@ -9,11 +9,12 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from connectors.base import NormalizedResult
 from connectors.registry import adapter_class
-from sampling.models import Sample
+from sampling.models import CollectionState, Sample
+from sampling.plainsql import insert_rows
 from sampling.transitions import ReviewNotAllowed, decide_analysis_review
 
 from .domains import registrable_domain
@@ -127,7 +128,8 @@ def record_capture(
         "platform": sample.platform,
         "question_revision_id": sample.question_revision_id,
     }
-    capture = Capture.objects.create(
+    completed = result.collection_state == CollectionState.COMPLETED
+    capture = Capture(
         sample_id=sample.pk,
         run_id=sample.run_id,
         revision=archived.revision,
@@ -142,32 +144,56 @@ def record_capture(
         upstream_cost=result.cost,
         upstream_cost_currency=result.cost_currency or "",
         captured_at=result.captured_at,
+        supersedes_id=_latest_completed(sample.pk, archived.revision) if completed else None,
     )
+    # Plain statements (sampling/plainsql.py): these rows are written for every answer.
+    insert_rows([capture])
     _object_rows(capture, archived.objects)
-    Citation.objects.bulk_create(
-        Citation(
-            capture=capture,
-            sample_id=sample.pk,
-            **identity,
-            position=i,
-            url=c.url,
-            normalized_url=c.normalized_url,
-            # Registrable domain (eTLD+1) from the offline public-suffix list.
-            domain=_storable_domain(registrable_domain(c.normalized_url or c.url)),
-            title=c.title or "",
-            start=c.start,
-            end=c.end,
-        )
-        for i, c in enumerate(result.citations)
+    insert_rows(
+        [
+            Citation(
+                capture=capture,
+                sample_id=sample.pk,
+                **identity,
+                position=i,
+                url=c.url,
+                normalized_url=c.normalized_url,
+                # Registrable domain (eTLD+1) from the offline public-suffix list.
+                domain=_storable_domain(registrable_domain(c.normalized_url or c.url)),
+                title=c.title or "",
+                start=c.start,
+                end=c.end,
+            )
+            for i, c in enumerate(result.citations)
+        ]
     )
     return capture
 
 
 def _object_rows(capture: Capture, stored: list[StoredObject]) -> list[EvidenceObject]:
     """The rows that make objects already in storage visible as evidence of `capture`."""
-    return EvidenceObject.objects.bulk_create(
-        EvidenceObject(capture=capture, revision=capture.revision, **asdict(o)) for o in stored
+    return list(
+        insert_rows(
+            [
+                EvidenceObject(capture=capture, revision=capture.revision, **asdict(o))
+                for o in stored
+            ]
+        )
     )
+
+
+# The newest completed capture of a sample below a revision: the one a new completed capture
+# replaces as the analysed capture (revisions only grow, `next_revision`).
+_LATEST_COMPLETED = f"""SELECT id FROM {Capture._meta.db_table}
+ WHERE sample_id = %s AND collection_state = %s AND revision < %s
+ ORDER BY revision DESC LIMIT 1"""
+
+
+def _latest_completed(sample_id: int, revision: int) -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_LATEST_COMPLETED, [sample_id, CollectionState.COMPLETED.value, revision])
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
 
 
 def _storable_domain(domain: str | None) -> str:
@@ -176,13 +202,14 @@ def _storable_domain(domain: str | None) -> str:
 
 
 def next_revision(*, sample_id: int) -> int:
-    last = (
-        Capture.objects.filter(sample_id=sample_id)
-        .order_by("-revision")
-        .values_list("revision", flat=True)
-        .first()
-    )
+    # Once per answer: one plain statement, without the ORM's compilation.
+    with connection.cursor() as cursor:
+        cursor.execute(_LAST_REVISION, [sample_id])
+        last = cursor.fetchone()[0]
     return (last or 0) + 1
+
+
+_LAST_REVISION = f"SELECT max(revision) FROM {Capture._meta.db_table} WHERE sample_id = %s"
 
 
 def read_object(*, key: str) -> bytes:

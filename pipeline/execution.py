@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -48,12 +49,14 @@ from sampling.models import (
     Attempt,
     AttemptStatus,
     CollectionState,
+    QuestionRevision,
     QueueState,
     Run,
     Sample,
     Step,
     SubmissionState,
 )
+from sampling.plainsql import insert_rows, update_row
 from sampling.transitions import (
     StaleToken,
     end_uncollected,
@@ -96,21 +99,55 @@ class _WithoutQuestions(Func):
         return self.as_sql(compiler, connection, template=template, **extra_context)
 
 
+# The sample with its question revision's columns (q_*), in one plain statement: it runs for
+# every step, so it skips the ORM's compilation.
+_LOAD_FOR_STEP = f"""SELECT s.*, q.question_id AS q_question_id, q.revision_no AS q_revision_no,
+       q.text AS q_text, q.created_at AS q_created_at
+  FROM {Sample._meta.db_table} s
+  JOIN {QuestionRevision._meta.db_table} q ON q.id = s.question_revision_id
+ WHERE s.id = %s"""
+# What a step reads of its run: what launch froze. The rest (cancelled_at, finished_at, ...)
+# changes during the run and stays deferred, read from the database if ever accessed.
+_FROZEN_RUN_FIELDS = ("id", "tenant_id", "campaign_id", "planned_samples", "created_at")
+
+
 def load_for_step(sample_id: int) -> Sample | None:
-    """The sample with its run and question, as a step uses them. The run's frozen snapshot
-    comes without its question list, the one part that grows with the campaign (about 100 KB
-    for 1,000 questions, otherwise encoded and decoded for every step): no step reads it.
-    The run is only read here, never saved."""
-    sample = (
-        Sample.objects.select_related("run", "question_revision")
-        .defer("run__config_snapshot")
-        .annotate(step_snapshot=_WithoutQuestions("run__config_snapshot"))
-        .filter(pk=sample_id)
-        .first()
+    """The sample with its run and question, as a step uses them. The question revision is
+    immutable and the run's snapshot frozen at launch, so the run is read once per process
+    (`_frozen_run`), without its question list: the one part of the snapshot that grows with
+    the campaign (about 100 KB for 1,000 questions), which no step reads. The run is only read
+    here, never saved."""
+    found = list(Sample.objects.raw(_LOAD_FOR_STEP, [sample_id]))
+    if not found:
+        return None
+    sample = found[0]
+    raw = sample.__dict__  # the q_* columns, set by the raw query
+    sample.question_revision = QuestionRevision(
+        id=sample.question_revision_id,
+        question_id=raw["q_question_id"],
+        revision_no=raw["q_revision_no"],
+        text=raw["q_text"],
+        created_at=raw["q_created_at"],
     )
-    if sample is not None:
-        sample.run.config_snapshot = sample.step_snapshot
+    sample.run = Run.from_db(connection.alias, *_frozen_run(connection.alias, sample.run_id))
     return sample
+
+
+@lru_cache(maxsize=256)
+def _frozen_run(alias: str, run_id: UUID) -> tuple[list[str], list[Any]]:
+    """The frozen fields of a run, as `Run.from_db` takes them (names and values in the model's
+    field order). Run ids are UUIDs, never reused, and launch froze these fields, so a cached
+    entry cannot go stale."""
+    row = (
+        Run.objects.using(alias)
+        .filter(pk=run_id)
+        .annotate(step_snapshot=_WithoutQuestions("config_snapshot"))
+        .values(*_FROZEN_RUN_FIELDS, "step_snapshot")
+        .get()
+    )
+    row["config_snapshot"] = row.pop("step_snapshot")
+    names = [f.attname for f in Run._meta.concrete_fields if f.attname in row]
+    return names, [row[name] for name in names]
 
 
 def run_step(*, sample_id: int, token: int, worker: str = "", loaded: Sample | None = None) -> str:
@@ -364,23 +401,36 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
             _release(s, step=Step.VERIFY)
             save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
             return None
-        if Run.objects.filter(pk=s.run_id).exclude(cancelled_at=None).exists():
+        if _run_cancelled(s.run_id):
             # Cancelled before the upstream was asked: never send it (billing released it).
             changed = end_uncollected(s, reason="cancelled by operator")
             _release(s, step=Step.NONE)
             save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
             return None
         s.attempts += 1
-        attempt = Attempt.objects.create(
+        attempt = Attempt(
             sample=s,
             attempt_no=s.attempts,
             idempotency_key=f"{s.run_id}:{s.pk}:{s.attempts}",
             fencing_token=ctx.token,
             model=frozen_model(s.run, s.platform) or "",
         )
+        insert_rows([attempt])  # a plain INSERT (sampling/plainsql.py): once per submit
         s.begin_submit()
         save_fenced(s, ctx.token, "submission_state", "attempts")
     return s, attempt
+
+
+_RUN_CANCELLED = f"SELECT 1 FROM {Run._meta.db_table} WHERE id = %s AND cancelled_at IS NOT NULL"
+
+
+def _run_cancelled(run_id: UUID) -> bool:
+    """Read fresh, not from the loaded run: cancelling is the one change a run sees mid-way.
+    One plain statement per submit, without the ORM's compilation."""
+    key = Run._meta.get_field("id").get_db_prep_value(run_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_RUN_CANCELLED, [key])
+        return cursor.fetchone() is not None
 
 
 def _not_begun(ctx: StepContext) -> str:
@@ -445,11 +495,14 @@ def _close_attempt(
         attempt.upstream_id = outcome.upstream_id
         attempt.request_id = outcome.request_id or ""
         attempt.egress = outcome.egress or "direct"
-    attempt.save()
+    update_row(attempt, _ATTEMPT_FIELDS)  # as attempt.save(), in a plain UPDATE
     if attempt.cost:
         # Queued in the fenced write that records the outcome; booked by the dispatcher's next
         # tick, and the run's end books any that were missed.
         queue_attempt_cost(run_id=attempt.sample.run_id, attempt_id=attempt.pk)
+
+
+_ATTEMPT_FIELDS = tuple(f.name for f in Attempt._meta.concrete_fields if not f.primary_key)
 
 
 def _error_capture(sample: Sample, error: UpstreamError) -> evidence_services.ArchivedResult | None:

@@ -42,6 +42,7 @@ from .models import (
     Step,
     SubmissionState,
 )
+from .plainsql import update_row
 
 REASON_LENGTH = 200  # Sample.failure_reason
 
@@ -98,8 +99,9 @@ def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> I
 
 def save_fenced(sample: Sample, token: int, *field_names: str) -> None:
     """Conditional write of the named fields of `sample`: only while `token` is current."""
-    updated = Sample.objects.filter(pk=sample.pk, fencing_token=token).update(
-        **_values(sample, field_names)
+    # A plain statement (sampling/plainsql.py): every step writes the sample two or three times.
+    updated = update_row(
+        sample, field_names, values={"updated_at": Now()}, where={"fencing_token": token}
     )
     if updated != 1:
         raise StaleToken(f"sample {sample.pk}: conditional write with token {token} matched no row")
