@@ -56,7 +56,7 @@ from sampling.models import (
     Step,
     SubmissionState,
 )
-from sampling.plainsql import insert_rows, update_row
+from sampling.plainsql import columns, from_row, insert_rows, update_row
 from sampling.transitions import (
     StaleToken,
     end_uncollected,
@@ -99,10 +99,9 @@ class _WithoutQuestions(Func):
         return self.as_sql(compiler, connection, template=template, **extra_context)
 
 
-# The sample with its question revision's columns (q_*), in one plain statement: it runs for
-# every step, so it skips the ORM's compilation.
-_LOAD_FOR_STEP = f"""SELECT s.*, q.question_id AS q_question_id, q.revision_no AS q_revision_no,
-       q.text AS q_text, q.created_at AS q_created_at
+# The sample and its question revision, in one plain statement: it runs for every step, so
+# it skips the ORM (sampling/plainsql.py).
+_LOAD_FOR_STEP = f"""SELECT {columns(Sample, "s")}, {columns(QuestionRevision, "q")}
   FROM {Sample._meta.db_table} s
   JOIN {QuestionRevision._meta.db_table} q ON q.id = s.question_revision_id
  WHERE s.id = %s"""
@@ -117,18 +116,13 @@ def load_for_step(sample_id: int) -> Sample | None:
     (`_frozen_run`), without its question list: the one part of the snapshot that grows with
     the campaign (about 100 KB for 1,000 questions), which no step reads. The run is only read
     here, never saved."""
-    found = list(Sample.objects.raw(_LOAD_FOR_STEP, [sample_id]))
-    if not found:
+    with connection.cursor() as cursor:
+        cursor.execute(_LOAD_FOR_STEP, [sample_id])
+        row = cursor.fetchone()
+    if row is None:
         return None
-    sample = found[0]
-    raw = sample.__dict__  # the q_* columns, set by the raw query
-    sample.question_revision = QuestionRevision(
-        id=sample.question_revision_id,
-        question_id=raw["q_question_id"],
-        revision_no=raw["q_revision_no"],
-        text=raw["q_text"],
-        created_at=raw["q_created_at"],
-    )
+    sample = from_row(Sample, row)
+    sample.question_revision = from_row(QuestionRevision, row[len(Sample._meta.concrete_fields) :])
     sample.run = Run.from_db(connection.alias, *_frozen_run(connection.alias, sample.run_id))
     return sample
 

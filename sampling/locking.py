@@ -24,6 +24,7 @@ from django.db import connection
 
 from .dbtime import now_sql
 from .models import Campaign, Run, Sample
+from .plainsql import columns, from_row
 
 
 def lock_campaign(campaign_id: int) -> Campaign:
@@ -40,16 +41,17 @@ def lock_sample(sample_id: int) -> Sample:
 
 def lock_leased_sample(sample_id: int) -> tuple[Sample, bool]:
     """Lock a sample and tell whether its lease is still running, in database time. One
-    plain statement (it runs at least twice per step, so it skips the ORM's compilation)."""
+    plain statement (it runs at least twice per step, so it skips the ORM: sampling/plainsql.py)."""
     # SQLite has no row locks: its IMMEDIATE transaction serialises writers.
     lock = "FOR UPDATE" if connection.vendor == "postgresql" else ""
-    sql = _LOCK_LEASED.format(now=now_sql(), lock=lock)
-    found = list(Sample.objects.raw(sql, [sample_id]))
-    if not found:
+    sql = _LOCK_LEASED.format(columns=columns(Sample, "s"), now=now_sql(), lock=lock)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [sample_id])
+        row = cursor.fetchone()
+    if row is None:
         raise Sample.DoesNotExist(f"sample {sample_id} does not exist")
-    sample = found[0]
-    return sample, bool(getattr(sample, "lease_live"))  # noqa: B009  (a raw column)
+    return from_row(Sample, row), bool(row[-1])
 
 
-_LOCK_LEASED = """SELECT *, (lease_until IS NOT NULL AND lease_until > {now}) AS lease_live
-  FROM sampling_sample WHERE id = %s {lock}"""
+_LOCK_LEASED = """SELECT {columns}, (s.lease_until IS NOT NULL AND s.lease_until > {now})
+  FROM sampling_sample s WHERE s.id = %s {lock}"""

@@ -1,20 +1,22 @@
-"""The rows a step writes, as plain INSERT and UPDATE statements.
+"""The rows a step reads and writes, as plain SELECT, INSERT and UPDATE statements.
 
 A worker writes about twenty rows per collected sample, each inside the fenced transaction of
 its step. Through the ORM each statement costs more CPU in query building and compilation
 than in the database (docs/decisions.md, "A step's writes skip the ORM's compiler"). These
 helpers write the same rows with the same values: each value still goes through its field's
 `pre_save` and `get_db_prep_save`, expressions (`Now()`) are compiled by the ORM's own
-compiler, and columns with a database default are left to the database. Only the statement
-text is assembled here, from the model's metadata.
+compiler, and columns with a database default are left to the database; rows read come back
+through the fields' database converters. Only the statement text is assembled here, from the
+model's metadata.
 
-PostgreSQL only (multi-row VALUES with RETURNING); on SQLite, the embedded default of a single
-host, they fall back to the ORM.
+Writes are PostgreSQL only (multi-row VALUES with RETURNING); on SQLite, the embedded default
+of a single host, they fall back to the ORM. Reads work on both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from typing import Any, TypeVar
 
 from django.db import connection
@@ -109,6 +111,33 @@ def update_row(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
+
+
+def columns(model: type[Model], alias: str) -> str:
+    """The model's columns, in its field order, for a SELECT whose rows `from_row` reads."""
+    return ", ".join(f"{alias}.{_quote(f.column)}" for f in model._meta.concrete_fields)
+
+
+def from_row(model: type[M], row: Sequence[Any]) -> M:
+    """A model instance from the leading `columns(model, ...)` values of a row (as the ORM
+    builds it: `Model.from_db`, after the fields' converters)."""
+    values = list(row[: len(model._meta.concrete_fields)])
+    for index, column, converters in _converters(model, connection.vendor):
+        for convert in converters:
+            values[index] = convert(values[index], column, connection)
+    return model.from_db(connection.alias, None, values)  # type: ignore[arg-type]
+
+
+@cache
+def _converters(model: type[Model], vendor: str) -> list[tuple[int, Any, list[Callable[..., Any]]]]:
+    """Per column that has any: its index, its column expression and its converters."""
+    found = []
+    for index, field in enumerate(model._meta.concrete_fields):
+        column = field.get_col(model._meta.db_table)
+        converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        if converters:
+            found.append((index, column, converters))
+    return found
 
 
 def _insert_fields(model: type[Model], first: Model) -> list[Field[Any, Any]]:
