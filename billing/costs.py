@@ -18,6 +18,7 @@ from django.conf import settings
 
 from connectors.usage import Usage
 from sampling.models import Attempt
+from sampling.plainsql import insert_rows
 
 from .models import EntryKind, JournalEntry, PendingAttemptCost
 from .services import (
@@ -90,9 +91,8 @@ def book_attempt_cost(*, attempt_id: int) -> JournalEntry | None:
 def queue_attempt_cost(*, run_id: UUID | str, attempt_id: int) -> None:
     """Book the attempt's cost later (`book_pending_attempt_costs`, each dispatcher tick): the
     worker writes one row instead of a ledger entry, which takes the ledger's chain lock."""
-    PendingAttemptCost.objects.bulk_create(
-        [PendingAttemptCost(run_id=run_id, attempt_id=attempt_id)], ignore_conflicts=True
-    )
+    # A plain INSERT (sampling/plainsql.py): once per priced attempt, in its fenced write.
+    insert_rows([PendingAttemptCost(run_id=run_id, attempt_id=attempt_id)], ignore_conflicts=True)
 
 
 def book_pending_attempt_costs(*, limit: int = 5000) -> int:

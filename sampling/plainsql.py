@@ -27,15 +27,16 @@ from django.db.models.sql import UpdateQuery
 M = TypeVar("M", bound=Model)
 
 
-def insert_rows(objs: Sequence[M]) -> Sequence[M]:
+def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequence[M]:
     """INSERT new model instances in one statement and set their primary keys, like
     `bulk_create` (no signals, no `save()` overrides). Every instance must leave the same
-    columns to their database default."""
+    columns to their database default. `ignore_conflicts`: rows that would break a unique
+    constraint are skipped (ON CONFLICT DO NOTHING) and the instances' keys are not set."""
     if not objs:
         return objs
     model = type(objs[0])
     if connection.vendor != "postgresql":
-        return model._default_manager.bulk_create(objs)
+        return model._default_manager.bulk_create(objs, ignore_conflicts=ignore_conflicts)
     fields = _insert_fields(model, objs[0])
     params: list[Any] = []
     for obj in objs:
@@ -53,10 +54,12 @@ def insert_rows(objs: Sequence[M]) -> Sequence[M]:
         f"INSERT INTO {_quote(model._meta.db_table)} "
         f"({', '.join(_quote(f.column) for f in fields)}) "
         f"VALUES {', '.join([row] * len(objs))} "
-        f"RETURNING {', '.join(_quote(f.column) for f in returned)}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        if ignore_conflicts:
+            cursor.execute(sql + "ON CONFLICT DO NOTHING", params)
+            return objs
+        cursor.execute(sql + f"RETURNING {', '.join(_quote(f.column) for f in returned)}", params)
         rows = cursor.fetchall()
     for obj, values in zip(objs, rows, strict=True):
         for field, value in zip(returned, values, strict=True):

@@ -26,6 +26,7 @@ from billing.models import (
 )
 from billing.selectors import unsettled_samples
 from sampling.models import CollectionState, Run, Sample, SubmissionState
+from sampling.plainsql import insert_rows
 from sampling.transitions import PARSE_FAILED
 
 from .accounts import account_code, available_account, hold_account, revenue_account
@@ -185,9 +186,8 @@ def queue_capture(*, run_id: UUID | str, sample_id: int) -> None:
     """Charge a valid sample later: one row in the caller's transaction (the verdict's fenced
     write), posted within a dispatcher tick by `post_pending_captures` with the run's other
     pending charges. Repeats queue nothing new."""
-    PendingCapture.objects.bulk_create(
-        [PendingCapture(run_id=run_id, sample_id=sample_id)], ignore_conflicts=True
-    )
+    # A plain INSERT (sampling/plainsql.py): once per valid sample, in its fenced write.
+    insert_rows([PendingCapture(run_id=run_id, sample_id=sample_id)], ignore_conflicts=True)
 
 
 def post_pending_captures(*, run_id: UUID | str | None = None, limit: int = SETTLE_CHUNK) -> int:

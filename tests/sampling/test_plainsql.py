@@ -1,0 +1,117 @@
+"""The plain statements of a step's reads and writes (sampling/plainsql.py) give the rows the
+ORM would: same columns, same defaults, same conversions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.models.functions import Now
+from django.forms.models import model_to_dict
+
+from billing.models import PendingCapture
+from sampling.models import Attempt, QuestionRevision, Sample
+from sampling.plainsql import columns, from_row, insert_rows, update_row
+from tests.conftest import launch_funded, make_campaign_data
+
+pytestmark = pytest.mark.django_db
+COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}]
+
+
+def _sample() -> Sample:
+    run = launch_funded(make_campaign_data(questions=1, targets=COLLECTOR, repeats=1))
+    return Sample.objects.filter(run=run).first()  # type: ignore[return-value]
+
+
+def _attempt(sample: Sample, attempt_no: int) -> Attempt:
+    return Attempt(
+        sample=sample,
+        attempt_no=attempt_no,
+        idempotency_key=f"{sample.run_id}:{sample.pk}:{attempt_no}",
+        fencing_token=7,
+        model="m",
+    )
+
+
+def _row(obj: Any) -> dict[str, Any]:
+    return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields}
+
+
+def test_inserted_rows_match_what_the_orm_writes_and_reads_back() -> None:
+    sample = _sample()
+    by_orm = _attempt(sample, 1)
+    by_orm.save()
+    plain = _attempt(sample, 2)
+
+    insert_rows([plain])
+
+    assert plain.pk is not None and plain._state.adding is False
+    # The database default came back, as the ORM reads it back.
+    assert plain.started_at is not None and by_orm.started_at is not None
+    stored = {a.attempt_no: _row(a) for a in Attempt.objects.filter(sample=sample)}
+    assert stored[2] == _row(plain)
+    ignored = {"id", "attempt_no", "idempotency_key", "started_at"}
+    assert {k: v for k, v in stored[2].items() if k not in ignored} == {
+        k: v for k, v in stored[1].items() if k not in ignored
+    }
+
+
+def test_many_rows_go_in_one_statement_with_their_keys() -> None:
+    sample = _sample()
+    attempts = [_attempt(sample, n) for n in (1, 2, 3)]
+
+    insert_rows(attempts)
+
+    stored = dict(Attempt.objects.filter(sample=sample).values_list("attempt_no", "id"))
+    assert stored == {a.attempt_no: a.pk for a in attempts}
+
+
+def test_ignore_conflicts_skips_a_row_already_there() -> None:
+    sample = _sample()
+    insert_rows([PendingCapture(run_id=sample.run_id, sample_id=sample.pk)], ignore_conflicts=True)
+    insert_rows([PendingCapture(run_id=sample.run_id, sample_id=sample.pk)], ignore_conflicts=True)
+
+    assert PendingCapture.objects.filter(sample_id=sample.pk).count() == 1
+
+
+def test_update_writes_named_fields_and_expressions_only_where_the_condition_holds() -> None:
+    sample = _sample()
+    before = Sample.objects.get(pk=sample.pk)
+    sample.failure_reason = "written"
+    sample.due_at = Now() + timedelta(hours=1)
+    sample.step = "not written: not named"
+
+    refused = update_row(sample, ["failure_reason"], where={"fencing_token": -1})
+    written = update_row(
+        sample, ["failure_reason", "due_at"], where={"fencing_token": before.fencing_token}
+    )
+
+    assert (refused, written) == (0, 1)
+    after = Sample.objects.get(pk=sample.pk)
+    assert after.failure_reason == "written"
+    assert after.step == before.step
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        now = cursor.fetchone()[0]
+    assert timedelta(minutes=59) < after.due_at - now <= timedelta(hours=1)
+
+
+def test_a_row_read_plainly_equals_the_orm_instance() -> None:
+    sample = _sample()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns(Sample, 's')}, {columns(QuestionRevision, 'q')} "
+            "FROM sampling_sample s JOIN sampling_questionrevision q "
+            "ON q.id = s.question_revision_id WHERE s.id = %s",
+            [sample.pk],
+        )
+        row = cursor.fetchone()
+
+    plain = from_row(Sample, row)
+    question = from_row(QuestionRevision, row[len(Sample._meta.concrete_fields) :])
+
+    assert _row(plain) == _row(Sample.objects.get(pk=sample.pk))
+    assert model_to_dict(question) == model_to_dict(sample.question_revision)
+    assert plain._state.adding is False
