@@ -19,12 +19,19 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.sql import UpdateQuery
 
 M = TypeVar("M", bound=Model)
+
+
+def _db() -> BaseDatabaseWrapper:
+    """The thread's connection, looked up once per call: every attribute read through
+    `django.db.connection` repeats a thread-local lookup."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequence[M]:
@@ -34,39 +41,68 @@ def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequenc
     constraint are skipped (ON CONFLICT DO NOTHING) and the instances' keys are not set."""
     if not objs:
         return objs
+    db = _db()
     model = type(objs[0])
-    if connection.vendor != "postgresql":
+    if db.vendor != "postgresql":
         return model._default_manager.bulk_create(objs, ignore_conflicts=ignore_conflicts)
-    fields = _insert_fields(model, objs[0])
+    plan = _insert_plan(model, _defaulted(model, objs[0]))
     params: list[Any] = []
     for obj in objs:
-        for field in fields:
+        for field in plan.fields:
             value = field.pre_save(obj, True)
             if isinstance(value, DatabaseDefault):
                 raise ValueError(f"{model.__name__}.{field.name}: mixed database defaults")
-            params.append(field.get_db_prep_save(value, connection))
-    pk = model._meta.pk
-    assert pk is not None
-    # Like the ORM, read back what the database filled in: the key and database defaults.
-    returned = [pk, *(f for f in model._meta.concrete_fields if f not in fields and f is not pk)]
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    sql = (
-        f"INSERT INTO {_quote(model._meta.db_table)} "
-        f"({', '.join(_quote(f.column) for f in fields)}) "
-        f"VALUES {', '.join([row] * len(objs))} "
-    )
-    with connection.cursor() as cursor:
+            params.append(field.get_db_prep_save(value, db))
+    sql = plan.head + ", ".join([plan.row] * len(objs))
+    with db.cursor() as cursor:
         if ignore_conflicts:
-            cursor.execute(sql + "ON CONFLICT DO NOTHING", params)
+            cursor.execute(sql + " ON CONFLICT DO NOTHING", params)
             return objs
-        cursor.execute(sql + f"RETURNING {', '.join(_quote(f.column) for f in returned)}", params)
+        cursor.execute(sql + plan.returning, params)
         rows = cursor.fetchall()
     for obj, values in zip(objs, rows, strict=True):
-        for field, value in zip(returned, values, strict=True):
+        for field, value in zip(plan.returned, values, strict=True):
             setattr(obj, field.attname, value)
         obj._state.adding = False
-        obj._state.db = connection.alias
+        obj._state.db = db.alias
     return objs
+
+
+class _InsertPlan:
+    """The text of a model's INSERT for one set of columns, built once per process."""
+
+    def __init__(self, model: type[Model], defaulted: frozenset[str]) -> None:
+        meta = model._meta
+        pk = meta.pk
+        assert pk is not None
+        quote = _quote
+        self.fields = [f for f in meta.concrete_fields if f.attname not in defaulted]
+        # Like the ORM, read back what the database filled in: the key and database defaults.
+        self.returned = [pk, *(f for f in meta.concrete_fields if f.attname in defaulted)]
+        self.head = (
+            f"INSERT INTO {quote(meta.db_table)} "
+            f"({', '.join(quote(f.column) for f in self.fields)}) VALUES "
+        )
+        self.row = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
+        self.returning = f" RETURNING {', '.join(quote(f.column) for f in self.returned)}"
+
+
+@cache
+def _insert_plan(model: type[Model], defaulted: frozenset[str]) -> _InsertPlan:
+    return _InsertPlan(model, defaulted)
+
+
+def _defaulted(model: type[Model], first: Model) -> frozenset[str]:
+    """The columns the database fills in: an automatic primary key left empty, and those left
+    to their database default."""
+    pk = model._meta.pk
+    assert pk is not None
+    return frozenset(
+        f.attname
+        for f in model._meta.concrete_fields
+        if (f is pk and getattr(first, f.attname) is None)
+        or isinstance(getattr(first, f.attname), DatabaseDefault)
+    )
 
 
 def update_row(
@@ -79,43 +115,42 @@ def update_row(
     """UPDATE the named fields of `obj`'s row with its values, and the fields in `values` with
     those, only if the columns in `where` hold the given values; returns the row count, for the
     caller's conditional-write check. Values may be expressions, such as `Now()`."""
+    db = _db()
     model = type(obj)
-    meta = model._meta
     changes = {name: getattr(obj, _field(model, name).attname) for name in field_names}
     changes.update(values or {})
-    if connection.vendor != "postgresql":
+    if db.vendor != "postgresql":
         return model._default_manager.filter(pk=obj.pk, **(where or {})).update(**changes)
-    query = UpdateQuery(model)
-    compiler = query.get_compiler(connection=connection)
+    query = None
     assignments: list[str] = []
     params: list[Any] = []
     for name, value in changes.items():
         field = _field(model, name)
         if hasattr(value, "resolve_expression"):
+            query = query or UpdateQuery(model)
             resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
-            expression_sql, expression_params = compiler.compile(resolved)
+            expression_sql, expression_params = query.get_compiler(connection=db).compile(resolved)
             assignments.append(f"{_quote(field.column)} = {expression_sql}")
             params.extend(expression_params)
         else:
             assignments.append(f"{_quote(field.column)} = %s")
-            params.append(field.get_db_prep_save(value, connection))
-    pk = meta.pk
-    assert pk is not None
-    conditions = [f"{_quote(pk.column)} = %s"]
+            params.append(field.get_db_prep_save(value, db))
+    conditions = [f"{_quote(_pk(model).column)} = %s"]
     params.append(obj.pk)
     for name, value in (where or {}).items():
         field = _field(model, name)
         conditions.append(f"{_quote(field.column)} = %s")
-        params.append(field.get_db_prep_value(value, connection))
+        params.append(field.get_db_prep_value(value, db))
     sql = (
-        f"UPDATE {_quote(meta.db_table)} SET {', '.join(assignments)} "
+        f"UPDATE {_quote(model._meta.db_table)} SET {', '.join(assignments)} "
         f"WHERE {' AND '.join(conditions)}"
     )
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
 
 
+@cache
 def columns(model: type[Model], alias: str) -> str:
     """The model's columns, in its field order, for a SELECT whose rows `from_row` reads."""
     return ", ".join(f"{alias}.{_quote(f.column)}" for f in model._meta.concrete_fields)
@@ -124,43 +159,42 @@ def columns(model: type[Model], alias: str) -> str:
 def from_row(model: type[M], row: Sequence[Any]) -> M:
     """A model instance from the leading `columns(model, ...)` values of a row (as the ORM
     builds it: `Model.from_db`, after the fields' converters)."""
+    db = _db()
     values = list(row[: len(model._meta.concrete_fields)])
-    for index, column, converters in _converters(model, connection.vendor):
+    for index, column, converters in _converters(model, db.vendor):
         for convert in converters:
-            values[index] = convert(values[index], column, connection)
-    return model.from_db(connection.alias, None, values)  # type: ignore[arg-type]
+            values[index] = convert(values[index], column, db)
+    return model.from_db(db.alias, None, values)  # type: ignore[arg-type]
 
 
 @cache
 def _converters(model: type[Model], vendor: str) -> list[tuple[int, Any, list[Callable[..., Any]]]]:
     """Per column that has any: its index, its column expression and its converters."""
+    db = _db()
     found = []
     for index, field in enumerate(model._meta.concrete_fields):
         column = field.get_col(model._meta.db_table)
-        converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        converters = db.ops.get_db_converters(column) + column.get_db_converters(db)
         if converters:
             found.append((index, column, converters))
     return found
 
 
-def _insert_fields(model: type[Model], first: Model) -> list[Field[Any, Any]]:
-    """The columns an INSERT names: every concrete field but an automatic primary key and
-    those left to their database default."""
-    fields = []
-    for field in model._meta.concrete_fields:
-        if field.primary_key and getattr(first, field.attname) is None:
-            continue  # AutoField / BigAutoField: the database numbers the row
-        if isinstance(getattr(first, field.attname), DatabaseDefault):
-            continue
-        fields.append(field)
-    return fields
-
-
+@cache
 def _field(model: type[Model], name: str) -> Field[Any, Any]:
     field = model._meta.get_field(name)
     assert isinstance(field, Field), f"{model.__name__}.{name} is not a column"
     return field
 
 
+def _pk(model: type[Model]) -> Field[Any, Any]:
+    pk = model._meta.pk
+    assert pk is not None
+    return pk
+
+
+@cache
 def _quote(name: str) -> str:
-    return connection.ops.quote_name(name)
+    # Double quotes: PostgreSQL's identifiers (the plain statements' only database), and
+    # also SQLite's, where `columns` is used.
+    return _db().ops.quote_name(name)
