@@ -41,6 +41,7 @@ from evidence.models import Capture, Citation
 from sampling.counters import run_param
 from sampling.models import Sample
 
+from .evidence_summary import MISSING_STATES
 from .models import Mention
 
 SAMPLE = Sample._meta.db_table
@@ -74,14 +75,24 @@ NOT_ANALYSED = (
     f"UNION ALL SELECT c.supersedes_id FROM {CAPTURE} c WHERE c.run_id = %s "
     "AND c.supersedes_id IS NOT NULL"
 )
+# Whether a joined mention or citation row is of its sample's analysed capture (`counted`).
+ANALYSED = "na.id IS NULL"
 
 
-def counted(alias: str) -> str:
-    """The condition on a mention or citation row (`alias`, with sample_id and capture_id)
-    that it belongs to a succeeded sample's analysed capture. Parameters: the run, 3 times."""
+def counted(alias: str) -> tuple[str, str]:
+    """How the report tells which mention or citation rows (`alias`, with sample_id and
+    capture_id) count, the same way in every pass: a join that marks the rows of the run's
+    not-analysed captures (`ANALYSED` is true on the others; the mention pass needs the mark
+    on rows it still counts for the sentiment and head-to-head, and an `ANALYSED` condition
+    in WHERE makes it an anti-join), and the condition that the row's sample is not one of
+    the run's not-succeeded samples (an anti-join). Both sets are small and come from partial
+    indexes. Parameters: the run twice in the join, once in the condition."""
     return (
-        f"NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x WHERE x.id = {alias}.sample_id) "
-        f"AND NOT EXISTS (SELECT 1 FROM ({NOT_ANALYSED}) y WHERE y.id = {alias}.capture_id)"
+        # DISTINCT: a capture named twice (two writers that both superseded it) must not
+        # count a row twice. Not UNION: PostgreSQL 15 plans no parallel workers around it.
+        f"LEFT JOIN (SELECT DISTINCT z.id FROM ({NOT_ANALYSED}) z) na "
+        f"ON na.id = {alias}.capture_id",
+        f"NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x WHERE x.id = {alias}.sample_id)",
     )
 
 
@@ -125,6 +136,16 @@ class Tally:
 
 
 @dataclass
+class Sentiments:
+    """An entity's mentioned rows of the revision's succeeded samples (every row, not only the
+    analysed capture's): how many, how many recommend it, how many per sentiment."""
+
+    mentioned: int = 0
+    recommended: int = 0
+    by_sentiment: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
 class Groups:
     """The run's tallies: overall, per platform and per question revision."""
 
@@ -135,11 +156,25 @@ class Groups:
     # sample's brand row: answers, both named, brand named first, brand only, competitor
     # only; in question revision and competitor order (analysis.report_sql.HeadToHead).
     pairs: dict[tuple[int, str], tuple[int, int, int, int, int]] = field(default_factory=dict)
+    sentiments: dict[str, Sentiments] = field(default_factory=dict)  # entity -> its rows
+    # (platform, evidence state, reason or "" outside MISSING_STATES, samples), from the
+    # sample pass (analysis.evidence_summary).
+    evidence: list[tuple[str, str, str, int]] = field(default_factory=list)
 
     def tally(self, scope: str, platform: str | None, question: int | None) -> Tally:
+        # Looked up before it is made: this runs once per result row, and a Tally made only
+        # to be discarded by setdefault costs three Counters.
         if scope == "p":
-            return self.by_platform.setdefault(str(platform), Tally())
-        return self.by_question.setdefault(int(question or 0), Tally())
+            key = str(platform)
+            found = self.by_platform.get(key)
+            if found is None:
+                found = self.by_platform[key] = Tally()
+            return found
+        number = int(question or 0)
+        found = self.by_question.get(number)
+        if found is None:
+            found = self.by_question[number] = Tally()
+        return found
 
 
 def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -170,15 +205,26 @@ def _per_platform_and_question(base: str, keys: str, sums: str) -> str:
 
 
 def _add_samples(groups: Groups, run_id: UUID | str) -> None:
-    """Samples per bucket ("unclassified" for a finished sample in no bucket)."""
-    sql = _per_platform_and_question(
-        f"SELECT s.platform AS p, s.question_revision_id AS q, {BUCKET_CASE} AS b, "
-        f"COUNT(*) AS n FROM {SAMPLE} s WHERE s.run_id = %s GROUP BY 1, 2, 3",
-        "b",
-        "SUM(n)",
+    """Samples per bucket ("unclassified" for a finished sample in no bucket), and per
+    platform, evidence state and reason: one pass over the run's samples for both."""
+    missing_states = [str(state) for state in MISSING_STATES]
+    missing = ", ".join("%s" for _ in missing_states)
+    sql = (
+        f"WITH base AS (SELECT s.platform AS p, s.question_revision_id AS q, {BUCKET_CASE} AS b, "
+        f"s.evidence_state AS es, CASE WHEN s.evidence_state IN ({missing}) "
+        "THEN s.evidence_reason ELSE '' END AS er, "
+        f"COUNT(*) AS n FROM {SAMPLE} s WHERE s.run_id = %s GROUP BY 1, 2, 3, 4, 5) "
+        "SELECT 'p', p, NULL, b, NULL, NULL, SUM(n) FROM base GROUP BY p, b "
+        "UNION ALL SELECT 'q', NULL, q, b, NULL, NULL, SUM(n) FROM base GROUP BY q, b "
+        "UNION ALL SELECT 'e', p, NULL, NULL, es, er, SUM(n) FROM base GROUP BY p, es, er"
     )
-    for scope, platform, question, bucket, n in _rows(sql, [run_param(run_id)]):
-        groups.tally(scope, platform, question).buckets[bucket or "unclassified"] += int(n)
+    for scope, platform, question, bucket, state, reason, n in _rows(
+        sql, [*missing_states, run_param(run_id)]
+    ):
+        if scope == "e":
+            groups.evidence.append((str(platform), str(state), str(reason), int(n)))
+        else:
+            groups.tally(scope, platform, question).buckets[bucket or "unclassified"] += int(n)
 
 
 def unclassified_ids(run_id: UUID | str, limit: int = 10) -> list[int]:
@@ -190,47 +236,61 @@ def unclassified_ids(run_id: UUID | str, limit: int = 10) -> list[int]:
     return [row[0] for row in rows]
 
 
-def _add_mentions(groups: Groups, run_id: UUID | str, revision_id: int, brand: str) -> None:
+def _add_mentions(
+    groups: Groups, run_id: UUID | str, revision_id: int, brand: str, sentiments: tuple[str, ...]
+) -> None:
     """One pass over the revision's mention rows of succeeded samples (one set of rows per
     sample and revision; a competitor's row carries the brand's result in the same answer):
 
     * through the analysed captures only: samples whose analysed capture mentions each
       entity, and the sum and number of the brand's first-mention ranks;
-    * every row (as the sentiment's count, analysis.report_sql): each competitor against the
-      brand in the same answer, per question revision (`Groups.pairs`)."""
-    analysed = "y.id IS NULL"
+    * every row: each competitor against the brand in the same answer, per question revision
+      (`Groups.pairs`), and each entity's sentiment and recommendation (`Groups.sentiments`).
+
+    Every tally is a `COUNT(*) FILTER` of the same grouped rows, so adding one costs no scan."""
     competitor = "NOT m.is_brand"
-    sums = {
-        "n": f"m.mentioned AND {analysed}",
-        "rs": f"m.mentioned AND {analysed} AND m.entity = %s",
-        "rn": f"m.mentioned AND {analysed} AND m.entity = %s AND m.rank IS NOT NULL",
+    counts = {
+        "n": f"m.mentioned AND {ANALYSED}",
         "ha": competitor,
         "hb": f"{competitor} AND m.mentioned AND m.brand_mentioned",
         "hr": f"{competitor} AND m.mentioned AND m.brand_mentioned AND m.brand_rank < m.rank",
         "hbo": f"{competitor} AND NOT m.mentioned AND m.brand_mentioned",
         "hco": f"{competitor} AND m.mentioned AND NOT m.brand_mentioned",
+        "sn": "m.mentioned",
+        "sr": "m.mentioned AND m.recommended",
+        **{f"s{i}": "m.mentioned AND m.sentiment = %s" for i in range(len(sentiments))},
     }
-    selected = ", ".join(
-        f"SUM(CASE WHEN {condition} THEN {'m.rank' if name == 'rs' else 1} ELSE 0 END) AS {name}"
-        for name, condition in sums.items()
+    # The ranks of every entity (the brand's are kept below): the group has one entity, so
+    # this needs no comparison with the brand's name per row.
+    selected = (
+        f"SUM(m.rank) FILTER (WHERE m.mentioned AND {ANALYSED}) AS rs, "
+        f"COUNT(m.rank) FILTER (WHERE m.mentioned AND {ANALYSED}) AS rn, "
+        + ", ".join(f"COUNT(*) FILTER (WHERE {where}) AS {name}" for name, where in counts.items())
     )
+    join, succeeded = counted("m")
     sql = _per_platform_and_question(
         f"SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
-        f"FROM {MENTION} m "
-        f"LEFT JOIN (SELECT DISTINCT z.id FROM ({NOT_ANALYSED}) z) y ON y.id = m.capture_id "
-        f"WHERE m.revision_id = %s AND NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x "
-        "WHERE x.id = m.sample_id) GROUP BY m.platform, m.question_revision_id, m.entity",
+        f"FROM {MENTION} m {join} WHERE m.revision_id = %s AND {succeeded} "
+        "GROUP BY m.platform, m.question_revision_id, m.entity",
         "e",
-        ", ".join(f"SUM({name})" for name in sums),
+        ", ".join(f"SUM({name})" for name in ("rs", "rn", *counts)),
     )
     run = run_param(run_id)
-    params = [brand, brand, run, run, revision_id, run]
+    params = [*sentiments, run, run, revision_id, run]
     rows = _rows(f"{sql} ORDER BY 3, 4", params)
-    for scope, platform, question, entity, n, rank_sum, rank_n, *pair in rows:
+    for scope, platform, question, entity, rank_sum, rank_n, n, *rest in rows:
+        pair, (mentioned, recommended, *by_sentiment) = rest[:5], rest[5:]
         tally = groups.tally(scope, platform, question)
         tally.mentioned[entity] += int(n or 0)
-        tally.rank_sum += int(rank_sum or 0)
-        tally.rank_n += int(rank_n or 0)
+        if entity == brand:
+            tally.rank_sum += int(rank_sum or 0)
+            tally.rank_n += int(rank_n or 0)
+        if scope == "p":  # the platforms add up to the run: every row has one
+            stat = groups.sentiments.setdefault(entity, Sentiments())
+            stat.mentioned += int(mentioned or 0)
+            stat.recommended += int(recommended or 0)
+            for name, count in zip(sentiments, by_sentiment, strict=True):
+                stat.by_sentiment[name] += int(count or 0)
         if scope == "q" and pair[0]:
             answers, both, ahead, brand_only, competitor_only = (int(v or 0) for v in pair)
             groups.pairs[(int(question), entity)] = (
@@ -269,10 +329,11 @@ def _add_citations(groups: Groups, run_id: UUID | str, brand_domains: list[str])
     """Citations of the analysed captures, the brand's share, unparseable ones and cited
     registrable domains. Streams (scope, group, host key, n) rows."""
     brands = tuple(h for h in (extract_host(d) for d in brand_domains) if h)
+    join, succeeded = counted("ci")
     sql = _per_platform_and_question(
         f"SELECT ci.platform AS p, ci.question_revision_id AS q, {_host_key()} AS k, "
-        f"COUNT(*) AS n FROM {CITATION} ci WHERE ci.run_id = %s AND {counted('ci')} "
-        "GROUP BY 1, 2, 3",
+        f"COUNT(*) AS n FROM {CITATION} ci {join} "
+        f"WHERE ci.run_id = %s AND {ANALYSED} AND {succeeded} GROUP BY 1, 2, 3",
         "k",
         "SUM(n)",
     )
@@ -291,14 +352,18 @@ def _add_citations(groups: Groups, run_id: UUID | str, brand_domains: list[str])
 
 
 def run_groups(
-    run_id: UUID | str, revision_id: int | None, brand: str, brand_domains: list[str]
+    run_id: UUID | str,
+    revision_id: int | None,
+    brand: str,
+    brand_domains: list[str],
+    sentiments: tuple[str, ...] = (),
 ) -> Groups:
     """The run's tallies per platform and per question revision, and overall (the sum of
-    the platforms: every sample has one)."""
+    the platforms: every sample has one); `sentiments`: the sentiments to count."""
     groups = Groups(overall=Tally(), by_platform={}, by_question={})
     _add_samples(groups, run_id)
     if revision_id is not None:
-        _add_mentions(groups, run_id, revision_id, brand)
+        _add_mentions(groups, run_id, revision_id, brand, sentiments)
     _add_citations(groups, run_id, brand_domains)
     for tally in groups.by_platform.values():
         groups.overall.add(tally)
