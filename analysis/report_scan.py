@@ -69,30 +69,58 @@ SUCCEEDED_SQL = (
 NOT_SUCCEEDED = f"SELECT s.id FROM {SAMPLE} s WHERE s.run_id = %s AND NOT ({SUCCEEDED_SQL})"
 # The run's captures that are not analysed: the analysed capture of a sample is its latest
 # completed capture (analysis.services), i.e. a completed one no later completed capture
-# supersedes. Parameters: the run, twice.
+# supersedes (capture_run_incomplete_idx, capture_run_superseded_idx). Parameters: the run,
+# twice.
 NOT_ANALYSED = (
     f"SELECT c.id FROM {CAPTURE} c WHERE c.run_id = %s AND c.collection_state <> 'completed' "
     f"UNION ALL SELECT c.supersedes_id FROM {CAPTURE} c WHERE c.run_id = %s "
     "AND c.supersedes_id IS NOT NULL"
 )
-# Whether a joined mention or citation row is of its sample's analysed capture (`counted`).
-ANALYSED = "na.id IS NULL"
 
 
-def counted(alias: str) -> tuple[str, str]:
-    """How the report tells which mention or citation rows (`alias`, with sample_id and
-    capture_id) count, the same way in every pass: a join that marks the rows of the run's
-    not-analysed captures (`ANALYSED` is true on the others; the mention pass needs the mark
-    on rows it still counts for the sentiment and head-to-head, and an `ANALYSED` condition
-    in WHERE makes it an anti-join), and the condition that the row's sample is not one of
-    the run's not-succeeded samples (an anti-join). Both sets are small and come from partial
-    indexes. Parameters: the run twice in the join, once in the condition."""
+def among(column: str, ids: str) -> str:
+    """The condition that `column` is one of the ids the query `ids` selects. On PostgreSQL an
+    array of them, which the planner looks up through the column's index; with `IN` or a join
+    it may hash the set and scan the whole table instead. Only for a small share of a table's
+    rows: the other rows are never read."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(ARRAY({ids}))"
+    return f"{column} IN ({ids})"
+
+
+def net_cells(
+    keys: list[str],
+    cells: str,
+    less: list[str],
+    nets: dict[str, tuple[str, tuple[int, ...]]],
+    present: str,
+) -> str:
+    """Counted cells as all cells minus those of the rows that do not count.
+
+    `cells` groups all of the run's rows (mentions or citations) per `keys` into its columns;
+    each query of `less` groups a set of rows that must not count (rows of the run's
+    not-succeeded samples, of its not-analysed captures) the same way. `nets`: each output
+    column, the column of the cells it comes from and the queries of `less` subtracted from
+    it. The report counts a row unless its sample is not succeeded or its capture not analysed
+    (analysis/reports.py); both sets are small, so reading them through indexes (`among`) and
+    subtracting costs far less than probing them for each of the million rows that count (a
+    hash anti-join per row). Every column is a count or a sum of a column, so subtracting
+    gives what counting only the counted rows gives. A cell that keeps no row (`present`, the
+    count of its rows, is 0) is dropped, as a count over the counted rows would not have
+    made it."""
+    joined = " ".join(
+        f"LEFT JOIN ({query}) x{i} ON " + " AND ".join(f"x{i}.{k} = a.{k}" for k in keys)
+        for i, query in enumerate(less)
+    )
+    net = ", ".join(
+        f"COALESCE(a.{column}, 0)"
+        + "".join(f" - COALESCE(x{i}.{column}, 0)" for i in minus)
+        + f" AS {name}"
+        for name, (column, minus) in nets.items()
+    )
+    columns = ", ".join(f"a.{k} AS {k}" for k in keys)
     return (
-        # DISTINCT: a capture named twice (two writers that both superseded it) must not
-        # count a row twice. Not UNION: PostgreSQL 15 plans no parallel workers around it.
-        f"LEFT JOIN (SELECT DISTINCT z.id FROM ({NOT_ANALYSED}) z) na "
-        f"ON na.id = {alias}.capture_id",
-        f"NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x WHERE x.id = {alias}.sample_id)",
+        f"SELECT * FROM (SELECT {columns}, {net} FROM ({cells}) a {joined}) net WHERE {present} > 0"
     )
 
 
@@ -193,6 +221,12 @@ def _streamed(sql: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
             yield from batch
 
 
+def _total(column: str) -> str:
+    """The sum of a count over grouped rows, as an integer: PostgreSQL sums bigints into a
+    numeric, which reaches Python as a Decimal per value."""
+    return f"CAST(SUM({column}) AS BIGINT)"
+
+
 def _per_platform_and_question(base: str, keys: str, sums: str) -> str:
     """One pass over the run's rows (`base`, grouped per platform `p`, question `q` and
     `keys`), rolled up twice: per platform and per question. Each row: scope ('p' or 'q'),
@@ -214,9 +248,9 @@ def _add_samples(groups: Groups, run_id: UUID | str) -> None:
         f"s.evidence_state AS es, CASE WHEN s.evidence_state IN ({missing}) "
         "THEN s.evidence_reason ELSE '' END AS er, "
         f"COUNT(*) AS n FROM {SAMPLE} s WHERE s.run_id = %s GROUP BY 1, 2, 3, 4, 5) "
-        "SELECT 'p', p, NULL, b, NULL, NULL, SUM(n) FROM base GROUP BY p, b "
-        "UNION ALL SELECT 'q', NULL, q, b, NULL, NULL, SUM(n) FROM base GROUP BY q, b "
-        "UNION ALL SELECT 'e', p, NULL, NULL, es, er, SUM(n) FROM base GROUP BY p, es, er"
+        f"SELECT 'p', p, NULL, b, NULL, NULL, {_total('n')} FROM base GROUP BY p, b "
+        f"UNION ALL SELECT 'q', NULL, q, b, NULL, NULL, {_total('n')} FROM base GROUP BY q, b "
+        f"UNION ALL SELECT 'e', p, NULL, NULL, es, er, {_total('n')} FROM base GROUP BY p, es, er"
     )
     for scope, platform, question, bucket, state, reason, n in _rows(
         sql, [*missing_states, run_param(run_id)]
@@ -247,36 +281,63 @@ def _add_mentions(
     * every row: each competitor against the brand in the same answer, per question revision
       (`Groups.pairs`), and each entity's sentiment and recommendation (`Groups.sentiments`).
 
-    Every tally is a `COUNT(*) FILTER` of the same grouped rows, so adding one costs no scan."""
+    Every tally is a `COUNT(*) FILTER` of the same grouped rows, so adding one costs no scan.
+    The rows of not-succeeded samples are subtracted from every tally, those of not-analysed
+    captures (of succeeded samples) from the analysed ones (`net_cells`)."""
     competitor = "NOT m.is_brand"
     counts = {
-        "n": f"m.mentioned AND {ANALYSED}",
+        "mentioned": "m.mentioned",
         "ha": competitor,
         "hb": f"{competitor} AND m.mentioned AND m.brand_mentioned",
         "hr": f"{competitor} AND m.mentioned AND m.brand_mentioned AND m.brand_rank < m.rank",
         "hbo": f"{competitor} AND NOT m.mentioned AND m.brand_mentioned",
         "hco": f"{competitor} AND m.mentioned AND NOT m.brand_mentioned",
-        "sn": "m.mentioned",
         "sr": "m.mentioned AND m.recommended",
         **{f"s{i}": "m.mentioned AND m.sentiment = %s" for i in range(len(sentiments))},
     }
-    # The ranks of every entity (the brand's are kept below): the group has one entity, so
+    # The ranks of every entity (the brand's are kept below): the cell has one entity, so
     # this needs no comparison with the brand's name per row.
     selected = (
-        f"SUM(m.rank) FILTER (WHERE m.mentioned AND {ANALYSED}) AS rs, "
-        f"COUNT(m.rank) FILTER (WHERE m.mentioned AND {ANALYSED}) AS rn, "
+        "COUNT(*) AS kept, SUM(m.rank) FILTER (WHERE m.mentioned) AS rs, "
+        "COUNT(m.rank) FILTER (WHERE m.mentioned) AS rn, "
         + ", ".join(f"COUNT(*) FILTER (WHERE {where}) AS {name}" for name, where in counts.items())
     )
-    join, succeeded = counted("m")
-    sql = _per_platform_and_question(
-        f"SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
-        f"FROM {MENTION} m {join} WHERE m.revision_id = %s AND {succeeded} "
-        "GROUP BY m.platform, m.question_revision_id, m.entity",
-        "e",
-        ", ".join(f"SUM({name})" for name in ("rs", "rn", *counts)),
+
+    def cells(where: str) -> str:
+        return (
+            f"SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
+            f"FROM {MENTION} m WHERE m.revision_id = %s{where} "
+            "GROUP BY m.platform, m.question_revision_id, m.entity"
+        )
+
+    # Less the rows of not-succeeded samples (0) everywhere, and those of the not-analysed
+    # captures of succeeded samples (1) where only the analysed capture counts.
+    succeeded, analysed = (0,), (0, 1)
+    nets = {
+        "rs": ("rs", analysed),
+        "rn": ("rn", analysed),
+        "n": ("mentioned", analysed),
+        **{name: (name, succeeded) for name in ("ha", "hb", "hr", "hbo", "hco")},
+        "sn": ("mentioned", succeeded),
+        **{name: (name, succeeded) for name in ("sr", *(f"s{i}" for i in range(len(sentiments))))},
+    }
+    base = net_cells(
+        ["p", "q", "e"],
+        cells(""),
+        [
+            cells(f" AND {among('m.sample_id', NOT_SUCCEEDED)}"),
+            cells(
+                f" AND {among('m.capture_id', NOT_ANALYSED)} AND NOT EXISTS "
+                f"(SELECT 1 FROM ({NOT_SUCCEEDED}) x WHERE x.id = m.sample_id)"
+            ),
+        ],
+        {"kept": ("kept", succeeded), **nets},
+        "kept",
     )
+    sql = _per_platform_and_question(base, "e", ", ".join(_total(name) for name in nets))
     run = run_param(run_id)
-    params = [*sentiments, run, run, revision_id, run]
+    params = [*sentiments, revision_id, *sentiments, revision_id, run]
+    params += [*sentiments, revision_id, run, run, run]
     rows = _rows(f"{sql} ORDER BY 3, 4", params)
     for scope, platform, question, entity, rank_sum, rank_n, n, *rest in rows:
         pair, (mentioned, recommended, *by_sentiment) = rest[:5], rest[5:]
@@ -327,18 +388,33 @@ def _host_key() -> str:
 
 def _add_citations(groups: Groups, run_id: UUID | str, brand_domains: list[str]) -> None:
     """Citations of the analysed captures, the brand's share, unparseable ones and cited
-    registrable domains. Streams (scope, group, host key, n) rows."""
+    registrable domains. Streams (scope, group, host key, n) rows.
+
+    A citation does not count if its capture is not analysed or its sample not succeeded:
+    the citations of those captures, and of every capture of those samples (a citation's
+    sample is its capture's, copied with the row), are subtracted (`net_cells`)."""
     brands = tuple(h for h in (extract_host(d) for d in brand_domains) if h)
-    join, succeeded = counted("ci")
-    sql = _per_platform_and_question(
-        f"SELECT ci.platform AS p, ci.question_revision_id AS q, {_host_key()} AS k, "
-        f"COUNT(*) AS n FROM {CITATION} ci {join} "
-        f"WHERE ci.run_id = %s AND {ANALYSED} AND {succeeded} GROUP BY 1, 2, 3",
-        "k",
-        "SUM(n)",
+
+    def cells(where: str) -> str:
+        return (
+            f"SELECT ci.platform AS p, ci.question_revision_id AS q, {_host_key()} AS k, "
+            f"COUNT(*) AS n FROM {CITATION} ci WHERE ci.run_id = %s{where} GROUP BY 1, 2, 3"
+        )
+
+    not_counted = (
+        f"SELECT c.id FROM {CAPTURE} c WHERE {among('c.sample_id', NOT_SUCCEEDED)} "
+        f"UNION ALL {NOT_ANALYSED}"
     )
+    base = net_cells(
+        ["p", "q", "k"],
+        cells(""),
+        [cells(f" AND {among('ci.capture_id', not_counted)}")],
+        {"n": ("n", (0,))},
+        "n",
+    )
+    sql = _per_platform_and_question(base, "k", _total("n"))
     run = run_param(run_id)
-    for scope, platform, question, key, total in _streamed(sql, [run] * 4):
+    for scope, platform, question, key, total in _streamed(sql, [run] * 5):
         tally = groups.tally(scope, platform, question)
         n = int(total)
         parseable, brand, domain = _url_facts(key, brands)
