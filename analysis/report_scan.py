@@ -4,22 +4,27 @@ Three grouped queries read the run's rows once each; nothing holds a list of the
 in Python, and no query carries an `IN (...)` of sample ids. Each groups the run's rows per
 (platform, question revision, key) once and rolls that up per platform and per question:
 
-* samples per bucket, with the bucket
-  classifier written here as SQL, independently of the counters' definitions
-  (sampling/counters.py), which the report compares it with;
+* samples per bucket, with the bucket classifier written here as SQL, independently of the
+  counters' definitions (sampling/counters.py), which the report compares it with; in the
+  same pass, samples per evidence state and reason (analysis.evidence_summary);
 * mentions per entity of each succeeded sample's analysed capture (its latest completed one)
-  in the chosen analysis revision;
-* citations of the analysed captures per cited host, fetched in batches and
-  folded into the group tallies as they arrive (host rules and registrable domains stay in
-  Python, evidence/domains.py, computed once per distinct host).
+  in the chosen analysis revision, and in the same pass every tally that counts all of the
+  succeeded samples' rows: sentiment and recommendation (analysis.report_sql), competitor
+  head-to-head;
+* citations of the analysed captures per cited host, fetched in batches and folded into the
+  group tallies as they arrive (host rules and registrable domains stay in Python,
+  evidence/domains.py, computed once per distinct host).
 
 Mention and citation rows carry their sample's run, platform and question revision, copied
 when they are written (docs/decisions.md, "The report reads mentions and citations per run"),
-so they are grouped without joining the samples and captures: a row counts unless its sample
+so they are grouped without joining the samples and captures. A row counts unless its sample
 is one of the run's not-succeeded samples or its capture one of the run's not-analysed
 captures (not completed, or superseded by a later completed one: `Capture.supersedes`). Both
-sets are small and come from partial indexes. The report's SQL runs in one transaction with
-enough `work_mem` that its hash aggregates and joins stay in memory (`scan_settings`).
+sets are small and come from partial indexes: each pass groups all of the run's rows, groups
+the rows of those sets (read through the rows' indexes on sample and capture) the same way,
+and subtracts (`net_cells`, docs/decisions.md "The report subtracts the rows that do not
+count"). The report's SQL runs in one transaction with enough `work_mem` that its hash
+aggregates stay in memory (`scan_settings`).
 
 Memory grows with the number of groups (platforms + questions) and the distinct cited hosts
 per group, never with the number of samples.
