@@ -6,13 +6,11 @@ like every rate in the report (analysis/reports.py)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from uuid import UUID
 
-from django.db.models import Count
-
-from sampling.models import EvidenceState, Sample
+from sampling.models import EvidenceState
 
 from .stats import Rate, rate
 
@@ -39,16 +37,12 @@ class EvidenceSummary:
         return data | {"evidence_missing_rate": self.missing_rate.as_dict(), "reasons": reasons}
 
 
-def evidence_by_platform(*, run_id: UUID | str) -> list[EvidenceSummary]:
-    """Grouped in SQL (platform, state, reason): rows grow with distinct reasons, not samples."""
+def evidence_summaries(rows: Iterable[tuple[str, str, str, int]]) -> list[EvidenceSummary]:
+    """From the report's sample pass (analysis.report_scan, `Groups.evidence`): samples per
+    (platform, evidence state, reason), the reason read only for MISSING_STATES. Rows grow with
+    distinct reasons, not samples."""
     states: dict[str, Counter[str]] = defaultdict(Counter)
     reasons: dict[str, Counter[str]] = defaultdict(Counter)
-    rows = (
-        Sample.objects.filter(run_id=run_id)
-        .values_list("platform", "evidence_state", "evidence_reason")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
     for platform, state, reason, n in rows:
         states[platform][state] += n
         if state in MISSING_STATES:

@@ -7,8 +7,6 @@ row names the analyser and its version.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import models
 from django.db.models.functions import Now
 
@@ -103,6 +101,8 @@ class Mention(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     # What the report groups by, copied from the sample with the row (a sample's identity
     # never changes): the report reads a revision's mentions without joining the samples.
+    # analysis.services.derive, the one writer, sets them; a row made elsewhere (a test) sets
+    # them itself.
     platform = models.CharField(max_length=32)
     question_revision = copied_key("sampling.QuestionRevision")
     # On a competitor's row, the brand's result in the same answer (analysis.services.derive
@@ -120,13 +120,6 @@ class Mention(models.Model):
 
     def __str__(self) -> str:
         return f"{self.entity}: {self.context or 'not found'}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self._state.adding and self.question_revision_id is None:
-            sample = self.sample
-            self.platform = sample.platform
-            self.question_revision_id = sample.question_revision_id
-        super().save(*args, **kwargs)
 
 
 class AmbiguousWord(models.Model):

@@ -4,22 +4,27 @@ Three grouped queries read the run's rows once each; nothing holds a list of the
 in Python, and no query carries an `IN (...)` of sample ids. Each groups the run's rows per
 (platform, question revision, key) once and rolls that up per platform and per question:
 
-* samples per bucket, with the bucket
-  classifier written here as SQL, independently of the counters' definitions
-  (sampling/counters.py), which the report compares it with;
+* samples per bucket, with the bucket classifier written here as SQL, independently of the
+  counters' definitions (sampling/counters.py), which the report compares it with; in the
+  same pass, samples per evidence state and reason (analysis.evidence_summary);
 * mentions per entity of each succeeded sample's analysed capture (its latest completed one)
-  in the chosen analysis revision;
-* citations of the analysed captures per cited host, fetched in batches and
-  folded into the group tallies as they arrive (host rules and registrable domains stay in
-  Python, evidence/domains.py, computed once per distinct host).
+  in the chosen analysis revision, and in the same pass every tally that counts all of the
+  succeeded samples' rows: sentiment and recommendation (analysis.report_sql), competitor
+  head-to-head;
+* citations of the analysed captures per cited host, fetched in batches and folded into the
+  group tallies as they arrive (host rules and registrable domains stay in Python,
+  evidence/domains.py, computed once per distinct host).
 
 Mention and citation rows carry their sample's run, platform and question revision, copied
 when they are written (docs/decisions.md, "The report reads mentions and citations per run"),
-so they are grouped without joining the samples and captures: a row counts unless its sample
+so they are grouped without joining the samples and captures. A row counts unless its sample
 is one of the run's not-succeeded samples or its capture one of the run's not-analysed
 captures (not completed, or superseded by a later completed one: `Capture.supersedes`). Both
-sets are small and come from partial indexes. The report's SQL runs in one transaction with
-enough `work_mem` that its hash aggregates and joins stay in memory (`scan_settings`).
+sets are small and come from partial indexes: each pass groups all of the run's rows, groups
+the rows of those sets (read through the rows' indexes on sample and capture) the same way,
+and subtracts (`net_cells`, docs/decisions.md "The report subtracts the rows that do not
+count"). The report's SQL runs in one transaction with enough `work_mem` that its hash
+aggregates stay in memory (`scan_settings`).
 
 Memory grows with the number of groups (platforms + questions) and the distinct cited hosts
 per group, never with the number of samples.
@@ -41,6 +46,7 @@ from evidence.models import Capture, Citation
 from sampling.counters import run_param
 from sampling.models import Sample
 
+from .evidence_summary import MISSING_STATES
 from .models import Mention
 
 SAMPLE = Sample._meta.db_table
@@ -68,7 +74,8 @@ SUCCEEDED_SQL = (
 NOT_SUCCEEDED = f"SELECT s.id FROM {SAMPLE} s WHERE s.run_id = %s AND NOT ({SUCCEEDED_SQL})"
 # The run's captures that are not analysed: the analysed capture of a sample is its latest
 # completed capture (analysis.services), i.e. a completed one no later completed capture
-# supersedes. Parameters: the run, twice.
+# supersedes (capture_run_incomplete_idx, capture_run_superseded_idx). Parameters: the run,
+# twice.
 NOT_ANALYSED = (
     f"SELECT c.id FROM {CAPTURE} c WHERE c.run_id = %s AND c.collection_state <> 'completed' "
     f"UNION ALL SELECT c.supersedes_id FROM {CAPTURE} c WHERE c.run_id = %s "
@@ -76,12 +83,49 @@ NOT_ANALYSED = (
 )
 
 
-def counted(alias: str) -> str:
-    """The condition on a mention or citation row (`alias`, with sample_id and capture_id)
-    that it belongs to a succeeded sample's analysed capture. Parameters: the run, 3 times."""
+def among(column: str, ids: str) -> str:
+    """The condition that `column` is one of the ids the query `ids` selects. On PostgreSQL an
+    array of them, which the planner looks up through the column's index; with `IN` or a join
+    it may hash the set and scan the whole table instead. Only for a small share of a table's
+    rows: the other rows are never read."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(ARRAY({ids}))"
+    return f"{column} IN ({ids})"
+
+
+def net_cells(
+    keys: list[str],
+    cells: str,
+    less: list[str],
+    nets: dict[str, tuple[str, tuple[int, ...]]],
+    present: str,
+) -> str:
+    """Counted cells as all cells minus those of the rows that do not count.
+
+    `cells` groups all of the run's rows (mentions or citations) per `keys` into its columns;
+    each query of `less` groups a set of rows that must not count (rows of the run's
+    not-succeeded samples, of its not-analysed captures) the same way. `nets`: each output
+    column, the column of the cells it comes from and the queries of `less` subtracted from
+    it. The report counts a row unless its sample is not succeeded or its capture not analysed
+    (analysis/reports.py); both sets are small, so reading them through indexes (`among`) and
+    subtracting costs far less than probing them for each of the million rows that count (a
+    hash anti-join per row). Every column is a count or a sum of a column, so subtracting
+    gives what counting only the counted rows gives. A cell that keeps no row (`present`, the
+    count of its rows, is 0) is dropped, as a count over the counted rows would not have
+    made it."""
+    joined = " ".join(
+        f"LEFT JOIN ({query}) x{i} ON " + " AND ".join(f"x{i}.{k} = a.{k}" for k in keys)
+        for i, query in enumerate(less)
+    )
+    net = ", ".join(
+        f"COALESCE(a.{column}, 0)"
+        + "".join(f" - COALESCE(x{i}.{column}, 0)" for i in minus)
+        + f" AS {name}"
+        for name, (column, minus) in nets.items()
+    )
+    columns = ", ".join(f"a.{k} AS {k}" for k in keys)
     return (
-        f"NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x WHERE x.id = {alias}.sample_id) "
-        f"AND NOT EXISTS (SELECT 1 FROM ({NOT_ANALYSED}) y WHERE y.id = {alias}.capture_id)"
+        f"SELECT * FROM (SELECT {columns}, {net} FROM ({cells}) a {joined}) net WHERE {present} > 0"
     )
 
 
@@ -125,6 +169,16 @@ class Tally:
 
 
 @dataclass
+class Sentiments:
+    """An entity's mentioned rows of the revision's succeeded samples (every row, not only the
+    analysed capture's): how many, how many recommend it, how many per sentiment."""
+
+    mentioned: int = 0
+    recommended: int = 0
+    by_sentiment: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
 class Groups:
     """The run's tallies: overall, per platform and per question revision."""
 
@@ -135,11 +189,25 @@ class Groups:
     # sample's brand row: answers, both named, brand named first, brand only, competitor
     # only; in question revision and competitor order (analysis.report_sql.HeadToHead).
     pairs: dict[tuple[int, str], tuple[int, int, int, int, int]] = field(default_factory=dict)
+    sentiments: dict[str, Sentiments] = field(default_factory=dict)  # entity -> its rows
+    # (platform, evidence state, reason or "" outside MISSING_STATES, samples), from the
+    # sample pass (analysis.evidence_summary).
+    evidence: list[tuple[str, str, str, int]] = field(default_factory=list)
 
     def tally(self, scope: str, platform: str | None, question: int | None) -> Tally:
+        # Looked up before it is made: this runs once per result row, and a Tally made only
+        # to be discarded by setdefault costs three Counters.
         if scope == "p":
-            return self.by_platform.setdefault(str(platform), Tally())
-        return self.by_question.setdefault(int(question or 0), Tally())
+            key = str(platform)
+            found = self.by_platform.get(key)
+            if found is None:
+                found = self.by_platform[key] = Tally()
+            return found
+        number = int(question or 0)
+        found = self.by_question.get(number)
+        if found is None:
+            found = self.by_question[number] = Tally()
+        return found
 
 
 def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -158,6 +226,12 @@ def _streamed(sql: str, params: list[Any]) -> Iterator[tuple[Any, ...]]:
             yield from batch
 
 
+def _total(column: str) -> str:
+    """The sum of a count over grouped rows, as an integer: PostgreSQL sums bigints into a
+    numeric, which reaches Python as a Decimal per value."""
+    return f"CAST(SUM({column}) AS BIGINT)"
+
+
 def _per_platform_and_question(base: str, keys: str, sums: str) -> str:
     """One pass over the run's rows (`base`, grouped per platform `p`, question `q` and
     `keys`), rolled up twice: per platform and per question. Each row: scope ('p' or 'q'),
@@ -170,15 +244,26 @@ def _per_platform_and_question(base: str, keys: str, sums: str) -> str:
 
 
 def _add_samples(groups: Groups, run_id: UUID | str) -> None:
-    """Samples per bucket ("unclassified" for a finished sample in no bucket)."""
-    sql = _per_platform_and_question(
-        f"SELECT s.platform AS p, s.question_revision_id AS q, {BUCKET_CASE} AS b, "
-        f"COUNT(*) AS n FROM {SAMPLE} s WHERE s.run_id = %s GROUP BY 1, 2, 3",
-        "b",
-        "SUM(n)",
+    """Samples per bucket ("unclassified" for a finished sample in no bucket), and per
+    platform, evidence state and reason: one pass over the run's samples for both."""
+    missing_states = [str(state) for state in MISSING_STATES]
+    missing = ", ".join("%s" for _ in missing_states)
+    sql = (
+        f"WITH base AS (SELECT s.platform AS p, s.question_revision_id AS q, {BUCKET_CASE} AS b, "
+        f"s.evidence_state AS es, CASE WHEN s.evidence_state IN ({missing}) "
+        "THEN s.evidence_reason ELSE '' END AS er, "
+        f"COUNT(*) AS n FROM {SAMPLE} s WHERE s.run_id = %s GROUP BY 1, 2, 3, 4, 5) "
+        f"SELECT 'p', p, NULL, b, NULL, NULL, {_total('n')} FROM base GROUP BY p, b "
+        f"UNION ALL SELECT 'q', NULL, q, b, NULL, NULL, {_total('n')} FROM base GROUP BY q, b "
+        f"UNION ALL SELECT 'e', p, NULL, NULL, es, er, {_total('n')} FROM base GROUP BY p, es, er"
     )
-    for scope, platform, question, bucket, n in _rows(sql, [run_param(run_id)]):
-        groups.tally(scope, platform, question).buckets[bucket or "unclassified"] += int(n)
+    for scope, platform, question, bucket, state, reason, n in _rows(
+        sql, [*missing_states, run_param(run_id)]
+    ):
+        if scope == "e":
+            groups.evidence.append((str(platform), str(state), str(reason), int(n)))
+        else:
+            groups.tally(scope, platform, question).buckets[bucket or "unclassified"] += int(n)
 
 
 def unclassified_ids(run_id: UUID | str, limit: int = 10) -> list[int]:
@@ -190,47 +275,88 @@ def unclassified_ids(run_id: UUID | str, limit: int = 10) -> list[int]:
     return [row[0] for row in rows]
 
 
-def _add_mentions(groups: Groups, run_id: UUID | str, revision_id: int, brand: str) -> None:
+def _add_mentions(
+    groups: Groups, run_id: UUID | str, revision_id: int, brand: str, sentiments: tuple[str, ...]
+) -> None:
     """One pass over the revision's mention rows of succeeded samples (one set of rows per
     sample and revision; a competitor's row carries the brand's result in the same answer):
 
     * through the analysed captures only: samples whose analysed capture mentions each
       entity, and the sum and number of the brand's first-mention ranks;
-    * every row (as the sentiment's count, analysis.report_sql): each competitor against the
-      brand in the same answer, per question revision (`Groups.pairs`)."""
-    analysed = "y.id IS NULL"
+    * every row: each competitor against the brand in the same answer, per question revision
+      (`Groups.pairs`), and each entity's sentiment and recommendation (`Groups.sentiments`).
+
+    Every tally is a `COUNT(*) FILTER` of the same grouped rows, so adding one costs no scan.
+    The rows of not-succeeded samples are subtracted from every tally, those of not-analysed
+    captures (of succeeded samples) from the analysed ones (`net_cells`)."""
     competitor = "NOT m.is_brand"
-    sums = {
-        "n": f"m.mentioned AND {analysed}",
-        "rs": f"m.mentioned AND {analysed} AND m.entity = %s",
-        "rn": f"m.mentioned AND {analysed} AND m.entity = %s AND m.rank IS NOT NULL",
+    counts = {
+        "mentioned": "m.mentioned",
         "ha": competitor,
         "hb": f"{competitor} AND m.mentioned AND m.brand_mentioned",
         "hr": f"{competitor} AND m.mentioned AND m.brand_mentioned AND m.brand_rank < m.rank",
         "hbo": f"{competitor} AND NOT m.mentioned AND m.brand_mentioned",
         "hco": f"{competitor} AND m.mentioned AND NOT m.brand_mentioned",
+        "sr": "m.mentioned AND m.recommended",
+        **{f"s{i}": "m.mentioned AND m.sentiment = %s" for i in range(len(sentiments))},
     }
-    selected = ", ".join(
-        f"SUM(CASE WHEN {condition} THEN {'m.rank' if name == 'rs' else 1} ELSE 0 END) AS {name}"
-        for name, condition in sums.items()
+    # The ranks of every entity (the brand's are kept below): the cell has one entity, so
+    # this needs no comparison with the brand's name per row.
+    selected = (
+        "COUNT(*) AS kept, SUM(m.rank) FILTER (WHERE m.mentioned) AS rs, "
+        "COUNT(m.rank) FILTER (WHERE m.mentioned) AS rn, "
+        + ", ".join(f"COUNT(*) FILTER (WHERE {where}) AS {name}" for name, where in counts.items())
     )
-    sql = _per_platform_and_question(
-        f"SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
-        f"FROM {MENTION} m "
-        f"LEFT JOIN (SELECT DISTINCT z.id FROM ({NOT_ANALYSED}) z) y ON y.id = m.capture_id "
-        f"WHERE m.revision_id = %s AND NOT EXISTS (SELECT 1 FROM ({NOT_SUCCEEDED}) x "
-        "WHERE x.id = m.sample_id) GROUP BY m.platform, m.question_revision_id, m.entity",
-        "e",
-        ", ".join(f"SUM({name})" for name in sums),
+
+    def cells(where: str) -> str:
+        return (
+            f"SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
+            f"FROM {MENTION} m WHERE m.revision_id = %s{where} "
+            "GROUP BY m.platform, m.question_revision_id, m.entity"
+        )
+
+    # Less the rows of not-succeeded samples (0) everywhere, and those of the not-analysed
+    # captures of succeeded samples (1) where only the analysed capture counts.
+    succeeded, analysed = (0,), (0, 1)
+    nets = {
+        "rs": ("rs", analysed),
+        "rn": ("rn", analysed),
+        "n": ("mentioned", analysed),
+        **{name: (name, succeeded) for name in ("ha", "hb", "hr", "hbo", "hco")},
+        "sn": ("mentioned", succeeded),
+        **{name: (name, succeeded) for name in ("sr", *(f"s{i}" for i in range(len(sentiments))))},
+    }
+    base = net_cells(
+        ["p", "q", "e"],
+        cells(""),
+        [
+            cells(f" AND {among('m.sample_id', NOT_SUCCEEDED)}"),
+            cells(
+                f" AND {among('m.capture_id', NOT_ANALYSED)} AND NOT EXISTS "
+                f"(SELECT 1 FROM ({NOT_SUCCEEDED}) x WHERE x.id = m.sample_id)"
+            ),
+        ],
+        {"kept": ("kept", succeeded), **nets},
+        "kept",
     )
+    sql = _per_platform_and_question(base, "e", ", ".join(_total(name) for name in nets))
     run = run_param(run_id)
-    params = [brand, brand, run, run, revision_id, run]
+    params = [*sentiments, revision_id, *sentiments, revision_id, run]
+    params += [*sentiments, revision_id, run, run, run]
     rows = _rows(f"{sql} ORDER BY 3, 4", params)
-    for scope, platform, question, entity, n, rank_sum, rank_n, *pair in rows:
+    for scope, platform, question, entity, rank_sum, rank_n, n, *rest in rows:
+        pair, (mentioned, recommended, *by_sentiment) = rest[:5], rest[5:]
         tally = groups.tally(scope, platform, question)
         tally.mentioned[entity] += int(n or 0)
-        tally.rank_sum += int(rank_sum or 0)
-        tally.rank_n += int(rank_n or 0)
+        if entity == brand:
+            tally.rank_sum += int(rank_sum or 0)
+            tally.rank_n += int(rank_n or 0)
+        if scope == "p":  # the platforms add up to the run: every row has one
+            stat = groups.sentiments.setdefault(entity, Sentiments())
+            stat.mentioned += int(mentioned or 0)
+            stat.recommended += int(recommended or 0)
+            for name, count in zip(sentiments, by_sentiment, strict=True):
+                stat.by_sentiment[name] += int(count or 0)
         if scope == "q" and pair[0]:
             answers, both, ahead, brand_only, competitor_only = (int(v or 0) for v in pair)
             groups.pairs[(int(question), entity)] = (
@@ -267,17 +393,33 @@ def _host_key() -> str:
 
 def _add_citations(groups: Groups, run_id: UUID | str, brand_domains: list[str]) -> None:
     """Citations of the analysed captures, the brand's share, unparseable ones and cited
-    registrable domains. Streams (scope, group, host key, n) rows."""
+    registrable domains. Streams (scope, group, host key, n) rows.
+
+    A citation does not count if its capture is not analysed or its sample not succeeded:
+    the citations of those captures, and of every capture of those samples (a citation's
+    sample is its capture's, copied with the row), are subtracted (`net_cells`)."""
     brands = tuple(h for h in (extract_host(d) for d in brand_domains) if h)
-    sql = _per_platform_and_question(
-        f"SELECT ci.platform AS p, ci.question_revision_id AS q, {_host_key()} AS k, "
-        f"COUNT(*) AS n FROM {CITATION} ci WHERE ci.run_id = %s AND {counted('ci')} "
-        "GROUP BY 1, 2, 3",
-        "k",
-        "SUM(n)",
+
+    def cells(where: str) -> str:
+        return (
+            f"SELECT ci.platform AS p, ci.question_revision_id AS q, {_host_key()} AS k, "
+            f"COUNT(*) AS n FROM {CITATION} ci WHERE ci.run_id = %s{where} GROUP BY 1, 2, 3"
+        )
+
+    not_counted = (
+        f"SELECT c.id FROM {CAPTURE} c WHERE {among('c.sample_id', NOT_SUCCEEDED)} "
+        f"UNION ALL {NOT_ANALYSED}"
     )
+    base = net_cells(
+        ["p", "q", "k"],
+        cells(""),
+        [cells(f" AND {among('ci.capture_id', not_counted)}")],
+        {"n": ("n", (0,))},
+        "n",
+    )
+    sql = _per_platform_and_question(base, "k", _total("n"))
     run = run_param(run_id)
-    for scope, platform, question, key, total in _streamed(sql, [run] * 4):
+    for scope, platform, question, key, total in _streamed(sql, [run] * 5):
         tally = groups.tally(scope, platform, question)
         n = int(total)
         parseable, brand, domain = _url_facts(key, brands)
@@ -291,14 +433,18 @@ def _add_citations(groups: Groups, run_id: UUID | str, brand_domains: list[str])
 
 
 def run_groups(
-    run_id: UUID | str, revision_id: int | None, brand: str, brand_domains: list[str]
+    run_id: UUID | str,
+    revision_id: int | None,
+    brand: str,
+    brand_domains: list[str],
+    sentiments: tuple[str, ...] = (),
 ) -> Groups:
     """The run's tallies per platform and per question revision, and overall (the sum of
-    the platforms: every sample has one)."""
+    the platforms: every sample has one); `sentiments`: the sentiments to count."""
     groups = Groups(overall=Tally(), by_platform={}, by_question={})
     _add_samples(groups, run_id)
     if revision_id is not None:
-        _add_mentions(groups, run_id, revision_id, brand)
+        _add_mentions(groups, run_id, revision_id, brand, sentiments)
     _add_citations(groups, run_id, brand_domains)
     for tally in groups.by_platform.values():
         groups.overall.add(tally)

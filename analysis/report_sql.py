@@ -1,6 +1,6 @@
-"""Report metrics aggregated in SQL over one analysis revision: sentiment distribution and
-recommendation rate (no per-sample list in Python), and competitor head-to-head per question
-from the counts the report's mention pass adds up (analysis.report_scan).
+"""Report metrics from the counts the report's mention pass adds up in SQL (analysis.report_scan,
+no per-sample list in Python): sentiment distribution and recommendation rate per entity, and
+competitor head-to-head per question.
 
 Only succeeded samples count, as in `analysis.reports`; each sample has one set of mention
 rows per revision (`analysis.services`).
@@ -11,23 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
-
-from sampling.models import Run, Sample
-from sampling.selectors import SUCCEEDED
-
-from .models import Mention
+from .report_scan import Sentiments
 from .results import SENTIMENTS
 from .stats import Rate, rate
-
-
-def _counted(run: Run, revision_id: int) -> QuerySet[Mention]:
-    """The revision's mention rows of succeeded samples: all but those of the run's samples
-    that are not succeeded (a small set, where the succeeded ones are most of the run)."""
-    others = (
-        Sample.objects.filter(run_id=run.pk).exclude(SUCCEEDED).filter(pk=OuterRef("sample_id"))
-    )
-    return Mention.objects.filter(~Exists(others), revision_id=revision_id)
 
 
 @dataclass(frozen=True)
@@ -46,29 +32,22 @@ class SentimentStat:
         }
 
 
-def sentiment_distribution(run: Run, revision_id: int, entities: list[str]) -> list[SentimentStat]:
-    rows = (
-        _counted(run, revision_id)
-        .filter(mentioned=True)
-        .values("entity")
-        .annotate(
-            n=Count("id"),
-            recommended_n=Count("id", filter=Q(recommended=True)),
-            **{s: Count("id", filter=Q(sentiment=s)) for s in SENTIMENTS},
-        )
-        .order_by()
-    )
-    by_entity = {row["entity"]: row for row in rows}
+def sentiment_distribution(
+    counted: dict[str, Sentiments], entities: list[str]
+) -> list[SentimentStat]:
+    """Per entity, from the mention pass (analysis.report_scan, `Groups.sentiments`): its
+    mentioned rows of the revision's succeeded samples, every row and not only the analysed
+    capture's; an entity without rows has n = 0."""
     out = []
     for entity in entities:
-        row = by_entity.get(entity, {})
-        n = row.get("n", 0)
+        stat = counted.get(entity, Sentiments())
+        n = stat.mentioned
         out.append(
             SentimentStat(
                 entity=entity,
                 mentioned=n,
-                shares={s: rate(row.get(s, 0), n) for s in SENTIMENTS},
-                recommended=rate(row.get("recommended_n", 0), n),
+                shares={s: rate(stat.by_sentiment[s], n) for s in SENTIMENTS},
+                recommended=rate(stat.recommended, n),
             )
         )
     return out

@@ -19,7 +19,9 @@ difference)
       own bucket classifier (analysis.report_scan); its bucket counts per platform must equal
       the counters (sampling/counters.py, named column by column with the difference) and the
       status aggregation; the brand-mentioned count through the analysed captures must equal
-      a count over the revision's mention rows of the succeeded samples.
+      a count over the revision's mention rows of the succeeded samples (the sentiment's
+      count: a tally of the same mention pass that does not go through the analysed
+      captures).
     * Second count (analysis.second_count): mentions re-derived from the stored answer text
       with the revision's analyser must equal the stored rows, field by field, for every
       succeeded sample (a deterministic 10,000 of them in larger runs). The double count
@@ -39,10 +41,12 @@ and rolled up; memory grows with platforms x questions, never with samples)
     * citation share: citations whose host is one of the brand's domains (or a subdomain) /
       all citations of succeeded samples' analysed captures;
     * top cited registrable domains (offline public-suffix list);
-    * in SQL (analysis.report_sql): sentiment distribution and recommendation rate per
-      entity; competitor head-to-head per question, counted in the mention pass of
+    * sentiment distribution and recommendation rate per entity, and competitor
+      head-to-head per question (analysis.report_sql), counted in the mention pass of
       analysis.report_scan (every mention row of the succeeded samples, not only the analysed
-      capture's, beside the same sample's brand row).
+      capture's; head-to-head beside the same sample's brand row);
+    * evidence completeness per platform (analysis.evidence_summary), counted in its sample
+      pass.
     Every rate carries n, a Wilson 95% interval and a confidence label (`analysis.stats`).
 
 The analysed capture of a sample is its latest completed capture, as in
@@ -64,7 +68,7 @@ from sampling import counters
 from sampling.models import QuestionRevision, Run
 from sampling.selectors import run_status
 
-from .evidence_summary import EvidenceSummary, evidence_by_platform
+from .evidence_summary import EvidenceSummary, evidence_summaries
 from .models import AnalysisRevision
 from .report_scan import (
     Groups,
@@ -74,6 +78,7 @@ from .report_scan import (
     unclassified_ids,
 )
 from .report_sql import HeadToHead, SentimentStat, head_to_head, sentiment_distribution
+from .results import SENTIMENTS
 from .second_count import SecondCount, second_count
 from .services import current_revision
 from .stats import Rate, rate
@@ -260,7 +265,7 @@ def _scan_differences(run: Run, groups: Groups) -> list[str]:
 
 def _mentioned_by_mention_rows(sentiment: list[SentimentStat], brand: str) -> int:
     """The brand's mentioned rows over the revision's mention rows of the succeeded samples
-    (analysis.report_sql, by sample, not through the analysed capture)."""
+    (the sentiment's count: by sample, not through the analysed capture)."""
     return sum(stat.mentioned for stat in sentiment if stat.entity == brand)
 
 
@@ -398,33 +403,47 @@ class RunReport:
         }
 
 
-def _question_labels(revision_ids: Iterable[int]) -> dict[int, tuple[tuple[int, int], str]]:
+def _question_labels(
+    campaign_id: int, revision_ids: Iterable[int]
+) -> dict[int, tuple[tuple[int, int], str]]:
+    """Sort key and label of each question revision. Read by the campaign (an index on
+    question.campaign), then by id whichever are not the campaign's (none: a run asks its
+    campaign's questions); 10,000 ids in one `IN` list cost several times more."""
+    wanted = set(revision_ids)
     # Plain tuples: a run can ask 10,000 questions, and model instances cost ten times more.
-    rows = QuestionRevision.objects.filter(pk__in=list(revision_ids)).values_list(
-        "pk", "question__position", "question_id", "revision_no", "text"
+    fields = ("pk", "question__position", "question_id", "revision_no", "text")
+    rows = list(
+        QuestionRevision.objects.filter(question__campaign_id=campaign_id).values_list(*fields)
     )
+    others = wanted - {row[0] for row in rows}
+    if others:
+        rows += QuestionRevision.objects.filter(pk__in=sorted(others)).values_list(*fields)
     return {
         pk: ((position, question_id), f"r{revision_no}: {text}")
         for pk, position, question_id, revision_no, text in rows
+        if pk in wanted
     }
 
 
-def _sentiment(run: Run, revision: AnalysisRevision | None) -> list[SentimentStat]:
-    snapshot = run.config_snapshot
-    entities = [snapshot["brand"]["name"], *(c["name"] for c in snapshot.get("competitors", []))]
-    return sentiment_distribution(run, revision.pk, entities) if revision else []
+@dataclass(frozen=True)
+class _Checked:
+    overall: Metrics
+    by_platform: list[Metrics]
+    by_question: list[Metrics]
+    checks: list[Check]
+    head_to_head: list[HeadToHead]
+    sentiment: list[SentimentStat]
+    evidence: list[EvidenceSummary]
 
 
-def _checked_metrics(
-    run: Run, revision: AnalysisRevision | None, sentiment: list[SentimentStat] | None = None
-) -> tuple[Metrics, list[Metrics], list[Metrics], list[Check], list[HeadToHead]]:
+def _checked_metrics(run: Run, revision: AnalysisRevision | None) -> _Checked:
     snapshot = run.config_snapshot
     brand = snapshot["brand"]["name"]
     entities = [brand, *(c["name"] for c in snapshot.get("competitors", []))]
     domains = list(snapshot["brand"].get("domains", []))
     revision_id = revision.pk if revision else None
-    groups = run_groups(run.pk, revision_id, brand, domains)
-    sentiment = _sentiment(run, revision) if sentiment is None else sentiment
+    groups = run_groups(run.pk, revision_id, brand, domains, SENTIMENTS)
+    sentiment = sentiment_distribution(groups.sentiments, entities) if revision else []
     checks = _verify(run, groups, revision, sentiment)
 
     def metrics(key: str, label: str, tally: Tally) -> Metrics:
@@ -432,7 +451,7 @@ def _checked_metrics(
 
     overall = metrics("all", "All platforms and questions", groups.overall)
     by_platform = [metrics(p, p, t) for p, t in sorted(groups.by_platform.items())]
-    labels = _question_labels(groups.by_question)
+    labels = _question_labels(run.campaign_id, groups.by_question)
     ordered = sorted(
         groups.by_question, key=lambda rid: labels[rid][0] if rid in labels else (0, rid)
     )
@@ -440,7 +459,15 @@ def _checked_metrics(
         metrics(str(rid), labels.get(rid, ((0, 0), f"revision {rid}"))[1], groups.by_question[rid])
         for rid in ordered
     ]
-    return overall, by_platform, by_question, checks, head_to_head(groups.pairs)
+    return _Checked(
+        overall=overall,
+        by_platform=by_platform,
+        by_question=by_question,
+        checks=checks,
+        head_to_head=head_to_head(groups.pairs),
+        sentiment=sentiment,
+        evidence=evidence_summaries(groups.evidence),
+    )
 
 
 def _trend(run: Run, current: Metrics) -> list[TrendPoint]:
@@ -456,7 +483,7 @@ def _trend(run: Run, current: Metrics) -> list[TrendPoint]:
         metrics = (
             current
             if past.pk == run.pk
-            else _checked_metrics(past, current_revision(run_id=past.pk))[0]
+            else _checked_metrics(past, current_revision(run_id=past.pk)).overall
         )
         points.append(
             TrendPoint(
@@ -510,8 +537,7 @@ def build_run_report(
 def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | None) -> RunReport:
     run = Run.objects.select_related("campaign", "tenant").get(pk=run_id)
     chosen = _revision(run, revision)
-    sentiment = _sentiment(run, chosen)
-    overall, by_platform, by_question, checks, pairs = _checked_metrics(run, chosen, sentiment)
+    checked = _checked_metrics(run, chosen)
     snapshot = run.config_snapshot
     brand = snapshot["brand"]["name"]
     competitors = [c["name"] for c in snapshot.get("competitors", [])]
@@ -527,13 +553,13 @@ def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | N
         finished_at=run.finished_at,
         outcome=status.outcome.value,
         generated_at=datetime.now(UTC),
-        overall=overall,
-        by_platform=by_platform,
-        by_question=by_question,
-        over_time=_trend(run, overall) if with_trend else [],
-        checks=checks,
+        overall=checked.overall,
+        by_platform=checked.by_platform,
+        by_question=checked.by_question,
+        over_time=_trend(run, checked.overall) if with_trend else [],
+        checks=checked.checks,
         revision=_revision_summary(chosen),
-        sentiment=sentiment,
-        head_to_head=pairs,
-        evidence=evidence_by_platform(run_id=run.pk),
+        sentiment=checked.sentiment,
+        head_to_head=checked.head_to_head,
+        evidence=checked.evidence,
     )

@@ -66,6 +66,9 @@ def captured_sample(run: Run) -> Sample:
     )
     Mention.objects.create(
         sample=sample,
+        # The columns analysis.services.derive copies from the sample with every row.
+        platform=sample.platform,
+        question_revision_id=sample.question_revision_id,
         capture=capture,
         revision=revision,
         entity="Acme",

@@ -163,3 +163,50 @@ def test_the_report_s_queries_do_not_grow_with_samples_nor_join_rows_to_samples(
     for sql in large:
         if "analysis_mention" in sql or "evidence_citation" in sql:
             assert "JOIN sampling_sample" not in sql and "JOIN evidence_capture" not in sql, sql
+
+
+def test_rows_of_a_sample_no_longer_succeeded_drop_out_of_every_count(
+    simulator: SimulatorHandle,
+) -> None:
+    run = collected_run(questions=2, repeats=2)
+    succeeded = Sample.objects.filter(
+        run=run, collection_state="completed", analysis_state="accepted", validity="valid"
+    ).order_by("id")
+    with_rows = [s for s in succeeded if Mention.objects.filter(sample=s, mentioned=True).exists()]
+    sent_back = next(s for s in with_rows if Citation.objects.filter(sample=s).exists())
+    # An analyst sends an answer back for review: its mention and citation rows stay stored.
+    Sample.objects.filter(pk=sent_back.pk).update(analysis_state="review")
+    repaired = _repair(next(s for s in succeeded if s.pk != sent_back.pk), "Initech, then Acme.")
+    revision = start_reanalysis(run_id=run.pk)
+    reanalyse_samples(
+        revision_id=revision.pk,
+        sample_ids=list(Sample.objects.filter(run=run).values_list("id", flat=True)),
+    )
+    assert Mention.objects.filter(sample=sent_back, revision=revision).exists()
+    assert Mention.objects.filter(capture=repaired, revision=revision).exists()
+
+    report = build_run_report(run_id=run.pk, with_trend=False)
+
+    assert report.overall.counts.review == 1
+    joined = Counter[tuple[object, object]]()
+    for question, entity, n in _rows(JOINED_MENTIONS, [revision.pk, run_param(run.pk)]):
+        joined[(str(question), entity)] += int(n)  # type: ignore[call-overload]
+    reported = Counter[tuple[object, object]]()
+    for metrics in report.by_question:
+        for entity, rate in metrics.entity_mention_rates.items():
+            reported[(metrics.key, entity)] += rate.successes
+    assert +reported == +joined
+    citations = dict(_rows(JOINED_CITATIONS, [run_param(run.pk)]))
+    assert {m.key: m.citation_share.n for m in report.by_platform} == {
+        p: citations.get(p, 0) for p in {m.key for m in report.by_platform}
+    }
+    counted = Mention.objects.filter(
+        revision=revision, sample__in=succeeded.exclude(pk=sent_back.pk), mentioned=True
+    )
+    assert {s.entity: s.mentioned for s in report.sentiment} == {
+        e: counted.filter(entity=e).count() for e in report.entities
+    }
+    answers = Mention.objects.filter(
+        revision=revision, sample__in=succeeded.exclude(pk=sent_back.pk), is_brand=False
+    )
+    assert sum(h.answers for h in report.head_to_head) == answers.count()
