@@ -54,9 +54,13 @@ def _json_payloads(raw: bytes) -> Iterator[Any]:
         return
     except (ValueError, RecursionError):
         pass
-    for line in text.splitlines():
-        if not _may_hold_usage(line):
-            continue
+    # The same test per line, inline: a stream has hundreds of lines and few hold usage.
+    candidates = [
+        line
+        for line in text.splitlines()
+        if "usage" in line or "eval_count" in line or "\\u00" in line
+    ]
+    for line in candidates:
         line = line.strip().removeprefix("data:").strip()
         if line.startswith(("{", "[")):
             try:
