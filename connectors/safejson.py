@@ -22,21 +22,29 @@ class JsonTooDeep(ValueError):
 
 
 def depth_exceeds(value: Any, max_depth: int) -> bool:
-    """Whether a parsed value nests containers deeper than `max_depth` (walked without
-    recursion, so the check itself cannot overflow the stack)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        current, depth = stack.pop()
-        if isinstance(current, dict):
-            children: Any = current.values()
-        elif isinstance(current, list):
-            children = current
-        else:
-            continue
-        if depth + 1 > max_depth:
+    """Whether a parsed value nests containers deeper than `max_depth` (walked level by level
+    without recursion, so the check itself cannot overflow the stack)."""
+    level: list[Any] = [value] if isinstance(value, dict | list) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        # Only containers go on to the next level: scalars, most of a payload, cost one
+        # isinstance each and are never stacked.
+        below: list[Any] = []
+        for container in level:
+            children = container.values() if isinstance(container, dict) else container
+            below += [child for child in children if isinstance(child, dict | list)]
+        level = below
     return False
+
+
+def _may_exceed(text: str, max_depth: int, start: int = 0, end: int | None = None) -> bool:
+    """False when `text[start:end]` has too few brackets to nest deeper than `max_depth` at
+    all (brackets inside strings only add to the count). Two C scans of the text settle almost
+    every payload we read, each event of a stream included, without walking the parsed value."""
+    return text.count("[", start, end) + text.count("{", start, end) > max_depth
 
 
 def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
@@ -47,7 +55,7 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise JsonTooDeep(max_depth) from None
-    if depth_exceeds(value, max_depth):
+    if _may_exceed(text, max_depth) and depth_exceeds(value, max_depth):
         raise JsonTooDeep(max_depth)
     return value
 
@@ -59,7 +67,7 @@ def raw_decode(text: str, position: int, *, max_depth: int = MAX_DEPTH) -> tuple
         value, end = _DECODER.raw_decode(text, position)
     except RecursionError:
         raise JsonTooDeep(max_depth) from None
-    if depth_exceeds(value, max_depth):
+    if _may_exceed(text, max_depth, position, end) and depth_exceeds(value, max_depth):
         raise JsonTooDeep(max_depth)
     return value, end
 

@@ -67,34 +67,16 @@ class SseTranscript:
     retry_ms: int | None = None  # the stream's own reconnection hint, when it sent one
 
 
-@dataclass
-class _EventBuffer:
-    event: str = ""
-    data: list[str] = field(default_factory=list)
-    has_fields: bool = False
-
-    def build(self, last_id: str | None) -> SseEvent | None:
-        if not self.data:
-            return None  # the spec drops events without data
-        return SseEvent(event=self.event or "message", data="\n".join(self.data), id=last_id)
-
-
 def _decode(raw: bytes) -> str:
     # A stream cut in the middle of a multi-byte character must still be readable.
     text = raw.decode("utf-8", errors="replace")
     return text.removeprefix("\ufeff")
 
 
-def _split_field(line: str) -> tuple[str, str]:
-    name, colon, value = line.partition(":")
-    if not colon:
-        return line, ""
-    return name, value.removeprefix(" ")
-
-
 def _split_lines(text: str) -> tuple[list[str], bool]:
     """Lines of the text, and whether the last one was terminated by a line break."""
-    lines = _LINE_BREAK.split(text)
+    # Most streams end lines in LF only: a plain split is the same split, without the regex.
+    lines = text.split("\n") if "\r" not in text else _LINE_BREAK.split(text)
     ends_with_break = lines[-1] == ""
     if ends_with_break:
         lines.pop()
@@ -103,33 +85,39 @@ def _split_lines(text: str) -> tuple[list[str], bool]:
 
 def parse_sse(raw: bytes) -> SseTranscript:
     """Read a whole SSE transcript."""
+    # One pass with the open event in locals: this runs for every line of every answer, so
+    # it avoids a buffer object per event and a call per field.
     transcript = SseTranscript()
+    events, comments = transcript.events, transcript.comments
     lines, _ = _split_lines(_decode(raw))
-    buffer = _EventBuffer()
+    event_type, has_fields = "", False
+    data: list[str] = []
     last_id: str | None = None
     for line in lines:
         if line == "":
-            event = buffer.build(last_id)
-            if event is not None:
-                transcript.events.append(event)
-            buffer = _EventBuffer()
+            if data:  # the spec drops events without data
+                events.append(SseEvent(event_type or "message", "\n".join(data), last_id))
+            event_type, data, has_fields = "", [], False
             continue
-        if line.startswith(":"):
-            transcript.comments.append(line[1:].strip())
+        if line[0] == ":":
+            comments.append(line[1:].strip())
             continue
-        name, value = _split_field(line)
-        buffer.has_fields = True
-        if name == "event":
-            buffer.event = value
-        elif name == "data":
-            buffer.data.append(value)
+        # `field: value`, one optional space after the colon; no colon: the whole line names
+        # a field with an empty value.
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        has_fields = True
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event_type = value
         elif name == "id" and "\x00" not in value:
             last_id = value
         elif name == "retry" and value.isdigit():
             transcript.retry_ms = int(value)
-    if buffer.has_fields:
+    if has_fields:
         transcript.unterminated = SseEvent(
-            event=buffer.event or "message", data="\n".join(buffer.data), id=last_id
+            event=event_type or "message", data="\n".join(data), id=last_id
         )
     return transcript
 

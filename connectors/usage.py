@@ -43,20 +43,36 @@ def _usage_objects(raw: bytes) -> Iterator[dict[str, Any]]:
 
 
 def _json_payloads(raw: bytes) -> Iterator[Any]:
-    """A JSON body, or each JSON line / SSE `data:` line of a stream."""
+    """A JSON body, or each JSON line / SSE `data:` line of a stream; only those that can hold
+    a usage key at all (`_may_hold_usage`), so a stream's many delta events are never decoded.
+    A payload nested too deep for `json` is skipped like any other bad one."""
     text = raw.decode("utf-8", errors="replace")
+    if not _may_hold_usage(text):
+        return  # neither the body nor any of its lines can yield a usage object
     try:
         yield json.loads(text)
         return
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
-    for line in text.splitlines():
+    # The same test per line, inline: a stream has hundreds of lines and few hold usage.
+    candidates = [
+        line
+        for line in text.splitlines()
+        if "usage" in line or "eval_count" in line or "\\u00" in line
+    ]
+    for line in candidates:
         line = line.strip().removeprefix("data:").strip()
         if line.startswith(("{", "[")):
             try:
                 yield json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
+
+
+def _may_hold_usage(text: str) -> bool:
+    """Whether JSON `text` can have a key `_find_usage` looks for: every such key contains
+    "usage" or "eval_count", written out or with its ASCII letters escaped (`\\u00XX`)."""
+    return "usage" in text or "eval_count" in text or "\\u00" in text
 
 
 def _find_usage(payload: Any, depth: int = 0) -> Iterator[dict[str, Any]]:

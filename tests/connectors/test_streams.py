@@ -1,3 +1,9 @@
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connectors import streams
 from connectors.streams import SseEvent, looks_like_sse, parse_ndjson, parse_sse
 
 
@@ -81,3 +87,51 @@ def test_ndjson_notices_a_cut_last_line() -> None:
     transcript = parse_ndjson(b'{"a":1}\n{"message":')
     assert transcript.objects == [{"a": 1}]
     assert not transcript.ends_with_newline
+
+
+def _reference_sse(raw: bytes) -> streams.SseTranscript:
+    """The WHATWG rules written plainly, line by line, to check the optimised reader against."""
+    text = raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    lines = re.split(r"\r\n|\r|\n", text)
+    if lines[-1] == "":
+        lines.pop()
+    transcript = streams.SseTranscript()
+    event, opened, last_id = "", False, None
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data:
+                joined = "\n".join(data)
+                transcript.events.append(streams.SseEvent(event or "message", joined, last_id))
+            event, data, opened = "", [], False
+        elif line.startswith(":"):
+            transcript.comments.append(line[1:].strip())
+        else:
+            name, colon, value = line.partition(":")
+            value = value.removeprefix(" ") if colon else ""
+            opened = True
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+            elif name == "id" and "\x00" not in value:
+                last_id = value
+            elif name == "retry" and value.isdigit():
+                transcript.retry_ms = int(value)
+    if opened:
+        transcript.unterminated = streams.SseEvent(event or "message", "\n".join(data), last_id)
+    return transcript
+
+
+_SSE_PIECES = st.sampled_from(
+    ["data:", "data: ", "event:", "event: x", "id:", "id: 7", "retry: 15", ":", ": keep", "x",
+     '{"a": [1]}', " ", "\x00", "é", "\ufeff", "\n", "\r", "\r\n", "\n\n", ":", "data"]
+)  # fmt: skip
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.lists(_SSE_PIECES, max_size=40), st.integers(min_value=0, max_value=3))
+def test_sse_reader_agrees_with_the_plain_rules(pieces: list[str], cut: int) -> None:
+    raw = "".join(pieces).encode()
+    raw = raw[: len(raw) - cut]  # sometimes mid-character
+    assert streams.parse_sse(raw) == _reference_sse(raw)
