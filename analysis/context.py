@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from . import lexicon as lx
@@ -164,6 +165,9 @@ class RuleAnalyser:
 # --- 1. sense -------------------------------------------------------------------------------
 
 
+# Aliases and the words matched for them repeat for every answer of a campaign: each is
+# normalised once per worker instead of once per answer (a pure function of the string).
+@lru_cache(maxsize=4096)
 def norm_alias(alias: str) -> str:
     return normalize_text(alias).text.strip()
 

@@ -47,6 +47,7 @@ Rank
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -166,6 +167,70 @@ def _clusters(text: str) -> Iterable[tuple[int, int]]:
 
 
 def normalize_text(text: str) -> NormalizedText:
+    """Normalise `text` (module docstring, "Normalisation"), keeping original offsets."""
+    # Most answers only hold characters that are a cluster of their own and normalise to one
+    # character (ASCII, CJK, most punctuation and emoji): then the text maps one to one
+    # except for whitespace runs, and C-level str/regex calls do the work of the
+    # per-cluster loop. Anything else (combining marks, expansions such as "ß" -> "ss",
+    # dropped format characters) takes the general loop, which defines the result.
+    mapped = text.translate(_SIMPLE)
+    if len(mapped) != len(text):
+        return _normalize_clusters(text)
+    return _normalize_simple(mapped)
+
+
+class _SimpleChars(dict[int, str]):
+    """str.translate table: a character that is a cluster of its own and normalises to
+    exactly one character maps to that character (" " for whitespace); any other character
+    maps to two characters, so a length change tells the caller to take the general loop.
+    Filled lazily, per character seen (the result depends on the character only)."""
+
+    def __missing__(self, code: int) -> str:
+        ch = chr(code)
+        norm = _normalize_cluster(ch)
+        if unicodedata.combining(ch) or len(norm) != 1:
+            out = _NOT_SIMPLE
+        else:
+            out = " " if norm.isspace() else norm
+        if len(self) < _SIMPLE_CACHED:  # bounded: adversarial text cannot grow it forever
+            self[code] = out
+        return out
+
+
+_NOT_SIMPLE = "\x00\x00"
+_SIMPLE_CACHED = 65536
+_SIMPLE = _SimpleChars()
+_SPACE_RUN = re.compile("  +")
+
+
+def _normalize_simple(mapped: str) -> NormalizedText:
+    """`mapped` is the text through `_SIMPLE`, of the same length: one normalised character
+    per original character, whitespace already " ". Collapse each run of spaces into its
+    first, which then covers the whole run; every character is its own cluster."""
+    n = len(mapped)
+    starts: list[int] = []
+    ends: list[int] = []
+    done = 0
+    for run in _SPACE_RUN.finditer(mapped):
+        a, b = run.span()
+        starts.extend(range(done, a + 1))
+        ends.extend(range(done + 1, a + 1))
+        ends.append(b)
+        done = b
+    starts.extend(range(done, n))
+    ends.extend(range(done + 1, n + 1))
+    size = len(starts)
+    return NormalizedText(
+        text=_SPACE_RUN.sub(" ", mapped) if done else mapped,
+        starts=tuple(starts),
+        ends=tuple(ends),
+        cluster_start=frozenset(range(size)),
+        cluster_end=frozenset(range(1, size + 1)),
+    )
+
+
+def _normalize_clusters(text: str) -> NormalizedText:
+    """The general per-cluster loop."""
     chars: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -196,6 +261,8 @@ def normalize_text(text: str) -> NormalizedText:
     )
 
 
+# Aliases repeat for every answer of a campaign: normalised once per worker, not per answer.
+@lru_cache(maxsize=4096)
 def _normalize_alias(alias: str) -> str:
     return normalize_text(alias).text.strip(" ")
 

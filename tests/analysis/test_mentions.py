@@ -272,3 +272,63 @@ def test_ambiguity_flag_reaches_detect_mentions_callers() -> None:
     c = Entity("C", ("Zeta",))
     flags = [(m.name, m.ambiguous) for m in detect_mentions("Apex and Zeta", [a, b, c])]
     assert flags == [("A", True), ("B", True), ("C", False)]
+
+
+# --- normalisation: the one-to-one fast path gives what the per-cluster loop gives ------------
+
+
+def _as_tuple(text: str) -> tuple[object, ...]:
+    norm = normalize_text(text)
+    return (norm.text, norm.starts, norm.ends, norm.cluster_start, norm.cluster_end)
+
+
+def test_normalize_text_collapses_whitespace_runs_onto_their_first_character() -> None:
+    norm = normalize_text("Ａｃ \t\u3000\u00a0ME\n\n艾克米 ")
+    assert norm.text == "ac me 艾克米 "
+    assert norm.starts == (0, 1, 2, 6, 7, 8, 10, 11, 12, 13)
+    assert norm.ends == (1, 2, 6, 7, 8, 10, 11, 12, 13, 14)
+    assert norm.cluster_start == frozenset(range(10))
+    assert norm.cluster_end == frozenset(range(1, 11))
+
+
+def test_normalize_text_plain_and_cjk_text_map_one_to_one() -> None:
+    text = "关于“CRM”，推荐 Acme！👍"
+    norm = normalize_text(text)
+    assert norm.text == "关于“crm”,推荐 acme!👍"
+    assert norm.starts == tuple(range(len(text)))
+    assert norm.ends == tuple(range(1, len(text) + 1))
+
+
+def test_normalize_text_clusters_expansions_and_format_characters() -> None:
+    # An accent joins its base; "ß" and "㈱" expand inside one cluster; a zero-width space
+    # between two spaces vanishes and the spaces merge; a soft hyphen vanishes.
+    norm = normalize_text("Acme\u0301 ß \u200b ㈱ Ac\u00adme")
+    assert norm.text == "acmé ss (株) acme"
+    assert norm.original_span(3, 4) == (3, 5)  # "é" covers "e" + U+0301
+    assert norm.original_span(5, 7) == (6, 7)  # "ss" from "ß"
+    assert norm.original_span(7, 8) == (7, 10)  # one space over " \u200b "
+    assert 9 not in norm.cluster_start and 10 not in norm.cluster_end  # inside "(株)"
+    assert normalize_text("\u0301a").text == "\u0301a"  # a leading mark is its own base
+
+
+@settings(derandomize=True, database=None, max_examples=400)
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("aZ09 .,\t\n\r\x0b\x1c\x00\x7fＡｃ艾。，“\u3000\u00a0\u2028\u2029\u1680")
+            + list("ßﬁ㈱İ\u0301\u0308\u200b\u00ad\ufeff\u00a8ｶﾞ①👍\ufe0f\u200d한")
+        ),
+        max_size=30,
+    )
+)
+def test_property_fast_normalisation_equals_the_cluster_loop(text: str) -> None:
+    from analysis.mentions import _normalize_clusters
+
+    general = _normalize_clusters(text)
+    assert _as_tuple(text) == (
+        general.text,
+        general.starts,
+        general.ends,
+        general.cluster_start,
+        general.cluster_end,
+    )
