@@ -111,3 +111,57 @@ def test_marks_silence_the_warning_and_are_frozen_into_the_revision_at_first_ana
     analyse_sample(sample_id=sample.pk)
     revision = AnalysisRevision.objects.get(run=run, number=1)
     assert revision.ambiguous_words == {"Apple": ["apple", "苹果"]}
+
+
+# --- the store's statements: one INSERT each for a first analysis, rows as the ORM writes ---
+
+
+def _row(obj: Any) -> dict[str, Any]:
+    return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields}
+
+
+def test_the_result_insert_writes_every_column_the_model_has() -> None:
+    from analysis.services import RESULT_INSERTED_NAMES
+
+    names = {f.name for f in AnalysisResult._meta.concrete_fields} - {"id", "created_at"}
+    assert set(RESULT_INSERTED_NAMES) == names
+
+
+def test_a_first_store_writes_the_rows_the_orm_would_and_fills_their_keys() -> None:
+    sample, _capture = _answered("I recommend Acme over Globex; Apple is a phone company.")
+    verdict = analyse_sample(sample_id=sample.pk)
+    assert verdict.result is not None and len(verdict.mentions) == 4
+    with transaction.atomic():
+        verdict.apply(Sample.objects.get(pk=sample.pk))
+
+    stored = AnalysisResult.objects.get(sample=sample)
+    assert _row(stored) == _row(verdict.result)  # pk and created_at from the database too
+    rows = {m.entity: _row(m) for m in Mention.objects.filter(sample=sample)}
+    assert rows == {m.entity: _row(m) for m in verdict.mentions}
+    assert rows["Acme"]["occurrences"] == [{"start": 12, "end": 16, "context": "recommended"}]
+    assert rows["Globex"]["brand_rank"] == 1 and rows["Acme"]["brand_rank"] is None
+    assert all(not m._state.adding for m in (verdict.result, *verdict.mentions))
+
+
+def test_a_duplicate_store_keeps_the_rows_and_a_changed_one_replaces_them() -> None:
+    sample, capture = _answered("Acme is the best CRM.")
+    first = analyse_sample(sample_id=sample.pk)
+    with transaction.atomic():
+        first.apply(Sample.objects.get(pk=sample.pk))
+    kept = (AnalysisResult.objects.get(sample=sample).pk, Mention.objects.get(entity="Acme").pk)
+
+    again = analyse_sample(sample_id=sample.pk)  # the same analysis: nothing written
+    with transaction.atomic():
+        again.apply(Sample.objects.get(pk=sample.pk))
+    assert (
+        AnalysisResult.objects.get(sample=sample).pk,
+        Mention.objects.get(entity="Acme").pk,
+    ) == kept
+
+    Capture.objects.filter(pk=capture.pk).update(answer_text="Avoid Acme, it is slow.")
+    changed = analyse_sample(sample_id=sample.pk)
+    with transaction.atomic():
+        changed.apply(Sample.objects.get(pk=sample.pk))
+    acme = Mention.objects.get(sample=sample, entity="Acme")
+    assert acme.pk != kept[1] and acme.context == "negative"
+    assert AnalysisResult.objects.filter(sample=sample).count() == 1
