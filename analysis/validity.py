@@ -312,9 +312,25 @@ def _content_len(text: str) -> int:
 
 
 def _visible_len(text: str) -> int:
-    return sum(
-        1 for ch in text if not ch.isspace() and unicodedata.category(ch) not in {"Cf", "Cc"}
-    )
+    """Characters that are neither whitespace nor format/control characters."""
+    # Counted by deleting the others with str.translate (a C loop over a per-character
+    # table) instead of a Python loop calling unicodedata for each character.
+    return len(text.translate(_INVISIBLE))
+
+
+class _InvisibleChars(dict[int, int | None]):
+    """str.translate table deleting whitespace, Cf and Cc characters and keeping the rest;
+    filled lazily per character seen (the answer depends on the character only)."""
+
+    def __missing__(self, code: int) -> int | None:
+        ch = chr(code)
+        out = None if ch.isspace() or unicodedata.category(ch) in {"Cf", "Cc"} else code
+        if len(self) < 65536:  # bounded: adversarial text cannot grow it forever
+            self[code] = out
+        return out
+
+
+_INVISIBLE = _InvisibleChars()
 
 
 def _dominated(
