@@ -6,12 +6,22 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import Any, TypeAlias
 from uuid import UUID
 
 from django.db import connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field, Max
+from django.db.models import (
+    BooleanField,
+    CharField,
+    Field,
+    ForeignKey,
+    IntegerField,
+    Max,
+    Model,
+    TextField,
+)
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.functions import Now
 
@@ -106,43 +116,14 @@ def _insert_mentions(mentions: Sequence[Mention]) -> None:
         return
     db = router.db_for_write(Mention)
     connection = connections[db]
-    values = [
-        f.get_db_prep_save(getattr(m, f.attname), connection)
-        for m in mentions
-        for f in _MENTION_INSERTED
-    ]
+    values = [v for m in mentions for v in _prepared(m, _MENTION_INSERTED, connection)]
     with connection.cursor() as cursor:
-        cursor.execute(_mention_insert_sql(connection, len(mentions)), values)
+        cursor.execute(_insert_sql(Mention, db, rows=len(mentions)), values)
         rows = cursor.fetchall()
     for mention, (pk, created_at) in zip(mentions, rows, strict=True):
         mention.pk, mention.created_at = pk, created_at
         mention._state.adding = False
         mention._state.db = db
-
-
-def _mention_field(name: str) -> Field[Any, Any]:
-    field = Mention._meta.get_field(name)
-    assert isinstance(field, Field)
-    return field
-
-
-# Every column but the generated id and created_at (a database default, returned).
-_MENTION_INSERTED = tuple(
-    f
-    for f in Mention._meta.concrete_fields
-    if isinstance(f, Field) and f.name not in ("id", "created_at")
-)
-
-
-def _mention_insert_sql(connection: BaseDatabaseWrapper, rows: int) -> str:
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in _MENTION_INSERTED)
-    row = "(" + ", ".join(["%s"] * len(_MENTION_INSERTED)) + ")"
-    returned = ", ".join(quote(_mention_field(name).column) for name in ("id", "created_at"))
-    return (
-        f"INSERT INTO {quote(Mention._meta.db_table)} ({columns}) "
-        f"VALUES {', '.join([row] * rows)} RETURNING {returned}"
-    )
 
 
 def _insert_unless_stored(result: AnalysisResult) -> bool:
@@ -162,9 +143,11 @@ def _insert_unless_stored(result: AnalysisResult) -> bool:
         return False
     db = router.db_for_write(AnalysisResult, instance=result)
     connection = connections[db]
-    values = [f.get_db_prep_save(getattr(result, f.attname), connection) for f in _RESULT_INSERTED]
     with connection.cursor() as cursor:
-        cursor.execute(_result_insert_sql(connection), values)
+        cursor.execute(
+            _insert_sql(AnalysisResult, db, rows=1, unless=("revision", "sample")),
+            _prepared(result, _RESULT_INSERTED, connection),
+        )
         row = cursor.fetchone()
     if row is None:
         return False
@@ -174,37 +157,62 @@ def _insert_unless_stored(result: AnalysisResult) -> bool:
     return True
 
 
-def _result_field(name: str) -> Field[Any, Any]:
-    field = AnalysisResult._meta.get_field(name)
-    assert isinstance(field, Field)
-    return field
+# What the inserts write: every column but the generated id and created_at (a database
+# default, returned as save() and bulk_create return it), each with the Python types whose
+# value Field.get_db_prep_save returns unchanged (so the call is skipped for them; a JSON
+# value is always prepared). tests/analysis pins both against the models and Django.
+_Inserted: TypeAlias = "tuple[tuple[Field[Any, Any], tuple[type, ...]], ...]"
 
 
-# What `save()` inserts: every column but the generated id and created_at (a database
-# default, returned). tests/analysis pins this list against the model's fields.
-RESULT_INSERTED_NAMES = (
-    "revision",
-    "sample",
-    "capture",
-    "analyser",
-    "analyser_version",
-    "valid",
-    "validity_reason",
-    "review_reason",
-    "review_sentence",
-)
-_RESULT_INSERTED = tuple(_result_field(name) for name in RESULT_INSERTED_NAMES)
+def _unchanged_types(f: Field[Any, Any]) -> tuple[type, ...]:
+    if isinstance(f, ForeignKey):
+        f = f.target_field
+    if isinstance(f, BooleanField):
+        return (bool, type(None))
+    if isinstance(f, IntegerField):  # an int is wrapped (psycopg's Int4, ...); None is not
+        return (type(None),)
+    if isinstance(f, CharField | TextField):
+        return (str, type(None))
+    return ()
 
 
-def _result_insert_sql(connection: BaseDatabaseWrapper) -> str:
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in _RESULT_INSERTED)
-    placeholders = ", ".join(["%s"] * len(_RESULT_INSERTED))
-    unique = ", ".join(quote(_result_field(name).column) for name in ("revision", "sample"))
-    returned = ", ".join(quote(_result_field(name).column) for name in ("id", "created_at"))
+def inserted_fields(model: type[Model]) -> _Inserted:
+    return tuple(
+        (f, _unchanged_types(f))
+        for f in model._meta.concrete_fields
+        if isinstance(f, Field) and f.name not in ("id", "created_at")
+    )
+
+
+_RESULT_INSERTED = inserted_fields(AnalysisResult)
+_MENTION_INSERTED = inserted_fields(Mention)
+
+
+def _prepared(obj: Model, fields: _Inserted, connection: BaseDatabaseWrapper) -> list[Any]:
+    values = []
+    for f, unchanged in fields:
+        value = getattr(obj, f.attname)
+        if type(value) not in unchanged:
+            value = f.get_db_prep_save(value, connection)
+        values.append(value)
+    return values
+
+
+@lru_cache(maxsize=64)
+def _insert_sql(model: type[Model], db: str, *, rows: int, unless: tuple[str, ...] = ()) -> str:
+    """INSERT of `rows` rows of the inserted fields, RETURNING id and created_at; with
+    `unless` (the fields of a unique constraint), nothing is inserted over an existing row."""
+    quote = connections[db].ops.quote_name
+    columns = {f.name: quote(f.column) for f in model._meta.concrete_fields}
+    inserted = [columns[f.name] for f, _types in inserted_fields(model)]
+    row = "(" + ", ".join(["%s"] * len(inserted)) + ")"
+    conflict = ""
+    if unless:
+        conflict = f" ON CONFLICT ({', '.join(columns[name] for name in unless)}) DO NOTHING"
     return (
-        f"INSERT INTO {quote(AnalysisResult._meta.db_table)} ({columns}) "
-        f"VALUES ({placeholders}) ON CONFLICT ({unique}) DO NOTHING RETURNING {returned}"
+        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(inserted)}) "
+        f"VALUES {', '.join([row] * rows)}{conflict} "
+        f"RETURNING {columns['id']}, {columns['created_at']}"
     )
 
 
