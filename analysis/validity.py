@@ -197,6 +197,84 @@ _REFUSAL_BOILERPLATE = [
     r"(?:如果您?有其他问题|有其他问题)" + _CJK_SENT_END,
 ]
 
+# Trigger search is most of the CPU of classifying an ordinary answer: about 50 patterns,
+# most of them beginning with \b and a cased word, which the regex engine tries at every
+# position. Per trigger (same order), words every match contains; when none is in the text,
+# the pattern cannot match and is not run. () = always run (a pattern whose own literal
+# prefix is already fast). Only ASCII lower-case letters and uncased characters are used, so
+# plain `in` agrees with re.IGNORECASE on casefolded text unless it holds a character that
+# IGNORECASE reads as an ASCII letter (_CASE_VARIANTS): then every pattern runs.
+# tests/analysis/test_validity.py checks each word list against texts generated from its
+# pattern.
+_ERROR_NEEDLES: list[tuple[str, ...]] = [
+    (
+        "bad ",
+        "forbidden",
+        "not found",
+        "gateway",
+        "service",
+        "internal server error",
+        "too many requests",
+        "method not allowed",
+        "request timeout",
+        "unauthorized",
+    ),
+    ("internal server error",),
+    ("bad gateway",),
+    ("gateway time",),
+    ("unavailable",),
+    ("something went wrong",),
+    ("occurred",),
+    ("rate limit exceeded", "too many requests"),
+    ("network error",),
+    ("page not found",),
+    ("access denied",),
+    ("error code",),
+    (),
+    (),
+    (),
+    (),
+    (),
+    (),
+    (),
+    ("出错了", "错误"),
+    ("error", "错误"),
+]
+_LOGIN_NEEDLES: list[tuple[str, ...]] = [
+    ("log", "sign"),
+    ("you must ", "you need to "),
+    ("human",),
+    ("are you a robot",),
+    ("captcha", "security check", "challenge"),
+    ("captcha",),
+    ("checking ",),
+    ("just a moment",),
+    ("attention required",),
+    ("enable javascript and cookies to continue",),
+    (),
+    ("登录后", "登入后"),
+    ("登录",),
+    ("登录", "注册"),
+    ("验证码",),
+    (),
+    (),
+    (),
+    ("滑块",),
+]
+_REFUSAL_NEEDLES: list[tuple[str, ...]] = [
+    ("sorry",),
+    ("i can", "i am ", "i 'm ", "i won't", "i will not"),
+    ("as an ai",),
+    ("not something", "outside"),
+    ("抱歉", "对不起"),
+    ("无法", "不能"),
+    (),
+    (),
+    (),
+]
+# Every character other than a-z that re.IGNORECASE matches to an ASCII letter (tested).
+_CASE_VARIANTS = re.compile("[A-Z\u0130\u0131\u017f\u212a]")
+
 _ERROR_TITLE = re.compile("|".join([*_ERROR_TRIGGERS[:-1], r"^\s*(?:error|错误)\s*$"]), _F)
 _LOGIN_TITLE = re.compile(
     r"^\W*(?:sign ?in|log ?in|login|just a moment|attention required|verify|captcha"
@@ -219,11 +297,18 @@ def _compile(patterns: list[str]) -> list[re.Pattern[str]]:
     return [re.compile(p, _F | re.MULTILINE) for p in patterns]
 
 
-_ERROR_TRIGGERS_RE = _compile(_ERROR_TRIGGERS)
+_Triggers = list[tuple[re.Pattern[str], tuple[str, ...]]]
+
+
+def _triggers(patterns: list[str], needles: list[tuple[str, ...]]) -> _Triggers:
+    return list(zip(_compile(patterns), needles, strict=True))
+
+
+_ERROR_TRIGGERS_RE = _triggers(_ERROR_TRIGGERS, _ERROR_NEEDLES)
 _ERROR_ALL_RE = _compile(_ERROR_TRIGGERS + _ERROR_BOILERPLATE)
-_LOGIN_TRIGGERS_RE = _compile(_LOGIN_TRIGGERS)
+_LOGIN_TRIGGERS_RE = _triggers(_LOGIN_TRIGGERS, _LOGIN_NEEDLES)
 _LOGIN_ALL_RE = _compile(_LOGIN_TRIGGERS + _LOGIN_BOILERPLATE)
-_REFUSAL_TRIGGERS_RE = _compile(_REFUSAL_TRIGGERS)
+_REFUSAL_TRIGGERS_RE = _triggers(_REFUSAL_TRIGGERS, _REFUSAL_NEEDLES)
 _REFUSAL_ALL_RE = _compile(_REFUSAL_TRIGGERS + _REFUSAL_BOILERPLATE)
 
 
@@ -333,10 +418,19 @@ class _InvisibleChars(dict[int, int | None]):
 _INVISIBLE = _InvisibleChars()
 
 
-def _dominated(
-    folded: str, triggers: list[re.Pattern[str]], everything: list[re.Pattern[str]]
-) -> bool:
-    if not any(p.search(folded) for p in triggers):
+def _triggered(folded: str, triggers: _Triggers) -> bool:
+    """Whether a trigger pattern matches: `any(p.search(folded) for p in patterns)`, without
+    running the patterns whose words are absent (see _ERROR_NEEDLES)."""
+    if _CASE_VARIANTS.search(folded):
+        return any(p.search(folded) for p, _needles in triggers)
+    return any(
+        (not needles or any(n in folded for n in needles)) and p.search(folded)
+        for p, needles in triggers
+    )
+
+
+def _dominated(folded: str, triggers: _Triggers, everything: list[re.Pattern[str]]) -> bool:
+    if not _triggered(folded, triggers):
         return False
     total = _content_len(folded)
     if total == 0:

@@ -1,8 +1,15 @@
 # Full-width letters and Chinese punctuation in strings are the test data here.
 from __future__ import annotations
 
-import pytest
+import re
+import string
+import sys
 
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from analysis import validity
 from analysis.validity import REASONS, Validity, classify_answer
 
 ORDINARY = (
@@ -200,3 +207,60 @@ def test_rule_order_refusal_before_too_short() -> None:
 
 def test_json_with_null_error_is_not_an_error_page() -> None:
     assert reason('{"error": null, "data": "Acme is a cloud provider with many regions."}') is None
+
+
+# --- the trigger words that spare running a pattern (analysis.validity._ERROR_NEEDLES) -------
+
+TRIGGERS = [
+    *validity._ERROR_TRIGGERS_RE,
+    *validity._LOGIN_TRIGGERS_RE,
+    *validity._REFUSAL_TRIGGERS_RE,
+]
+
+
+@pytest.mark.parametrize("index", range(len(TRIGGERS)))
+def test_every_text_a_trigger_matches_holds_one_of_its_words(index: int) -> None:
+    pattern, needles = TRIGGERS[index]
+
+    @settings(
+        derandomize=True,
+        database=None,
+        max_examples=200,
+        deadline=None,
+        suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
+    )
+    @given(st.from_regex(pattern))
+    def holds(text: str) -> None:
+        folded = validity._fold(text)  # what classify_answer searches: no upper case left
+        assume(pattern.search(folded))
+        assert validity._triggered(folded, [(pattern, needles)])
+        assert (
+            validity._CASE_VARIANTS.search(folded)
+            or not needles
+            or any(n in folded for n in needles)
+        )
+
+    holds()
+
+
+def test_case_variants_are_every_character_ignorecase_reads_as_an_ascii_letter() -> None:
+    letters = string.ascii_lowercase
+    caseless = re.compile("[a-z]", re.IGNORECASE)
+    literal = [re.compile(x, re.IGNORECASE) for x in letters]
+    for code in range(sys.maxunicode + 1):
+        ch = chr(code)
+        if ch in letters:
+            continue
+        if caseless.fullmatch(ch) or (
+            any(c in string.ascii_letters for c in ch.lower() + ch.upper() + ch.casefold())
+            and any(x.fullmatch(ch) for x in literal)
+        ):
+            assert validity._CASE_VARIANTS.fullmatch(ch), hex(code)
+
+
+def test_a_text_with_a_case_variant_runs_every_trigger() -> None:
+    # The dotless "ı" survives folding and is "i" to re.IGNORECASE: "ı can't help" is a
+    # refusal, though none of the pattern's words ("i can", ...) is in the text.
+    text = "ı can't help with that."
+    assert reason(text) == "refusal"
+    assert reason(ORDINARY) is None
