@@ -7,26 +7,17 @@ import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, TypeAlias
+from typing import Any
 from uuid import UUID
 
 from django.db import connections, router, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import (
-    BooleanField,
-    CharField,
-    Field,
-    ForeignKey,
-    IntegerField,
-    Max,
-    Model,
-    TextField,
-)
+from django.db.models import Field, Max
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.functions import Now
 
 from evidence.models import Capture
 from sampling.models import Run, Sample
+from sampling.plainsql import insert_rows
 from sampling.services import enqueue_outbox
 
 from .analysers import get_analyser
@@ -98,32 +89,16 @@ def _store(result: AnalysisResult, mentions: Sequence[Mention]) -> None:
 
 
 def _insert_mentions(mentions: Sequence[Mention]) -> None:
-    """`Mention.objects.bulk_create(mentions)` in one INSERT ... RETURNING, with the values
-    prepared as bulk_create prepares them, but without building a query object per call
-    (that was most of a sample's write CPU). Rows that are not plain new rows (a pk or
-    created_at set, a key missing) go through bulk_create, which also raises its errors."""
-    if not mentions:
-        return
+    """`Mention.objects.bulk_create(mentions)` as one plain INSERT (sampling/plainsql.py):
+    building bulk_create's query was most of a sample's write CPU. Rows that are not plain
+    new rows (a pk set, a key missing) go through bulk_create, which raises its errors."""
     if any(
-        m.pk is not None
-        or m.sample_id is None
-        or m.capture_id is None
-        or m.revision_id is None
-        or not isinstance(m.created_at, DatabaseDefault)
+        m.pk is not None or m.sample_id is None or m.capture_id is None or m.revision_id is None
         for m in mentions
     ):
         Mention.objects.bulk_create(mentions)
         return
-    db = router.db_for_write(Mention)
-    connection = connections[db]
-    values = [v for m in mentions for v in _prepared(m, _MENTION_INSERTED, connection)]
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(Mention, db, rows=len(mentions)), values)
-        rows = cursor.fetchall()
-    for mention, (pk, created_at) in zip(mentions, rows, strict=True):
-        mention.pk, mention.created_at = pk, created_at
-        mention._state.adding = False
-        mention._state.db = db
+    insert_rows(mentions)
 
 
 def _insert_unless_stored(result: AnalysisResult) -> bool:
@@ -131,23 +106,23 @@ def _insert_unless_stored(result: AnalysisResult) -> bool:
     unique constraint analysis_result_unique): one statement where a SELECT and an INSERT
     were two, for the common case of a sample analysed for the first time. Fills the pk and
     the database's created_at, as `save()` does. False when nothing was written: a row was
-    there (the caller compares with it), or a key is missing (the caller's `save()` then
-    refuses the unsaved related object, as before)."""
+    there (the caller compares with it), a key is missing (the caller's `save()` then
+    refuses the unsaved related object, as before), or the database is not PostgreSQL (the
+    embedded SQLite default keeps the ORM, as sampling/plainsql.py does)."""
+    db = router.db_for_write(AnalysisResult, instance=result)
+    connection = connections[db]
     if (
-        result.pk is not None
+        connection.vendor != "postgresql"
+        or result.pk is not None
         or result.revision_id is None
         or result.sample_id is None
         or result.capture_id is None
         or not isinstance(result.created_at, DatabaseDefault)
     ):
         return False
-    db = router.db_for_write(AnalysisResult, instance=result)
-    connection = connections[db]
+    values = [f.get_db_prep_save(f.pre_save(result, True), connection) for f in _RESULT_INSERTED]
     with connection.cursor() as cursor:
-        cursor.execute(
-            _insert_sql(AnalysisResult, db, rows=1, unless=("revision", "sample")),
-            _prepared(result, _RESULT_INSERTED, connection),
-        )
+        cursor.execute(_result_insert_sql(db), values)
         row = cursor.fetchone()
     if row is None:
         return False
@@ -157,62 +132,25 @@ def _insert_unless_stored(result: AnalysisResult) -> bool:
     return True
 
 
-# What the inserts write: every column but the generated id and created_at (a database
-# default, returned as save() and bulk_create return it), each with the Python types whose
-# value Field.get_db_prep_save returns unchanged (so the call is skipped for them; a JSON
-# value is always prepared). tests/analysis pins both against the models and Django.
-_Inserted: TypeAlias = "tuple[tuple[Field[Any, Any], tuple[type, ...]], ...]"
+# What `save()` inserts: every column but the generated id and created_at (a database
+# default, returned as save() returns it).
+_RESULT_INSERTED = tuple(
+    f
+    for f in AnalysisResult._meta.concrete_fields
+    if isinstance(f, Field) and f.name not in ("id", "created_at")
+)
 
 
-def _unchanged_types(f: Field[Any, Any]) -> tuple[type, ...]:
-    if isinstance(f, ForeignKey):
-        f = f.target_field
-    if isinstance(f, BooleanField):
-        return (bool, type(None))
-    if isinstance(f, IntegerField):  # an int is wrapped (psycopg's Int4, ...); None is not
-        return (type(None),)
-    if isinstance(f, CharField | TextField):
-        return (str, type(None))
-    return ()
-
-
-def inserted_fields(model: type[Model]) -> _Inserted:
-    return tuple(
-        (f, _unchanged_types(f))
-        for f in model._meta.concrete_fields
-        if isinstance(f, Field) and f.name not in ("id", "created_at")
-    )
-
-
-_RESULT_INSERTED = inserted_fields(AnalysisResult)
-_MENTION_INSERTED = inserted_fields(Mention)
-
-
-def _prepared(obj: Model, fields: _Inserted, connection: BaseDatabaseWrapper) -> list[Any]:
-    values = []
-    for f, unchanged in fields:
-        value = getattr(obj, f.attname)
-        if type(value) not in unchanged:
-            value = f.get_db_prep_save(value, connection)
-        values.append(value)
-    return values
-
-
-@lru_cache(maxsize=64)
-def _insert_sql(model: type[Model], db: str, *, rows: int, unless: tuple[str, ...] = ()) -> str:
-    """INSERT of `rows` rows of the inserted fields, RETURNING id and created_at; with
-    `unless` (the fields of a unique constraint), nothing is inserted over an existing row."""
+@lru_cache(maxsize=8)
+def _result_insert_sql(db: str) -> str:
     quote = connections[db].ops.quote_name
-    columns = {f.name: quote(f.column) for f in model._meta.concrete_fields}
-    inserted = [columns[f.name] for f, _types in inserted_fields(model)]
-    row = "(" + ", ".join(["%s"] * len(inserted)) + ")"
-    conflict = ""
-    if unless:
-        conflict = f" ON CONFLICT ({', '.join(columns[name] for name in unless)}) DO NOTHING"
+    columns = {f.name: quote(f.column) for f in AnalysisResult._meta.concrete_fields}
+    inserted = ", ".join(columns[f.name] for f in _RESULT_INSERTED)
+    placeholders = ", ".join(["%s"] * len(_RESULT_INSERTED))
     return (
-        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(inserted)}) "
-        f"VALUES {', '.join([row] * rows)}{conflict} "
-        f"RETURNING {columns['id']}, {columns['created_at']}"
+        f"INSERT INTO {quote(AnalysisResult._meta.db_table)} ({inserted}) "
+        f"VALUES ({placeholders}) ON CONFLICT ({columns['revision']}, {columns['sample']}) "
+        f"DO NOTHING RETURNING {columns['id']}, {columns['created_at']}"
     )
 
 

@@ -120,26 +120,6 @@ def _row(obj: Any) -> dict[str, Any]:
     return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields}
 
 
-def test_the_inserts_prepare_values_as_django_does() -> None:
-    from django.db import connection
-
-    from analysis.services import _prepared, inserted_fields
-
-    sample, _capture = _answered("I recommend Acme over Globex; Apple is a phone company.")
-    verdict = analyse_sample(sample_id=sample.pk)
-    for obj in (verdict.result, *verdict.mentions):
-        fields = inserted_fields(type(obj))
-        names = {f.name for f in type(obj)._meta.concrete_fields} - {"id", "created_at"}
-        assert {f.name for f, _types in fields} == names
-        django = [f.get_db_prep_save(getattr(obj, f.attname), connection) for f, _t in fields]
-        ours = _prepared(obj, fields, connection)
-        for f_types, a, b in zip(fields, django, ours, strict=True):
-            if f_types[1]:  # passed through unchanged: the very value Django gives
-                assert (type(a), a) == (type(b), b), f_types[0].name
-            else:  # the JSON column: prepared by Django itself
-                assert a.obj == b.obj, f_types[0].name
-
-
 def test_a_first_store_writes_the_rows_the_orm_would_and_fills_their_keys() -> None:
     sample, _capture = _answered("I recommend Acme over Globex; Apple is a phone company.")
     verdict = analyse_sample(sample_id=sample.pk)
