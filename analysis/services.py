@@ -6,13 +6,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
-from django.db import connections, router, transaction
-from django.db.models import Field, Max
-from django.db.models.expressions import DatabaseDefault
+from django.db import connection, transaction
+from django.db.models import Max
 from django.db.models.functions import Now
 
 from evidence.models import Capture
@@ -104,54 +102,19 @@ def _insert_mentions(mentions: Sequence[Mention]) -> None:
 def _insert_unless_stored(result: AnalysisResult) -> bool:
     """Insert the result row unless its revision already holds one for the sample (the
     unique constraint analysis_result_unique): one statement where a SELECT and an INSERT
-    were two, for the common case of a sample analysed for the first time. Fills the pk and
-    the database's created_at, as `save()` does. False when nothing was written: a row was
-    there (the caller compares with it), a key is missing (the caller's `save()` then
-    refuses the unsaved related object, as before), or the database is not PostgreSQL (the
-    embedded SQLite default keeps the ORM, as sampling/plainsql.py does)."""
-    db = router.db_for_write(AnalysisResult, instance=result)
-    connection = connections[db]
+    were two, for the common case of a sample analysed for the first time. False when nothing
+    was written: a row was there (the caller compares with it), a key is missing (the caller's
+    `save()` then refuses the unsaved related object, as before), or the database is not
+    PostgreSQL (the embedded SQLite default keeps the ORM, as sampling/plainsql.py does)."""
     if (
         connection.vendor != "postgresql"
         or result.pk is not None
         or result.revision_id is None
         or result.sample_id is None
         or result.capture_id is None
-        or not isinstance(result.created_at, DatabaseDefault)
     ):
         return False
-    values = [f.get_db_prep_save(f.pre_save(result, True), connection) for f in _RESULT_INSERTED]
-    with connection.cursor() as cursor:
-        cursor.execute(_result_insert_sql(db), values)
-        row = cursor.fetchone()
-    if row is None:
-        return False
-    result.pk, result.created_at = row
-    result._state.adding = False
-    result._state.db = db
-    return True
-
-
-# What `save()` inserts: every column but the generated id and created_at (a database
-# default, returned as save() returns it).
-_RESULT_INSERTED = tuple(
-    f
-    for f in AnalysisResult._meta.concrete_fields
-    if isinstance(f, Field) and f.name not in ("id", "created_at")
-)
-
-
-@lru_cache(maxsize=8)
-def _result_insert_sql(db: str) -> str:
-    quote = connections[db].ops.quote_name
-    columns = {f.name: quote(f.column) for f in AnalysisResult._meta.concrete_fields}
-    inserted = ", ".join(columns[f.name] for f in _RESULT_INSERTED)
-    placeholders = ", ".join(["%s"] * len(_RESULT_INSERTED))
-    return (
-        f"INSERT INTO {quote(AnalysisResult._meta.db_table)} ({inserted}) "
-        f"VALUES ({placeholders}) ON CONFLICT ({columns['revision']}, {columns['sample']}) "
-        f"DO NOTHING RETURNING {columns['id']}, {columns['created_at']}"
-    )
+    return bool(insert_rows([result], ignore_conflicts=True))
 
 
 # --- entities ---------------------------------------------------------------------------------

@@ -35,10 +35,13 @@ def _db() -> BaseDatabaseWrapper:
 
 
 def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequence[M]:
-    """INSERT new model instances in one statement and set their primary keys, like
-    `bulk_create` (no signals, no `save()` overrides). Every instance must leave the same
-    columns to their database default. `ignore_conflicts`: rows that would break a unique
-    constraint are skipped (ON CONFLICT DO NOTHING) and the instances' keys are not set."""
+    """INSERT new model instances in one statement, set their primary keys and database
+    defaults as `bulk_create` does (no signals, no `save()` overrides) and return them. Every
+    instance must leave the same columns to their database default.
+
+    `ignore_conflicts`: rows that would break a unique constraint are skipped (ON CONFLICT DO
+    NOTHING). One instance comes back filled in if it was inserted, or not at all if it was
+    skipped; of several, none are filled in (which were skipped is not known)."""
     if not objs:
         return objs
     db = _db()
@@ -54,12 +57,16 @@ def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequenc
                 raise ValueError(f"{model.__name__}.{field.name}: mixed database defaults")
             params.append(field.get_db_prep_save(value, db))
     sql = plan.head + ", ".join([plan.row] * len(objs))
+    if ignore_conflicts:
+        sql += " ON CONFLICT DO NOTHING"
     with db.cursor() as cursor:
-        if ignore_conflicts:
-            cursor.execute(sql + " ON CONFLICT DO NOTHING", params)
+        if ignore_conflicts and len(objs) > 1:
+            cursor.execute(sql, params)
             return objs
         cursor.execute(sql + plan.returning, params)
         rows = cursor.fetchall()
+    if not rows:
+        return []  # the one instance was skipped
     for obj, values in zip(objs, rows, strict=True):
         for field, value in zip(plan.returned, values, strict=True):
             setattr(obj, field.attname, value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from billing import services
@@ -127,6 +127,27 @@ def test_a_price_change_after_launch_changes_nothing_in_the_run() -> None:
     second = launch(questions=1, targets=[COLLECTOR], name="second")
     assert second.quote_snapshot is not None
     assert second.quote_snapshot["price_version"] == "expensive"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reserving_a_run_leaves_its_tenant_row_unlocked() -> None:
+    """Ledger entries check their tenant key at commit, after the chain lock: a launch that
+    locked the tenant before taking the chain lock could deadlock with them."""
+    _fund(10_000)
+    run = launch(questions=1, targets=[COLLECTOR])
+    Run.objects.filter(pk=run.pk).update(quote_snapshot=None)  # reserve anew
+    with transaction.atomic():
+        services.quote_and_reserve(run=run)
+        other = connections.create_connection("default")
+        try:
+            with other.cursor() as cursor:  # raises LockNotAvailable if the launch locked it
+                cursor.execute(
+                    "SELECT id FROM sampling_tenant WHERE id = %s FOR KEY SHARE NOWAIT",
+                    [run.tenant_id],
+                )
+                assert cursor.fetchone() == (run.tenant_id,)
+        finally:
+            other.close()
 
 
 def test_quote_and_reserve_twice_holds_once() -> None:

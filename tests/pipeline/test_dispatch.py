@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
+from django.db import OperationalError
 
 from pipeline.dispatch import Dispatcher, queue_for
+from pipeline.management.commands.dispatcher import tick_or_wait
 from sampling.models import Sample, Step, Tenant
 from tests.conftest import launch_funded, make_campaign_data
 from tests.services import empty_broker
@@ -128,3 +130,25 @@ def test_the_global_rate_limit_caps_every_tenant_together(settings: Any) -> None
 
     assert report.claimed == 5  # the burst of the global budget, under the platform's 8
     assert set(_leased_by_tenant()) == {"big", "small"}  # shared between the tenants
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as the dispatcher runs
+def test_a_tick_that_fails_in_the_database_is_logged_and_the_next_one_runs(
+    caplog: Any,
+) -> None:
+    class DeadlockedOnce(Dispatcher):
+        failed = False
+
+        def tick(self) -> Any:
+            if not self.failed:
+                self.failed = True
+                raise OperationalError("deadlock detected")
+            return super().tick()
+
+    dispatcher = DeadlockedOnce(owner="test")
+    _launch("acme", 2)
+
+    assert tick_or_wait(dispatcher, 0.0) is None
+    assert "dispatcher tick failed" in caplog.text
+    report = tick_or_wait(dispatcher, 0.0)
+    assert report is not None and report.claimed == 2

@@ -70,10 +70,16 @@ def test_many_rows_go_in_one_statement_with_their_keys() -> None:
 
 def test_ignore_conflicts_skips_a_row_already_there() -> None:
     sample = _sample()
-    insert_rows([PendingCapture(run_id=sample.run_id, sample_id=sample.pk)], ignore_conflicts=True)
-    insert_rows([PendingCapture(run_id=sample.run_id, sample_id=sample.pk)], ignore_conflicts=True)
+    first = PendingCapture(run_id=sample.run_id, sample_id=sample.pk)
+    again = PendingCapture(run_id=sample.run_id, sample_id=sample.pk)
 
-    assert PendingCapture.objects.filter(sample_id=sample.pk).count() == 1
+    assert insert_rows([first], ignore_conflicts=True) == [first]
+    assert insert_rows([again], ignore_conflicts=True) == []
+
+    assert list(
+        PendingCapture.objects.filter(sample_id=sample.pk).values_list("pk", flat=True)
+    ) == [first.pk]
+    assert again.pk is None
 
 
 def test_update_writes_named_fields_and_expressions_only_where_the_condition_holds() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -9,9 +10,12 @@ import uuid
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import DatabaseError, connection
 
-from pipeline.dispatch import Dispatcher, hold_leadership, relay_outbox
+from pipeline.dispatch import Dispatcher, DispatchReport, hold_leadership, relay_outbox
 from sampling.models import Run
+
+log = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -30,7 +34,9 @@ class Command(BaseCommand):
             if not hold_leadership():  # another dispatcher is active: stand by
                 time.sleep(options["interval"])
                 continue
-            report = dispatcher.tick()
+            report = tick_or_wait(dispatcher, options["interval"])
+            if report is None:
+                continue
             if report.claimed or report.relayed or report.requeued:
                 self.stdout.write(
                     f"claimed={report.claimed} relayed={report.relayed} requeued={report.requeued} "
@@ -41,6 +47,19 @@ class Command(BaseCommand):
                 return
             if not report.claimed:
                 time.sleep(options["interval"])
+
+
+def tick_or_wait(dispatcher: Dispatcher, interval: float) -> DispatchReport | None:
+    """One tick; a database error (a deadlock, a dropped connection) ends only this tick: it
+    is logged, its transaction was rolled back, and the next tick starts after `interval`
+    with a working connection. Everything a tick does is idempotent, so nothing is lost."""
+    try:
+        return dispatcher.tick()
+    except DatabaseError:
+        log.exception("dispatcher tick failed; retrying in %.1fs", interval)
+        connection.close_if_unusable_or_obsolete()
+        time.sleep(interval)
+        return None
 
 
 def _run_finished(run_id: uuid.UUID | None) -> bool:
