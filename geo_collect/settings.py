@@ -375,6 +375,10 @@ GEO_ANALYSE_INLINE = os.environ.get("GEO_ANALYSE_INLINE", "1") != "0"
 # end went unnoticed) runs at most this often, not every tick: charges post in bigger batches
 # and the claims of a busy tick are not held up by it.
 GEO_DISPATCH_BOOKKEEPING_SECONDS = float(os.environ.get("GEO_DISPATCH_BOOKKEEPING_SECONDS", "1"))
+# A busy dispatcher starts a tick at most this often (seconds), so the slots that free up in
+# between are claimed in one tick: a tick costs about ten statements however much it claims.
+# The price is at most this long before a freed slot is used again.
+GEO_DISPATCH_MIN_TICK_SECONDS = float(os.environ.get("GEO_DISPATCH_MIN_TICK_SECONDS", "0.05"))
 # Requests per second per platform and operation (submit / poll / screenshot), e.g.
 # GEO_RATE_LIMITS='{"openai": {"submit": 5, "poll": 20}}'; others get the default rate.
 GEO_RATE_LIMITS: dict[str, dict[str, float]] = json.loads(os.environ.get("GEO_RATE_LIMITS", "{}"))
