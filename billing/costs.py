@@ -61,7 +61,13 @@ def apply_cost(attempt: Attempt, cost: AttemptCost) -> None:
 
 def book_attempt_cost(*, attempt_id: int) -> JournalEntry | None:
     """Book one attempt's cost in the ledger, once (keyed by the attempt)."""
-    attempt = Attempt.objects.select_related("sample__run", "sample__tenant").get(pk=attempt_id)
+    # Without the run's snapshots: the entry needs the run's key, and the frozen snapshot
+    # (every question of the campaign) cost more to decode than the rest of the booking.
+    attempt = (
+        Attempt.objects.select_related("sample__run", "sample__tenant")
+        .defer("sample__run__config_snapshot", "sample__run__quote_snapshot")
+        .get(pk=attempt_id)
+    )
     if not attempt.cost:
         return None
     sample = attempt.sample
