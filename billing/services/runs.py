@@ -69,9 +69,7 @@ def quote_and_reserve(*, run: Run) -> dict[str, Any]:
         # the ledger's chain lock (taken by the hold's entry below), while every entry checks
         # its foreign key to the tenant at commit, after the chain lock: a deadlock with any
         # entry booked for the same tenant meanwhile (seen in bench/collection.py).
-        locked = (
-            Run.objects.select_for_update(of=("self",)).select_related("tenant").get(pk=run.pk)
-        )
+        locked = Run.objects.select_for_update(of=("self",)).select_related("tenant").get(pk=run.pk)
         quote = locked.quote_snapshot
         if not quote:
             quote = build_quote(run=locked)
