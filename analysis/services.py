@@ -88,14 +88,7 @@ def _store(result: AnalysisResult, mentions: Sequence[Mention]) -> None:
 
 def _insert_mentions(mentions: Sequence[Mention]) -> None:
     """`Mention.objects.bulk_create(mentions)` as one plain INSERT (sampling/plainsql.py):
-    building bulk_create's query was most of a sample's write CPU. Rows that are not plain
-    new rows (a pk set, a key missing) go through bulk_create, which raises its errors."""
-    if any(
-        m.pk is not None or m.sample_id is None or m.capture_id is None or m.revision_id is None
-        for m in mentions
-    ):
-        Mention.objects.bulk_create(mentions)
-        return
+    building bulk_create's query was most of a sample's write CPU."""
     insert_rows(mentions)
 
 
