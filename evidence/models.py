@@ -4,8 +4,6 @@ adds a revision."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -41,9 +39,10 @@ class Capture(models.Model):
     upstream_cost_currency = models.CharField(max_length=3, blank=True, default="")
     captured_at = models.DateTimeField()
     created_at = models.DateTimeField(db_default=Now())
-    # Written once with the row (docs/decisions.md, "The report reads mentions and citations
-    # per run"): the sample's run, and for a completed capture the sample's latest completed
-    # capture before it, which this one replaces as the analysed capture.
+    # Written once with the row by evidence.services.record_capture (docs/decisions.md, "The
+    # report reads mentions and citations per run"): the sample's run, and for a completed
+    # capture the sample's latest completed capture before it, which this one replaces as the
+    # analysed capture.
     run = copied_key("sampling.Run")
     supersedes = copied_key("self", null=True)
 
@@ -68,29 +67,6 @@ class Capture(models.Model):
 
     def __str__(self) -> str:
         return f"capture r{self.revision} of sample {self.sample_id}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self._state.adding:
-            self.fill_run_and_supersedes()
-        super().save(*args, **kwargs)
-
-    def fill_run_and_supersedes(self) -> None:
-        """The denormalised columns of a new row, from its sample and earlier captures.
-        Revisions only grow (evidence.services.next_revision), so the newest completed one
-        below this revision is the one this capture replaces."""
-        if self.run_id is None:
-            self.run_id = Sample.objects.values_list("run_id", flat=True).get(pk=self.sample_id)
-        if self.supersedes_id is None and self.collection_state == "completed":
-            self.supersedes_id = (
-                Capture.objects.filter(
-                    sample_id=self.sample_id,
-                    collection_state="completed",
-                    revision__lt=self.revision,
-                )
-                .order_by("-revision")
-                .values_list("pk", flat=True)
-                .first()
-            )
 
 
 class EvidenceObject(models.Model):
@@ -125,8 +101,9 @@ class Citation(models.Model):
     title = models.TextField(blank=True, default="")
     start = models.PositiveIntegerField(null=True, blank=True)
     end = models.PositiveIntegerField(null=True, blank=True)
-    # The capture's sample and what the report groups by, copied once with the row (the
-    # sample's identity never changes): the report reads a run's citations without a join.
+    # The capture's sample and what the report groups by, copied once with the row by
+    # evidence.services.record_capture (the sample's identity never changes): the report reads
+    # a run's citations without a join.
     run = copied_key("sampling.Run")
     sample = copied_key("sampling.Sample")
     platform = models.CharField(max_length=32)
@@ -138,21 +115,6 @@ class Citation(models.Model):
 
     def __str__(self) -> str:
         return self.normalized_url
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self._state.adding and self.sample_id is None:
-            self.fill_from(self.capture)
-        super().save(*args, **kwargs)
-
-    def fill_from(self, capture: Capture) -> None:
-        """Copy the capture's sample identity (evidence.services.record_capture)."""
-        identity = Sample.objects.values("run_id", "platform", "question_revision_id").get(
-            pk=capture.sample_id
-        )
-        self.sample_id = capture.sample_id
-        self.run_id = identity["run_id"]
-        self.platform = identity["platform"]
-        self.question_revision_id = identity["question_revision_id"]
 
 
 class TenantRole(models.TextChoices):

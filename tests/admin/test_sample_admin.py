@@ -11,11 +11,12 @@ from django.utils import timezone
 
 from analysis.models import AnalysisRevision, Mention
 from console.admin_base import CappedCountPaginator
-from evidence.models import Capture, Citation, EvidenceObject
+from evidence.models import Capture, EvidenceObject
 from pipeline.launch import launch_run
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
 from tests.admin.conftest import SUCCEEDED, make_campaign
 from tests.conftest import make_campaign_data
+from tests.factories import capture_row, citation_row
 
 HOSTILE = "Best CRM: <script>alert(1)</script> and <img src=x onerror=alert(1)> Acme"
 
@@ -33,7 +34,7 @@ def captured_sample(run: Run) -> Sample:
         Attempt.objects.create(
             sample=sample, attempt_no=n, idempotency_key=f"k-{n}", fencing_token=n, **outcome
         )
-    capture = Capture.objects.create(
+    capture = capture_row(
         sample=sample,
         revision=1,
         attempt_no=2,
@@ -60,7 +61,7 @@ def captured_sample(run: Run) -> Sample:
         },
     ]
     for position, citation in enumerate(cited):
-        Citation.objects.create(capture=capture, position=position, **citation)
+        citation_row(capture=capture, position=position, **citation)
     revision = AnalysisRevision.objects.create(
         run=sample.run, number=1, analyser="rules", analyser_version="1.0"
     )

@@ -15,6 +15,7 @@ from analysis.services import analyse_sample
 from console.admin.analysis import highlighted_sentence
 from evidence.models import Capture
 from sampling.models import Run, Sample
+from tests.factories import capture_row
 from tests.reports.conftest import collected_run
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +34,7 @@ def _launched() -> Run:
 
 def _answered(text: str) -> tuple[Sample, Capture]:
     sample = Sample.objects.get(run=_launched())
-    capture = Capture.objects.create(
+    capture = capture_row(
         sample=sample, revision=1, collection_state="completed", answer_text=text, captured_at=Now()
     )
     return sample, capture
@@ -105,7 +106,7 @@ def test_marks_silence_the_warning_and_are_frozen_into_the_revision_at_first_ana
     assert warned == ["Alias '环球' of Globex"]
 
     sample = Sample.objects.get(run=run)
-    Capture.objects.create(
+    capture_row(
         sample=sample, revision=1, collection_state="completed", answer_text="x", captured_at=Now()
     )
     analyse_sample(sample_id=sample.pk)

@@ -24,6 +24,7 @@ from tests.billing.conftest import (
     samples,
     tenant,
 )
+from tests.factories import capture_row
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("prices")]
 
@@ -273,7 +274,7 @@ def test_refund_is_its_own_entry_and_never_exceeds_what_was_captured() -> None:
 def _capture_row(
     sample: Sample, *, revision: int = 1, cost: int | None = 42, upstream_id: str = ""
 ) -> Capture:
-    return Capture.objects.create(
+    return capture_row(
         sample=sample,
         revision=revision,
         attempt_no=1,

@@ -24,8 +24,8 @@ from billing.reconciliation import (
     reconcile,
     settle_differences,
 )
-from evidence.models import Capture
 from tests.billing.conftest import COLLECTOR, complete, launch, samples, tenant
+from tests.factories import capture_row
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("prices")]
 
@@ -38,7 +38,7 @@ def _run_with_costs(costs: list[int | None]):  # type: ignore[no-untyped-def]
     for sample, cost in zip(samples(run), costs, strict=True):
         complete(sample)
         services.capture_sample(sample_id=sample.pk)
-        capture = Capture.objects.create(
+        capture = capture_row(
             sample=sample,
             revision=1,
             attempt_no=1,

@@ -14,6 +14,7 @@ from analysis.services import reanalyse_samples, start_reanalysis
 from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
 from sampling.models import Run, Sample
+from tests.factories import capture_row
 from tests.reports.conftest import collected_run
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +31,7 @@ def _run_with_apple() -> Run:
 def _recollect(sample: Sample, text: str) -> Capture:
     """A newer completed capture of the sample with this answer (as an evidence repair)."""
     last = sample.captures.order_by("-revision").first()
-    return Capture.objects.create(
+    return capture_row(
         sample=sample,
         revision=(last.revision if last else 0) + 1,
         collection_state="completed",

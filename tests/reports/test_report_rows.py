@@ -10,7 +10,6 @@ from collections import Counter
 import pytest
 from django.db import connection
 from django.db.models import F
-from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
 from analysis.models import Mention
@@ -20,6 +19,7 @@ from connectors.simulator import SimulatorHandle
 from evidence.models import Capture, Citation
 from sampling.counters import run_param
 from sampling.models import Sample
+from tests.evidence.helpers import record_result, result
 from tests.reports.conftest import collected_run
 
 pytestmark = pytest.mark.django_db
@@ -89,15 +89,9 @@ def test_competitor_rows_carry_the_brands_result_in_the_same_answer(
 
 
 def _repair(sample: Sample, text: str) -> Capture:
-    last = sample.captures.order_by("-revision").first()
-    assert last is not None
-    return Capture.objects.create(
-        sample=sample,
-        revision=last.revision + 1,
-        collection_state="completed",
-        answer_text=text,
-        captured_at=Now(),
-    )
+    """A newer completed capture of the sample with this answer, written as the pipeline
+    writes one (evidence.services.record_capture): the columns it copies are under test."""
+    return record_result(sample, result(text))
 
 
 def test_a_repaired_capture_supersedes_and_the_report_counts_as_the_joins_did(
@@ -111,9 +105,9 @@ def test_a_repaired_capture_supersedes_and_the_report_counts_as_the_joins_did(
     old = first.captures.get(collection_state="completed")
     assert Citation.objects.filter(capture=old).exists(), "the old capture's citations drop out"
     repaired = _repair(first, "Globex is the one I would pick.")
-    failed = Capture.objects.create(
-        sample=second, revision=9, collection_state="failed", captured_at=Now()
-    )
+    not_an_answer = result("")
+    not_an_answer.fail({"class": "transient", "message": "upstream unavailable"})
+    failed = record_result(second, not_an_answer)
     assert (repaired.supersedes_id, failed.supersedes_id) == (old.pk, None)
     assert repaired.run_id == run.pk
 
