@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connection
 
 from geo_collect import logs, metrics
 from pipeline.execution import load_for_step
 from sampling.models import Attempt, EvidenceState, Sample, Step, SubmissionState
+from sampling.plainsql import converted
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,13 @@ _AFTER = f"""SELECT s.attempts, s.evidence_state, s.accepted_at, a.attempt_no, a
  WHERE s.id = %s"""
 
 
+# The fields of _AFTER's columns, in order: their values are read as the ORM reads them.
+_AFTER_FIELDS = [(Sample, name) for name in ("attempts", "evidence_state", "accepted_at")] + [
+    (Attempt, name)
+    for name in ("attempt_no", "status", "status_code", "error_class", "request_id", "started_at")
+]
+
+
 def _after(sample_id: int) -> _After | None:
     """The sample's state after the step and its latest attempt, in one read."""
     with connection.cursor() as cursor:
@@ -162,21 +169,11 @@ def _after(sample_id: int) -> _After | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    attempts, evidence_state, accepted_at, *latest = row
+    # The fields' converters (sampling/plainsql.py): on SQLite, timestamps come back naive UTC
+    # or as text.
+    attempts, evidence_state, accepted_at, *latest = converted(row, _AFTER_FIELDS)
     attempt = None if latest[0] is None else _Attempt(*latest)
-    if connection.vendor != "postgresql":  # SQLite: naive UTC (or text) timestamps
-        accepted_at = _aware(accepted_at)
-        if attempt is not None:
-            attempt = replace(attempt, started_at=_aware(attempt.started_at))
     return _After(attempts, evidence_state, accepted_at, attempt)
-
-
-def _aware(value: Any) -> Any:
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if isinstance(value, datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
 
 
 def _record_attempt(platform: str, attempt: _Attempt) -> None:

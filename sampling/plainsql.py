@@ -174,17 +174,39 @@ def from_row(model: type[M], row: Sequence[Any]) -> M:
     return model.from_db(db.alias, None, values)  # type: ignore[arg-type]
 
 
+def converted(row: Sequence[Any], fields: Sequence[tuple[type[Model], str]]) -> list[Any]:
+    """The values of a row whose columns are these fields (model and field name, of any
+    models), as the ORM reads them: after the fields' converters (on SQLite a timestamp,
+    naive UTC or text, becomes an aware datetime, as PostgreSQL returns it). For a SELECT of a
+    few columns of a join, where `from_row` would need every column of each model."""
+    db = _db()
+    values = list(row)
+    for index, (model, name) in enumerate(fields):
+        column, converters = _field_converters(model, name, db.vendor)
+        for convert in converters:
+            values[index] = convert(values[index], column, db)
+    return values
+
+
 @cache
 def _converters(model: type[Model], vendor: str) -> list[tuple[int, Any, list[Callable[..., Any]]]]:
     """Per column that has any: its index, its column expression and its converters."""
-    db = _db()
     found = []
     for index, field in enumerate(model._meta.concrete_fields):
-        column = field.get_col(model._meta.db_table)
-        converters = db.ops.get_db_converters(column) + column.get_db_converters(db)
+        column, converters = _field_converters(model, field.name, vendor)
         if converters:
             found.append((index, column, converters))
     return found
+
+
+@cache
+def _field_converters(
+    model: type[Model], name: str, vendor: str
+) -> tuple[Any, list[Callable[..., Any]]]:
+    """A field's column expression and the converters the ORM applies to the values read."""
+    db = _db()
+    column = _field(model, name).get_col(model._meta.db_table)
+    return column, db.ops.get_db_converters(column) + column.get_db_converters(db)
 
 
 @cache

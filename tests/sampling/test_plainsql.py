@@ -12,8 +12,8 @@ from django.db.models.functions import Now
 from django.forms.models import model_to_dict
 
 from billing.models import PendingCapture
-from sampling.models import Attempt, QuestionRevision, Sample
-from sampling.plainsql import columns, from_row, insert_rows, update_row
+from sampling.models import Attempt, QuestionRevision, Run, Sample
+from sampling.plainsql import columns, converted, from_row, insert_rows, update_row
 from tests.conftest import launch_funded, make_campaign_data
 
 pytestmark = pytest.mark.django_db
@@ -121,3 +121,26 @@ def test_a_row_read_plainly_equals_the_orm_instance() -> None:
     assert _row(plain) == _row(Sample.objects.get(pk=sample.pk))
     assert model_to_dict(question) == model_to_dict(sample.question_revision)
     assert plain._state.adding is False
+
+
+def test_a_few_columns_of_a_join_read_plainly_equal_the_orm_values() -> None:
+    sample = _sample()
+    insert_rows([_attempt(sample, 1)])
+    fields = [(Sample, "due_at"), (Attempt, "started_at"), (Run, "config_snapshot")]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.due_at, a.started_at, r.config_snapshot FROM sampling_sample s "
+            "JOIN sampling_attempt a ON a.sample_id = s.id JOIN sampling_run r ON r.id = s.run_id "
+            "WHERE s.id = %s",
+            [sample.pk],
+        )
+        row = cursor.fetchone()
+
+    due_at, started_at, snapshot = converted(row, fields)
+
+    assert (due_at, started_at, snapshot) == (
+        Sample.objects.get(pk=sample.pk).due_at,
+        Attempt.objects.get(sample=sample).started_at,
+        Run.objects.get(pk=sample.run_id).config_snapshot,
+    )
+    assert due_at.tzinfo is not None and isinstance(snapshot, dict)
