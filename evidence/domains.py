@@ -44,7 +44,10 @@ def _extractor(include_private: bool) -> tldextract.TLDExtract:
     )
 
 
+@lru_cache(maxsize=8192)
 def _to_ascii(host: str) -> str | None:
+    # Cached: UTS #46 encoding is about 15 µs a host in pure Python, done for every citation
+    # of every answer (and again by the analysis), and the same sites are cited over and over.
     try:
         return idna.encode(host, uts46=True, transitional=False).decode("ascii").lower()
     except (idna.IDNAError, UnicodeError, ValueError):

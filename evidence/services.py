@@ -190,6 +190,8 @@ _LATEST_COMPLETED = f"""SELECT id FROM {Capture._meta.db_table}
 
 
 def _latest_completed(sample_id: int, revision: int) -> int | None:
+    if revision <= 1:
+        return None  # revisions start at 1: a first capture replaces none (one read less)
     with connection.cursor() as cursor:
         cursor.execute(_LATEST_COMPLETED, [sample_id, CollectionState.COMPLETED.value, revision])
         row = cursor.fetchone()

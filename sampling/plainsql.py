@@ -23,6 +23,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 from django.db.models.expressions import DatabaseDefault
+from django.db.models.functions import Now
 from django.db.models.sql import UpdateQuery
 
 M = TypeVar("M", bound=Model)
@@ -133,7 +134,12 @@ def update_row(
     params: list[Any] = []
     for name, value in changes.items():
         field = _field(model, name)
-        if hasattr(value, "resolve_expression"):
+        if type(value) is Now:
+            # Every write of a step sets a timestamp or two to `Now()`: its text is the same
+            # every time, so it is compiled once per model (docs/decisions.md, "A step's writes
+            # skip the ORM's compiler").
+            assignments.append(f"{_quote(field.column)} = {_now_sql(model)}")
+        elif hasattr(value, "resolve_expression"):
             query = query or UpdateQuery(model)
             resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
             expression_sql, expression_params = query.get_compiler(connection=db).compile(resolved)
@@ -155,6 +161,16 @@ def update_row(
     with db.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
+
+
+@cache
+def _now_sql(model: type[Model]) -> str:
+    """`Now()` compiled for an UPDATE of `model` (PostgreSQL: the plain writes' database)."""
+    query = UpdateQuery(model)
+    resolved = Now().resolve_expression(query, allow_joins=False, for_save=True)
+    sql, params = query.get_compiler(connection=_db()).compile(resolved)
+    assert not params, sql
+    return str(sql)
 
 
 @cache

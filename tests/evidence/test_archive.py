@@ -121,3 +121,14 @@ def test_a_repair_is_a_new_revision_and_the_old_objects_stay(
     assert all(f"/{sample.pk}/2/" in key for key, _ in after - before)
     for key, sha in before:
         assert hashlib.sha256(_stored(key)).hexdigest() == sha
+
+
+def test_a_first_capture_replaces_none_and_a_later_completed_one_replaces_it(
+    simulator: SimulatorHandle, local_storage: Any
+) -> None:
+    run = collected_run(OPENAI)
+    sample = Sample.objects.get(run=run)
+    first = Capture.objects.get(sample=sample)
+    assert (first.revision, first.supersedes_id) == (1, None)
+    second, _ = services.reparse_sample(sample_id=sample.pk)
+    assert (second.revision, second.supersedes_id) == (2, first.pk)

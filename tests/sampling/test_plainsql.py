@@ -104,6 +104,29 @@ def test_update_writes_named_fields_and_expressions_only_where_the_condition_hol
     assert timedelta(minutes=59) < after.due_at - now <= timedelta(hours=1)
 
 
+def test_now_is_the_database_time_of_the_update() -> None:
+    sample = _sample()
+    sample.accepted_at = Now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        before = cursor.fetchone()[0]
+
+    written = update_row(
+        sample,
+        ["accepted_at"],
+        values={"updated_at": Now()},
+        where={"fencing_token": sample.fencing_token},
+    )
+
+    assert written == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        after_update = cursor.fetchone()[0]
+    after = Sample.objects.get(pk=sample.pk)
+    assert before <= after.accepted_at <= after_update
+    assert after.updated_at == after.accepted_at  # one statement, one statement time
+
+
 def test_a_row_read_plainly_equals_the_orm_instance() -> None:
     sample = _sample()
     with connection.cursor() as cursor:
