@@ -54,13 +54,8 @@ def _json_payloads(raw: bytes) -> Iterator[Any]:
         return
     except (ValueError, RecursionError):
         pass
-    # The same test per line, inline: a stream has hundreds of lines and few hold usage.
-    candidates = [
-        line
-        for line in text.splitlines()
-        if "usage" in line or "eval_count" in line or "\\u00" in line
-    ]
-    for line in candidates:
+    # The same test per line: a stream has hundreds of lines and few hold usage.
+    for line in filter(_may_hold_usage, text.splitlines()):
         line = line.strip().removeprefix("data:").strip()
         if line.startswith(("{", "[")):
             try:
