@@ -28,11 +28,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from urllib.parse import urlsplit
 
 from . import lexicon as lx
-from .mentions import Entity, find_mentions, normalize_text
+from .mentions import Entity, find_mentions, normalize_alias
 from .results import (
     ABSENCE,
     COMPARED,
@@ -165,17 +164,11 @@ class RuleAnalyser:
 # --- 1. sense -------------------------------------------------------------------------------
 
 
-# Aliases and the words matched for them repeat for every answer of a campaign: each is
-# normalised once per worker instead of once per answer (a pure function of the string).
-@lru_cache(maxsize=4096)
-def norm_alias(alias: str) -> str:
-    return normalize_text(alias).text.strip()
-
-
 def ambiguous_forms(entity: Entity) -> frozenset[str]:
     """The entity's aliases (normalised) that need context to count."""
-    marked = {norm_alias(word) for word in entity.ambiguous_words}
-    common = {norm_alias(f) for f in entity.surface_forms() if norm_alias(f) in lx.COMMON_WORDS}
+    marked = {normalize_alias(word) for word in entity.ambiguous_words}
+    forms = {normalize_alias(f) for f in entity.surface_forms()}
+    common = forms & lx.COMMON_WORDS
     return frozenset(marked | common)
 
 
@@ -183,7 +176,7 @@ def ambiguous_aliases(entity: Entity) -> list[str]:
     """The same, as the campaign writes them."""
     forms = ambiguous_forms(entity)
     written = dict.fromkeys((*entity.surface_forms(), *entity.ambiguous_words))
-    return [alias for alias in written if norm_alias(alias) in forms]
+    return [alias for alias in written if normalize_alias(alias) in forms]
 
 
 def _sense(
@@ -196,7 +189,7 @@ def _sense(
 ) -> tuple[bool, str]:
     """(brand sense?, why unsure or "")."""
     written = doc.text[match.start : match.end]
-    is_ambiguous = norm_alias(written) in ambiguous
+    is_ambiguous = normalize_alias(written) in ambiguous
     url = doc.within(doc.urls, match.start)
     if url is not None:
         on_own_domain = _host_matches(doc.slice(url), entity.domains)
@@ -215,7 +208,7 @@ def _sense(
         for m in matches
         if m.entity != match.entity
         and sentence.start <= m.start < sentence.end
-        and norm_alias(doc.text[m.start : m.end]) not in all_ambiguous[m.entity]
+        and normalize_alias(doc.text[m.start : m.end]) not in all_ambiguous[m.entity]
     )
     if brand == other == 0:
         brand, other = _cues(doc.text, 0, len(doc.text), alias_spans)
@@ -243,7 +236,7 @@ def _cues(text: str, start: int, end: int, alias_spans: list[tuple[int, int]]) -
 
 def _lowercased(written: str, entity: Entity) -> bool:
     """ "apple" for the campaign's "Apple": an everyday word is written in lower case."""
-    forms = [f for f in entity.surface_forms() if norm_alias(f) == norm_alias(written)]
+    forms = [f for f in entity.surface_forms() if normalize_alias(f) == normalize_alias(written)]
     return written.isascii() and written == written.lower() and any(f != f.lower() for f in forms)
 
 

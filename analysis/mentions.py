@@ -261,9 +261,11 @@ def _normalize_clusters(text: str) -> NormalizedText:
     )
 
 
-# Aliases repeat for every answer of a campaign: normalised once per worker, not per answer.
+# Aliases, and the words matched for them, repeat for every answer of a campaign: each is
+# normalised once per worker, not once per answer (a pure function of the string).
 @lru_cache(maxsize=4096)
-def _normalize_alias(alias: str) -> str:
+def normalize_alias(alias: str) -> str:
+    """An alias (or any short text) as it is matched: normalised, without outer spaces."""
     return normalize_text(alias).text.strip(" ")
 
 
@@ -314,7 +316,7 @@ def find_mentions(text: str, entities: Sequence[Entity]) -> MentionResult:
     patterns: dict[str, set[int]] = {}
     for index, entity in enumerate(entities):
         for form in entity.surface_forms():
-            alias = _normalize_alias(form)
+            alias = normalize_alias(form)
             if alias:
                 patterns.setdefault(alias, set()).add(index)
 

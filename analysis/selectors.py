@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from sampling.models import Campaign
 
-from .context import norm_alias
 from .lexicon import COMMON_WORDS
+from .mentions import normalize_alias
 from .models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention, RevisionState
 
 COMPARED_FIELDS = (
@@ -92,7 +92,7 @@ def ambiguity_warnings(*, campaign: Campaign) -> list[str]:
     """The plan preview's warnings: aliases that are common words and that the campaign has
     not marked as ambiguous (they would count in their everyday sense only by luck)."""
     marked = {
-        (entity, norm_alias(word))
+        (entity, normalize_alias(word))
         for entity, word in AmbiguousWord.objects.filter(campaign=campaign).values_list(
             "entity", "word"
         )
@@ -104,7 +104,8 @@ def ambiguity_warnings(*, campaign: Campaign) -> list[str]:
     warnings = []
     for name, aliases in entities:
         for alias in dict.fromkeys([name, *aliases]):
-            if norm_alias(alias) in COMMON_WORDS and (name, norm_alias(alias)) not in marked:
+            normalized = normalize_alias(alias)
+            if normalized in COMMON_WORDS and (name, normalized) not in marked:
                 warnings.append(
                     f"Alias '{alias}' of {name} is a common word: mark it as an ambiguous word "
                     "(Analysis › Ambiguous words) so that only its brand sense counts."
