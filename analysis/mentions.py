@@ -53,6 +53,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
+from analysis.chartables import CharTable
 from analysis.domains import CitationShare, cited_domain_share
 
 __all__ = [
@@ -179,27 +180,18 @@ def normalize_text(text: str) -> NormalizedText:
     return _normalize_simple(mapped)
 
 
-class _SimpleChars(dict[int, str]):
-    """str.translate table: a character that is a cluster of its own and normalises to
-    exactly one character maps to that character (" " for whitespace); any other character
-    maps to two characters, so a length change tells the caller to take the general loop.
-    Filled lazily, per character seen (the result depends on the character only)."""
-
-    def __missing__(self, code: int) -> str:
-        ch = chr(code)
-        norm = _normalize_cluster(ch)
-        if unicodedata.combining(ch) or len(norm) != 1:
-            out = _NOT_SIMPLE
-        else:
-            out = " " if norm.isspace() else norm
-        if len(self) < _SIMPLE_CACHED:  # bounded: adversarial text cannot grow it forever
-            self[code] = out
-        return out
+def _simple_char(ch: str) -> str:
+    """A character that is a cluster of its own and normalises to exactly one character maps
+    to that character (" " for whitespace); any other character maps to two characters, so a
+    length change tells the caller to take the general loop."""
+    norm = _normalize_cluster(ch)
+    if unicodedata.combining(ch) or len(norm) != 1:
+        return _NOT_SIMPLE
+    return " " if norm.isspace() else norm
 
 
 _NOT_SIMPLE = "\x00\x00"
-_SIMPLE_CACHED = 65536
-_SIMPLE = _SimpleChars()
+_SIMPLE = CharTable(_simple_char)
 _SPACE_RUN = re.compile("  +")
 
 

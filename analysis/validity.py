@@ -55,6 +55,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from analysis.chartables import CharTable
 from connectors import safejson
 
 __all__ = [
@@ -403,19 +404,12 @@ def _visible_len(text: str) -> int:
     return len(text.translate(_INVISIBLE))
 
 
-class _InvisibleChars(dict[int, int | None]):
-    """str.translate table deleting whitespace, Cf and Cc characters and keeping the rest;
-    filled lazily per character seen (the answer depends on the character only)."""
-
-    def __missing__(self, code: int) -> int | None:
-        ch = chr(code)
-        out = None if ch.isspace() or unicodedata.category(ch) in {"Cf", "Cc"} else code
-        if len(self) < 65536:  # bounded: adversarial text cannot grow it forever
-            self[code] = out
-        return out
+def _visible_char(ch: str) -> str | None:
+    """Whitespace, Cf and Cc characters are deleted, the rest kept."""
+    return None if ch.isspace() or unicodedata.category(ch) in {"Cf", "Cc"} else ch
 
 
-_INVISIBLE = _InvisibleChars()
+_INVISIBLE = CharTable(_visible_char)
 
 
 def _triggered(folded: str, triggers: _Triggers) -> bool:
