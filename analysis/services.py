@@ -68,9 +68,15 @@ def _store(result: AnalysisResult, mentions: Sequence[Mention]) -> None:
     """Write one sample's analysis into its revision. A repeat that finds the same result
     stored writes nothing (a duplicate delivery leaves the rows as they were); a different
     result in the same revision (the pipeline re-analysing a repaired capture) replaces it."""
-    if _insert_unless_stored(result):
-        _insert_mentions(mentions)
-        return
+    if _insert_unless_stored(result) or _replace_unless_same(result, mentions):
+        # One plain INSERT (sampling/plainsql.py): bulk_create's query building cost most of
+        # the write.
+        insert_rows(mentions)
+
+
+def _replace_unless_same(result: AnalysisResult, mentions: Sequence[Mention]) -> bool:
+    """Write `result` in place of the revision's stored one, unless that one and its mention
+    rows are the same; True when the mentions are to be written."""
     same_sample = {"revision": result.revision, "sample_id": result.sample_id}
     stored = AnalysisResult.objects.filter(**same_sample).first()
     if stored is not None and all(
@@ -78,18 +84,12 @@ def _store(result: AnalysisResult, mentions: Sequence[Mention]) -> None:
     ):
         rows = list(Mention.objects.filter(**same_sample))
         if not mention_differences(result.sample_id, rows, mentions):
-            return
+            return False
     if stored is not None:  # a sample's mentions are only ever written with its result
         AnalysisResult.objects.filter(**same_sample).delete()
         Mention.objects.filter(**same_sample).delete()
     result.save()
-    _insert_mentions(mentions)
-
-
-def _insert_mentions(mentions: Sequence[Mention]) -> None:
-    """`Mention.objects.bulk_create(mentions)` as one plain INSERT (sampling/plainsql.py):
-    building bulk_create's query was most of a sample's write CPU."""
-    insert_rows(mentions)
+    return True
 
 
 def _insert_unless_stored(result: AnalysisResult) -> bool:
