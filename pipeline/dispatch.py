@@ -42,7 +42,7 @@ from pipeline.schedules import launch_due_slots
 from pipeline.tasks import execute_step, execute_submit_batch
 from sampling.dbtime import now_sql
 from sampling.leases import Claim, claim_ready, requeue_expired_leases
-from sampling.models import OutboxMessage, Step, Tenant
+from sampling.models import OutboxMessage, QueueState, Sample, Step, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +114,12 @@ class _Load:
     tenant_rates: dict[int, float | None] = field(default_factory=dict)
 
 
-_DUE = """SELECT DISTINCT platform, step, tenant_id FROM sampling_sample
- WHERE queue_state = 'ready' AND due_at <= {now} ORDER BY platform, step, tenant_id"""
-_LEASED = """SELECT platform, step, tenant_id, count(*) FROM sampling_sample
- WHERE queue_state = 'leased' GROUP BY platform, step, tenant_id"""
+_SAMPLE = Sample._meta.db_table
+_DUE = f"""SELECT DISTINCT platform, step, tenant_id FROM {_SAMPLE}
+ WHERE queue_state = '{QueueState.READY.value}' AND due_at <= {{now}}
+ ORDER BY platform, step, tenant_id"""
+_LEASED = f"""SELECT platform, step, tenant_id, count(*) FROM {_SAMPLE}
+ WHERE queue_state = '{QueueState.LEASED.value}' GROUP BY platform, step, tenant_id"""
 
 
 def _load() -> _Load:
