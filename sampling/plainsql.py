@@ -16,6 +16,7 @@ of a single host, they fall back to the ORM. Reads work on both.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from functools import cache
 from typing import Any, TypeVar
 
@@ -23,7 +24,6 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 from django.db.models.expressions import DatabaseDefault
-from django.db.models.functions import Now
 from django.db.models.sql import UpdateQuery
 
 M = TypeVar("M", bound=Model)
@@ -129,20 +129,12 @@ def update_row(
     changes.update(values or {})
     if db.vendor != "postgresql":
         return model._default_manager.filter(pk=obj.pk, **(where or {})).update(**changes)
-    query = None
     assignments: list[str] = []
     params: list[Any] = []
     for name, value in changes.items():
         field = _field(model, name)
-        if type(value) is Now:
-            # Every write of a step sets a timestamp or two to `Now()`: its text is the same
-            # every time, so it is compiled once per model (docs/decisions.md, "A step's writes
-            # skip the ORM's compiler").
-            assignments.append(f"{_quote(field.column)} = {_now_sql(model)}")
-        elif hasattr(value, "resolve_expression"):
-            query = query or UpdateQuery(model)
-            resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
-            expression_sql, expression_params = query.get_compiler(connection=db).compile(resolved)
+        if hasattr(value, "resolve_expression"):
+            expression_sql, expression_params = _expression_sql(model, value)
             assignments.append(f"{_quote(field.column)} = {expression_sql}")
             params.extend(expression_params)
         else:
@@ -163,14 +155,28 @@ def update_row(
         return int(cursor.rowcount)
 
 
-@cache
-def _now_sql(model: type[Model]) -> str:
-    """`Now()` compiled for an UPDATE of `model` (PostgreSQL: the plain writes' database)."""
+# Expressions without parameters compiled for an UPDATE, per model and expression: every
+# write of a step sets a timestamp or two to `Now()`, whose text is the same every time
+# (docs/decisions.md, "A step's writes skip the ORM's compiler"). Bounded: only expressions
+# written in the code, never values, end up here.
+_COMPILED: dict[tuple[type[Model], Any], str] = {}
+_COMPILED_MAX = 256
+
+
+def _expression_sql(model: type[Model], expression: Any) -> tuple[str, list[Any]]:
+    """`expression` compiled for an UPDATE of `model`: its SQL and parameters."""
+    key = (model, expression)
+    try:
+        return _COMPILED[key], []
+    except (KeyError, TypeError):  # TypeError: an expression that cannot be hashed
+        pass
     query = UpdateQuery(model)
-    resolved = Now().resolve_expression(query, allow_joins=False, for_save=True)
+    resolved = expression.resolve_expression(query, allow_joins=False, for_save=True)
     sql, params = query.get_compiler(connection=_db()).compile(resolved)
-    assert not params, sql
-    return str(sql)
+    if not params and len(_COMPILED) < _COMPILED_MAX:
+        with suppress(TypeError):
+            _COMPILED[key] = sql
+    return sql, list(params)
 
 
 @cache

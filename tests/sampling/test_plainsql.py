@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.db.models.functions import Now
 from django.forms.models import model_to_dict
 
@@ -125,6 +126,20 @@ def test_now_is_the_database_time_of_the_update() -> None:
     after = Sample.objects.get(pk=sample.pk)
     assert before <= after.accepted_at <= after_update
     assert after.updated_at == after.accepted_at  # one statement, one statement time
+
+
+def test_compiled_expressions_are_kept_apart_and_each_writes_its_own_value() -> None:
+    sample = _sample()
+    Sample.objects.filter(pk=sample.pk).update(attempts=3, claims=5, priority=0)
+
+    update_row(sample, [], values={"priority": F("attempts"), "accepted_at": Now()})
+    # Kept apart from F("attempts") compiled above: a mixed-up cache would write 3 here.
+    update_row(sample, [], values={"attempts": F("claims"), "accepted_at": Now()})
+    update_row(sample, [], values={"claims": F("attempts") + 1})  # with a parameter
+
+    after = Sample.objects.get(pk=sample.pk)
+    assert (after.priority, after.attempts, after.claims) == (3, 5, 6)
+    assert after.accepted_at is not None
 
 
 def test_a_row_read_plainly_equals_the_orm_instance() -> None:
