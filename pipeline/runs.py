@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 from uuid import UUID
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models.functions import Now
 from django.dispatch import Signal
 
 from billing import services as billing
 from billing.costs import book_run_attempt_costs
 from geo_collect import metrics
+from sampling import counters
 from sampling.locking import lock_run
 from sampling.models import QueueState, Run, Sample, SubmissionState
 from sampling.selectors import run_status
@@ -28,7 +29,7 @@ run_ended = Signal()
 def finish_run_if_done(*, run_id: UUID) -> bool:
     """Mark the run finished once every planned sample is terminal; exactly once. Charges
     still queued are posted first: a finished run's billing is final."""
-    if _has_open_samples(run_id):
+    if counters.open_samples(run_id=run_id):  # after every sample's last step: O(platforms)
         return False
     billing.post_pending_captures(run_id=run_id)
     with transaction.atomic():
@@ -42,19 +43,6 @@ def finish_run_if_done(*, run_id: UUID) -> bool:
                 dedupe_key=f"run-finished:{run_id}" + (f":{resumes}" if resumes else ""),
             )
     return updated == 1
-
-
-# Checked after every sample's last step: one plain statement, without the ORM's compilation.
-_HAS_OPEN_SAMPLES = (
-    f"SELECT 1 FROM {Sample._meta.db_table} WHERE run_id = %s AND queue_state <> %s LIMIT 1"
-)
-
-
-def _has_open_samples(run_id: UUID) -> bool:
-    run = Sample._meta.get_field("run").get_db_prep_value(run_id, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(_HAS_OPEN_SAMPLES, [run, QueueState.DONE.value])
-        return cursor.fetchone() is not None
 
 
 def finish_ended_runs() -> int:

@@ -266,6 +266,19 @@ def run_counts(*, run_id: UUID | str) -> Counts:
     return _counts(row)
 
 
+def open_samples(*, run_id: UUID | str) -> int:
+    """How many of the run's samples are not terminal yet (queue state other than done): one
+    read of the run's counter rows, where a scan for an open sample would read every done
+    sample before it (all of them, near a large run's end)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COALESCE(SUM(samples - terminal), 0) FROM {TABLE} WHERE run_id = %s",
+            [run_param(run_id)],
+        )
+        (open_count,) = cursor.fetchone()
+    return int(open_count)
+
+
 def counts_by_platform(*, run_id: UUID | str) -> dict[str, Counts]:
     rows = _summed("run_id = %s", [run_param(run_id)], "platform")
     return {

@@ -88,6 +88,20 @@ def test_counters_follow_bulk_updates_and_deletes(simulator: SimulatorHandle) ->
     assert counters.drift(run_id=run.pk) == []
 
 
+def test_open_samples_are_counted_as_a_scan_counts_them(simulator: SimulatorHandle) -> None:
+    run = _launch()
+    open_by_scan = Sample.objects.filter(run=run).exclude(queue_state="done")
+    assert counters.open_samples(run_id=run.pk) == open_by_scan.count() == 6
+
+    Sample.objects.filter(run=run, platform="openai").update(queue_state="done")
+    first = Sample.objects.filter(run=run, platform="collector").order_by("pk").first()
+    Sample.objects.filter(pk=getattr(first, "pk", None)).update(queue_state="parked")
+    assert counters.open_samples(run_id=run.pk) == open_by_scan.count() == 3
+
+    Sample.objects.filter(run=run).update(queue_state="done")
+    assert counters.open_samples(run_id=run.pk) == open_by_scan.count() == 0
+
+
 def test_a_corrupted_counter_is_refused_by_the_invariants_and_the_report(run: Run) -> None:
     succeeded = run_status(run_id=run.pk).succeeded
     with connection.cursor() as cursor:
