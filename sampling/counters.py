@@ -1,4 +1,5 @@
-"""Sample counters that cannot drift (docs/decisions.md, "Counters maintained by triggers").
+"""Sample counters that cannot drift (docs/decisions.md, "Sample counters maintained
+by triggers").
 
 `sampling_samplecount` holds, per (run, platform, shard), how many of the run's samples are in
 each status bucket and each layer state. Database triggers on `sampling_sample` keep it: every
