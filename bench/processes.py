@@ -1,6 +1,6 @@
 """What a benchmark needs around the product's own processes (geo_collect/processes.py): a
 throw-away PostgreSQL database, a private redis-server, the simulator in its own process, and
-the CPU time a process has used."""
+the CPU time a process (and its descendants) has used, from /proc."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.request
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -49,10 +50,51 @@ def fresh_database(name: str) -> str:
     return url
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a live process (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+@dataclass(frozen=True)
+class ProcStat:
+    own: float  # utime + stime, seconds, all threads
+    reaped: float  # cutime + cstime: children it has waited for
+    started: int  # start time in clock ticks since boot: with the pid, identifies a process
+    parent: int
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """From /proc/<pid>/stat; None when the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text.rsplit(")", 1)[1].split()  # fields[0] is field 3 of proc(5), the state
+    return ProcStat(
+        own=(int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
+        reaped=(int(fields[13]) + int(fields[14])) / CLOCK_TICKS,
+        started=int(fields[19]),
+        parent=int(fields[1]),
+    )
+
+
+def children(pid: int) -> list[int]:
+    """Live children of `pid`, forked by any of its threads."""
+    out: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(child) for child in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU of a process and all its descendants: its own, the children it reaped (cutime +
+    cstime) and its live children's trees. 0 when it is gone."""
+    stat = proc_stat(pid)
+    if stat is None:
+        return 0.0
+    return stat.own + stat.reaped + sum(tree_cpu_seconds(child) for child in children(pid))
 
 
 class Background:
