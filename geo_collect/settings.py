@@ -18,7 +18,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 # Plain data, no Django: the one declaration of every platform.
-from connectors.platforms import default_models, default_token_prices
+from connectors.platforms import PLATFORMS, default_models, default_token_prices
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GEO_VAR_DIR", BASE_DIR / "var"))
@@ -323,7 +323,7 @@ PLATFORM_SETTING_NAMES = ("API_KEY", "BASE_URL", "MODEL", "TIMEOUT", "EGRESS", "
 def platform_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """{platform: {NAME: value}} for the GEO_<PLATFORM>_<NAME> variables set in `environ`."""
     found: dict[str, dict[str, str]] = {}
-    for platform in GEO_PLATFORM_MODELS:
+    for platform in PLATFORMS:
         prefix = f"GEO_{platform.upper()}_"
         given = {name: environ[prefix + name] for name in PLATFORM_SETTING_NAMES
                  if prefix + name in environ}  # fmt: skip
