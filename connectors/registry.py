@@ -1,4 +1,5 @@
-"""Which adapter serves which platform key, and how it is configured.
+"""Which adapter serves which platform key (declared in connectors/platforms.py), and how it
+is configured.
 
 Configuration comes from settings (`GEO_PLATFORMS`, built from the GEO_<PLATFORM>_* variables
 in geo_collect/settings.py); model names are configuration, never hard-coded aliases.
@@ -22,21 +23,7 @@ from .base import (
     Connector,
     ConnectorConfig,
 )
-
-# platform key -> "module:Class". Adapters share no request code; each lives in its own module.
-ADAPTERS: dict[str, str] = {
-    "openai": "connectors.adapters.openai_responses:OpenAIResponsesConnector",
-    "collector": "connectors.adapters.collector:CollectorConnector",
-    "openai_chat": "connectors.adapters.openai_chat:OpenAIChatConnector",
-    "deepseek": "connectors.adapters.deepseek:DeepSeekConnector",
-    "kimi": "connectors.adapters.kimi:KimiConnector",
-    "anthropic": "connectors.adapters.anthropic:AnthropicConnector",
-    "gemini": "connectors.adapters.gemini:GeminiConnector",
-    "perplexity": "connectors.adapters.perplexity:PerplexityConnector",
-    "doubao": "connectors.adapters.doubao:DoubaoConnector",
-    "qwen": "connectors.adapters.qwen:QwenConnector",
-    "ollama": "connectors.adapters.ollama:OllamaConnector",
-}
+from .platforms import PLATFORMS
 
 
 class UnknownPlatform(LookupError):
@@ -44,13 +31,13 @@ class UnknownPlatform(LookupError):
 
 
 def known_platforms() -> list[str]:
-    return sorted(ADAPTERS)
+    return sorted(PLATFORMS)
 
 
 @cache
 def adapter_class(platform: str) -> type[Connector]:
     try:
-        module_name, class_name = ADAPTERS[platform].split(":")
+        module_name, class_name = PLATFORMS[platform].adapter.split(":")
     except KeyError:
         raise UnknownPlatform(
             f"unknown platform {platform!r} (known: {', '.join(known_platforms())})"

@@ -20,16 +20,12 @@ from pathlib import Path
 
 import redis
 
-from connectors.registry import known_platforms
+from connectors.platforms import worker_queues
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ALL_QUEUES: tuple[str, ...] = (
-    *(f"platform.{p}" for p in known_platforms()),
-    "evidence",
-    "analysis",
-    "default",
-)
+# Every queue the deployment publishes to (connectors/platforms.py).
+ALL_QUEUES: tuple[str, ...] = worker_queues()
 
 
 def worker_command(

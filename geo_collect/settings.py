@@ -17,6 +17,9 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+# Plain data, no Django: the one declaration of every platform.
+from connectors.platforms import PLATFORMS, default_models, default_token_prices
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GEO_VAR_DIR", BASE_DIR / "var"))
 
@@ -70,7 +73,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc as local static files (no CDN)
     "sampling",
-    "connectors",
     "evidence",
     "analysis",
     "billing",
@@ -78,6 +80,11 @@ INSTALLED_APPS = [
     "console",
     "ops",
     "api",
+    # Not production: the platform simulator and the demo that runs the product against it
+    # (their commands `simulator` and `demo`). No production module imports them
+    # (pyproject.toml, import-linter).
+    "simulator",
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -303,19 +310,7 @@ SPECTACULAR_SETTINGS = {
 
 # Model per platform: configuration, overridable with GEO_<PLATFORM>_MODEL. Never an alias map
 # in code; the vendors retire names on their own schedule.
-GEO_PLATFORM_MODELS: dict[str, str] = {
-    "openai": "gpt-4.1-mini",
-    "openai_chat": "gpt-4o-mini-search-preview",
-    "anthropic": "claude-sonnet-4-5",
-    "gemini": "gemini-2.5-flash",
-    "perplexity": "sonar",
-    "deepseek": "deepseek-chat",
-    "kimi": "kimi-k2-turbo-preview",
-    "doubao": "doubao-seed-1-6",
-    "qwen": "qwen-plus",
-    "ollama": "llama3.2",
-    "collector": "consumer-ui",
-}
+GEO_PLATFORM_MODELS: dict[str, str] = default_models()  # connectors/platforms.py
 
 # Per-platform connection settings, GEO_<PLATFORM>_<NAME> (platform key upper-cased): API_KEY,
 # BASE_URL, MODEL, TIMEOUT (seconds), EGRESS ("direct,http://proxy:3128": attempts alternate
@@ -328,7 +323,7 @@ PLATFORM_SETTING_NAMES = ("API_KEY", "BASE_URL", "MODEL", "TIMEOUT", "EGRESS", "
 def platform_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """{platform: {NAME: value}} for the GEO_<PLATFORM>_<NAME> variables set in `environ`."""
     found: dict[str, dict[str, str]] = {}
-    for platform in GEO_PLATFORM_MODELS:
+    for platform in PLATFORMS:
         prefix = f"GEO_{platform.upper()}_"
         given = {name: environ[prefix + name] for name in PLATFORM_SETTING_NAMES
                  if prefix + name in environ}  # fmt: skip
@@ -339,23 +334,13 @@ def platform_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
 
 GEO_PLATFORMS = platform_settings(os.environ)
 # What a model's tokens cost us, per model: minor units of `currency` per million tokens.
-# Defaults are the vendors' list prices when this table was written; override the whole table
-# with GEO_MODEL_PRICES (JSON of the same shape). Used to cost every direct-API attempt
-# (billing/costs.py); a model missing here is recorded with its tokens and no cost.
-GEO_MODEL_PRICES: dict[str, dict[str, Any]] = json.loads(
-    os.environ.get("GEO_MODEL_PRICES", "null")
-) or {
-    "gpt-4.1-mini": {"currency": "USD", "input": 40, "output": 160},
-    "gpt-4o-mini-search-preview": {"currency": "USD", "input": 15, "output": 60},
-    "claude-sonnet-4-5": {"currency": "USD", "input": 300, "output": 1500},
-    "gemini-2.5-flash": {"currency": "USD", "input": 30, "output": 250},
-    "sonar": {"currency": "USD", "input": 100, "output": 100},
-    "deepseek-chat": {"currency": "USD", "input": 27, "output": 110},
-    "kimi-k2-turbo-preview": {"currency": "CNY", "input": 800, "output": 5800},
-    "doubao-seed-1-6": {"currency": "CNY", "input": 80, "output": 800},
-    "qwen-plus": {"currency": "CNY", "input": 80, "output": 200},
-    "llama3.2": {"currency": "USD", "input": 0, "output": 0},
-}
+# Defaults: each platform's default model at its declared price (connectors/platforms.py, the
+# vendors' list prices when it was written); override the whole table with GEO_MODEL_PRICES
+# (JSON of the same shape). Used to cost every direct-API attempt (billing/costs.py); a model
+# missing here is recorded with its tokens and no cost.
+GEO_MODEL_PRICES: dict[str, dict[str, Any]] = (
+    json.loads(os.environ.get("GEO_MODEL_PRICES", "null")) or default_token_prices()
+)
 
 # A schedule slot handled later than this after its time was missed (the dispatcher was
 # down); the campaign's missed-slot policy decides (pipeline/schedules.py).

@@ -32,6 +32,7 @@ from django.db.models.functions import Now
 
 from billing.costs import book_pending_attempt_costs
 from billing.services import post_pending_captures
+from connectors.platforms import platform_queue
 from connectors.registry import get_connector
 from connectors.retry import OPERATIONS, RateLimit, RateLimiter
 from geo_collect.celery import app
@@ -60,7 +61,7 @@ def queue_for(*, step: str, platform: str) -> str:
     """One queue per platform for upstream calls, so a slow platform only slows itself;
     evidence and analysis have their own queues."""
     group = _STEP_KIND[step][1]
-    return f"platform.{platform}" if group == "upstream" else group
+    return platform_queue(platform) if group == "upstream" else group
 
 
 def _group_cap(group: str) -> int:

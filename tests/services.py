@@ -15,7 +15,7 @@ import pytest
 import redis
 from django.db import connection
 
-from connectors.simulator import SimulatorHandle, start_simulator
+from simulator import SimulatorHandle, start_simulator
 
 
 @contextmanager

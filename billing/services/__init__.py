@@ -53,7 +53,6 @@ from .prices import (
     DEEP_THINKING_MODE,
     DEFAULT_CURRENCY,
     DEFAULT_PRICE_VERSION,
-    DEFAULT_PRICES,
     QUOTE_VERSION,
     active_price_version,
     build_quote,
@@ -77,7 +76,6 @@ from .upstream import adjust_upstream_cost, record_upstream_cost
 __all__ = [
     "DEEP_THINKING_MODE",
     "DEFAULT_CURRENCY",
-    "DEFAULT_PRICES",
     "DEFAULT_PRICE_VERSION",
     "QUOTE_VERSION",
     "ZERO_DECIMAL_CURRENCIES",

@@ -15,6 +15,7 @@ from billing.models import (
     PriceComponent,
     PriceVersion,
 )
+from connectors.platforms import default_sample_prices
 from connectors.registry import UnknownPlatform, get_connector
 from sampling.models import Run, Sample
 
@@ -24,21 +25,6 @@ QUOTE_VERSION = 1
 DEEP_THINKING_MODE = "deep_thinking"
 DEFAULT_PRICE_VERSION = "default-2026-01"
 DEFAULT_CURRENCY = "USD"
-# USD cents per sample. Direct model APIs are cheap per question; the collector drives a
-# consumer UI through a provider that charges us per task (the simulator charges 20-60 cents).
-DEFAULT_PRICES: dict[str, dict[str, int]] = {
-    "openai": {"base": 5, "deep_thinking": 3, "screenshot": 10},
-    "openai_chat": {"base": 4, "deep_thinking": 3, "screenshot": 10},
-    "anthropic": {"base": 6, "deep_thinking": 4, "screenshot": 10},
-    "gemini": {"base": 4, "deep_thinking": 3, "screenshot": 10},
-    "perplexity": {"base": 5, "deep_thinking": 3, "screenshot": 10},
-    "deepseek": {"base": 2, "deep_thinking": 2, "screenshot": 10},
-    "kimi": {"base": 2, "deep_thinking": 2, "screenshot": 10},
-    "doubao": {"base": 2, "deep_thinking": 2, "screenshot": 10},
-    "qwen": {"base": 2, "deep_thinking": 2, "screenshot": 10},
-    "ollama": {"base": 1, "deep_thinking": 1, "screenshot": 10},
-    "collector": {"base": 80, "deep_thinking": 20, "screenshot": 10},
-}
 
 
 def create_price_version(
@@ -83,7 +69,7 @@ def ensure_default_price_version() -> PriceVersion:
         return create_price_version(
             name=DEFAULT_PRICE_VERSION,
             currency=DEFAULT_CURRENCY,
-            prices=DEFAULT_PRICES,
+            prices=default_sample_prices(),  # connectors/platforms.py
             effective_from=datetime(2026, 1, 1, tzinfo=UTC),
             note="default prices shipped with the product (USD cents)",
         )

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from connectors.adapters.collector import CollectorConnector
-from connectors.simulator import SimulatorHandle, start_simulator
-from connectors.simulator.content import DEFAULT_WORLD
+from simulator import SimulatorHandle, start_simulator
+from simulator.content import DEFAULT_WORLD
 
 from .contract import BY_ID, connector_factory
 

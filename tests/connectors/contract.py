@@ -27,7 +27,7 @@ from connectors.adapters.perplexity import PerplexityConnector
 from connectors.adapters.qwen import QwenConnector
 from connectors.base import ErrorClass, SampleRequest, UpstreamError
 from connectors.retry import RetryPolicy
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 # The retry policy the contract tests judge classified errors by.
 POLICY = RetryPolicy(max_attempts=3, base=0.5, max_delay=10, max_total_seconds=60)

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from connectors.adapters.anthropic import AnthropicConnector
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import cite_everything, sample, upstream_error
 

@@ -17,8 +17,8 @@ from connectors.adapters.collector import (
     verify_callback_signature,
 )
 from connectors.base import ErrorClass, SubmitOutcome, UpstreamError
-from connectors.simulator import SimulatorHandle
-from connectors.simulator.png import png_size
+from simulator import SimulatorHandle
+from simulator.png import png_size
 from tests.services import QuietHandler, loopback_server
 
 from .contract import CITED_WORLD, sample

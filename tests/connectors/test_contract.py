@@ -19,7 +19,7 @@ import requests
 from connectors.base import ErrorClass, NormalizedResult
 from connectors.errors import request_id_from
 from connectors.retry import REVIEW, VERIFY
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import (
     PLATFORMS,

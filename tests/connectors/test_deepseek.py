@@ -8,7 +8,7 @@ from collections.abc import Callable
 import requests
 
 from connectors.adapters.deepseek import DeepSeekConnector
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import sample
 

@@ -9,7 +9,7 @@ import requests
 
 from connectors.adapters.doubao import RESPONSES_PATH, DoubaoConnector
 from connectors.base import ErrorClass
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import POLICY, responses_json, sample
 

@@ -90,7 +90,7 @@ def write_fixtures(platform: str) -> None:
     NONSTREAM says how to ask for one) and re-derive every expected result of the platform.
     Captures that need a special simulator profile (kimi's round_limit) are kept as they are."""
     from connectors.base import ConnectorConfig
-    from connectors.simulator import start_simulator
+    from simulator import start_simulator
 
     folder = FIXTURES / platform
     cls = adapter_class(platform)

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from connectors.adapters.gemini import GeminiConnector
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import cite_everything, sample
 

@@ -18,7 +18,7 @@ from connectors.adapters.kimi import (
 )
 from connectors.base import ErrorClass, UpstreamError
 from connectors.retry import VERIFY
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import POLICY, cite_everything, result_in, sample, upstream_error
 

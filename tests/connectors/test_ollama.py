@@ -11,7 +11,7 @@ import requests
 
 from connectors.adapters.ollama import PATH, OllamaConnector
 from connectors.base import ErrorClass, UpstreamError
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import sample
 

@@ -12,7 +12,7 @@ import requests
 
 from connectors.adapters.openai_chat import OpenAIChatConnector, chat_path
 from connectors.base import ErrorClass, UpstreamError
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import POLICY, cite_everything, sample
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from connectors.adapters.openai_responses import OpenAIResponsesConnector
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import responses_json, sample
 

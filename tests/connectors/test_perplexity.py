@@ -12,7 +12,7 @@ import requests
 from connectors.adapters.perplexity import PerplexityConnector
 from connectors.base import ErrorClass, NormalizedResult, UpstreamError
 from connectors.citations import claim_span_before_marker, find_markers, span_before_marker
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import cite_everything, sample
 

@@ -11,7 +11,7 @@ import requests
 
 from connectors.adapters.qwen import PATH, QwenConnector
 from connectors.base import ErrorClass
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .contract import cite_everything, sample
 

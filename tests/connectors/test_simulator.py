@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import requests
 
-from connectors.simulator import SimulatorHandle, start_simulator
-from connectors.simulator.png import png_size, screenshot_png
+from simulator import SimulatorHandle, start_simulator
+from simulator.png import png_size, screenshot_png
 
 
 def _ask(base_url: str, question: str) -> dict:

@@ -11,8 +11,8 @@ import pytest
 
 from connectors.adapters.openai_responses import OpenAIResponsesConnector
 from connectors.base import ConnectorConfig, ErrorClass, UpstreamError
-from connectors.simulator import SimulatorHandle
 from connectors.transport import HttpTransport, choose_egress, egress_label, header_safe
+from simulator import SimulatorHandle
 from tests.services import QuietHandler, loopback_server
 
 from .contract import sample

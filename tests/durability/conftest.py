@@ -22,7 +22,6 @@ import redis
 from django.conf import settings as django_settings
 from django.core.management import call_command
 
-from connectors.simulator import SimulatorHandle
 from geo_collect.logs import messages
 from geo_collect.processes import (
     ALL_QUEUES,
@@ -34,6 +33,7 @@ from geo_collect.processes import (
 from pipeline.dispatch import dispatch_once
 from pipeline.invariants import check_all
 from sampling.models import Run, Sample
+from simulator import SimulatorHandle
 from tests.conftest import launch_funded, make_campaign_data
 from tests.services import broker_url, database_url, empty_broker, simulator_fixture
 

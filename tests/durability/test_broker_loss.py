@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from connectors.simulator import SimulatorHandle
 from geo_collect.processes import redis_answers, redis_server_command
 from sampling.models import Sample
+from simulator import SimulatorHandle
 
 from .conftest import (
     COLLECTOR,

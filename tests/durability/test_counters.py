@@ -10,13 +10,13 @@ import pytest
 from django.db import connection
 
 from analysis.reports import ReportIntegrityError, build_run_report
-from connectors.simulator import SimulatorHandle
 from pipeline.invariants import check_all
 from pipeline.launch import launch_run
 from sampling import counters
 from sampling.models import Run, Sample
 from sampling.selectors import platform_statuses, run_status
 from sampling.services import save_campaign
+from simulator import SimulatorHandle
 from tests.conftest import fund_tenant, make_campaign_data, spec_with_tenant
 from tests.inprocess import drive_in_process
 

@@ -14,9 +14,9 @@ import redis
 from django.conf import settings as django_settings
 
 from analysis.models import Mention
-from connectors.simulator import SimulatorHandle
 from evidence.models import Capture, EvidenceObject
 from sampling.models import Attempt, OutboxMessage, Run, Sample
+from simulator import SimulatorHandle
 
 from .conftest import (
     COLLECTOR,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectors.simulator import SimulatorHandle
 from sampling.models import Sample
+from simulator import SimulatorHandle
 
 from .conftest import (
     ANTHROPIC,

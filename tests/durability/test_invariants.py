@@ -13,10 +13,10 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from analysis.models import Mention
-from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
 from pipeline.invariants import CHECKS, Violation, check_all
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
+from simulator import SimulatorHandle
 from tests.inprocess import drive_in_process
 
 from .conftest import COLLECTOR, OPENAI, launch

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
 from pipeline.tasks import execute_step
 from sampling.leases import claim_ready
 from sampling.models import Attempt, Sample, StaleWrite
+from simulator import SimulatorHandle
 
 from . import conftest as rig
 

@@ -10,11 +10,11 @@ import pytest
 from django.conf import settings
 
 from billing.selectors import run_billing
-from connectors.simulator.core import SimulatorHandle
 from geo_collect.processes import start_worker, stop_worker
 from pipeline.dispatch import dispatch_once
 from sampling.models import OutboxMessage
 from sampling.selectors import Status, run_status
+from simulator.core import SimulatorHandle
 from tests.services import broker_url, database_url, empty_broker, simulator_fixture
 
 

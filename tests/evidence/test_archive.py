@@ -10,11 +10,11 @@ import pytest
 from PIL import Image
 
 from connectors.base import Attachment
-from connectors.simulator import SimulatorHandle
 from evidence import services
 from evidence.models import Capture, EvidenceObject
 from evidence.storage import evidence_storage
 from sampling.models import Sample
+from simulator import SimulatorHandle
 from tests.evidence.helpers import COLLECTOR, OPENAI, collected_run, record_result, result
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,9 @@ import requests
 from django.test import Client
 from django.urls import reverse
 
-from connectors.simulator import SimulatorHandle
 from evidence.models import EvidenceObject
 from sampling.models import Sample, Tenant
+from simulator import SimulatorHandle
 from tests.evidence.helpers import COLLECTOR, collected_run, user
 
 pytestmark = pytest.mark.django_db

@@ -14,9 +14,9 @@ from django.urls import reverse
 from analysis.report_exports import report_html
 from analysis.reports import build_run_report
 from connectors.base import Attachment
-from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
 from sampling.models import Sample
+from simulator import SimulatorHandle
 from tests.evidence.helpers import OPENAI, analyse, record_result, result
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
 from sampling.models import Sample
+from simulator import SimulatorHandle
 from tests.conftest import launch_funded, make_campaign_data
 from tests.inprocess import drive_in_process
 from tests.services import simulator_fixture

@@ -8,9 +8,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from connectors.simulator import SimulatorHandle
 from evidence.models import ReviewDecision
 from sampling.models import Sample
+from simulator import SimulatorHandle
 from tests.evidence.helpers import OPENAI, analyse, collected_run, record_result, result, user
 
 pytestmark = pytest.mark.django_db

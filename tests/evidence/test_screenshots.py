@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
 from evidence.screenshots import (
     ScreenshotUnavailable,
@@ -18,6 +17,7 @@ from evidence.screenshots import (
     render_answer_page,
 )
 from sampling.models import Sample
+from simulator import SimulatorHandle
 from tests.evidence.helpers import OPENAI, collected_run, record_result, result
 from tests.services import QuietHandler, loopback_server
 

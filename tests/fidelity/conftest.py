@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from connectors.simulator import SimulatorHandle, start_simulator
+from simulator import SimulatorHandle, start_simulator
 
 
 @pytest.fixture(scope="module")

@@ -32,8 +32,8 @@ from connectors.base import (
     UpstreamError,
 )
 from connectors.registry import adapter_class
-from connectors.simulator import SimulatorHandle
 from connectors.transport import HttpTransport
+from simulator import SimulatorHandle
 
 API_KEY = "sk-fidelity-key"
 HOP_BY_HOP = frozenset({"transfer-encoding", "content-length", "connection", "keep-alive"})

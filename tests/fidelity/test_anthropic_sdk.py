@@ -7,7 +7,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .harness import Cited, EventsView, Scenario, Trial, chat_request, each_scenario, sdk_verdict
 

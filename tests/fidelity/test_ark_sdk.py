@@ -12,7 +12,7 @@ from typing import Any
 import volcenginesdkarkruntime as ark
 from volcenginesdkarkruntime import _exceptions as ark_errors
 
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .harness import Cited, Scenario, Trial, each_scenario, sdk_verdict, set_fields
 

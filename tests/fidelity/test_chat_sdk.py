@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .harness import ChunksView, Cited, Scenario, Trial, chat_request, each_scenario, sdk_verdict
 

@@ -14,7 +14,7 @@ from typing import Any
 import dashscope
 import pytest
 
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .harness import (
     API_KEY,

@@ -16,7 +16,7 @@ from google import genai
 from google.genai import errors, types
 
 from connectors.errors import parse_duration_seconds
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .harness import API_KEY, Cited, Scenario, Trial, each_scenario, sdk_verdict
 

@@ -16,7 +16,7 @@ import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .harness import SCENARIOS, Scenario, Trial, sdk_verdict, set_fields
 

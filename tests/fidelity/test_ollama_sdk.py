@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import httpx
 import ollama
 
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .harness import API_KEY, Scenario, Trial, each_scenario, sdk_verdict, set_fields
 

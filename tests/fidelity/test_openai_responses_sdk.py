@@ -6,7 +6,7 @@ from typing import Any
 
 import openai
 
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .harness import API_KEY, Cited, EventsView, Scenario, Trial, each_scenario, sdk_verdict
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import perplexity
 
-from connectors.simulator import SimulatorHandle
+from simulator import SimulatorHandle
 
 from .harness import (
     CITATION_MARKER,

@@ -16,10 +16,10 @@ from openai.types.responses import response_create_params
 
 from connectors.base import ErrorClass
 from connectors.errors import classify_http_error
-from connectors.simulator import SimulatorHandle
-from connectors.simulator.platforms.anthropic import MESSAGES_FIELDS
-from connectors.simulator.platforms.openai_chat import CHAT_FIELDS
-from connectors.simulator.platforms.openai_responses import RESPONSES_FIELDS
+from simulator import SimulatorHandle
+from simulator.platforms.anthropic import MESSAGES_FIELDS
+from simulator.platforms.openai_chat import CHAT_FIELDS
+from simulator.platforms.openai_responses import RESPONSES_FIELDS
 
 from .harness import Recorder, client_options
 

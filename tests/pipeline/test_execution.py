@@ -38,7 +38,6 @@ from connectors.base import (
     SubmitOutcome,
     UpstreamError,
 )
-from connectors.simulator.png import screenshot_png
 from evidence.models import Capture
 from evidence.services import decide_review
 from geo_collect.settings import platform_settings
@@ -58,6 +57,7 @@ from sampling.models import (
     SubmissionState,
 )
 from sampling.transitions import ReviewNotAllowed
+from simulator.png import screenshot_png
 from tests.conftest import launch_funded, make_campaign_data
 
 pytestmark = pytest.mark.django_db

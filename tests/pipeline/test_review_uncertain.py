@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from connectors.simulator import SimulatorHandle
 from geo_collect.settings import platform_settings
 from pipeline.invariants import check_all
 from pipeline.review import NotResolvable, Resolution, resolve_uncertain
 from sampling.models import Attempt, Run, Sample
 from sampling.selectors import run_status
+from simulator import SimulatorHandle
 from tests.conftest import launch_funded, make_campaign_data
 from tests.inprocess import drive_in_process
 from tests.services import upstream_simulator

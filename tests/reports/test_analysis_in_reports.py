@@ -11,9 +11,9 @@ from django.db.models.functions import Now
 from analysis.models import AnalysisRevision, Mention
 from analysis.reports import ReportIntegrityError, build_run_report
 from analysis.services import reanalyse_samples, start_reanalysis
-from connectors.simulator import SimulatorHandle
 from evidence.models import Capture
 from sampling.models import Run, Sample
+from simulator import SimulatorHandle
 from tests.factories import capture_row
 from tests.reports.conftest import collected_run
 

@@ -15,8 +15,8 @@ from django.db.models import F
 
 from analysis.report_exports import report_csv, report_html, report_xlsx
 from analysis.reports import build_run_report
-from connectors.simulator import SimulatorHandle
 from sampling.models import Run
+from simulator import SimulatorHandle
 from tests.reports.conftest import collected_run
 
 pytestmark = pytest.mark.django_db

@@ -15,10 +15,10 @@ from django.test.utils import CaptureQueriesContext
 from analysis.models import Mention
 from analysis.reports import build_run_report
 from analysis.services import reanalyse_samples, start_reanalysis
-from connectors.simulator import SimulatorHandle
 from evidence.models import Capture, Citation
 from sampling.counters import run_param
 from sampling.models import Sample
+from simulator import SimulatorHandle
 from tests.evidence.helpers import record_result, result
 from tests.reports.conftest import collected_run
 

@@ -9,10 +9,10 @@ import pytest
 from analysis.models import Mention
 from analysis.reports import ReportIntegrityError, build_run_report
 from analysis.stats import rate
-from connectors.simulator import SimulatorHandle
 from evidence.models import Citation
 from sampling.models import Run, Sample
 from sampling.selectors import Status
+from simulator import SimulatorHandle
 from tests.reports.conftest import collected_run
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from connectors.simulator import make_server
-from connectors.simulator.platforms import PROTOCOLS
+from simulator import make_server
+from simulator.platforms import served_platforms
 
 
 def _load_json(path: str | None) -> Any:
@@ -40,7 +40,7 @@ class Command(BaseCommand):
         )
         host, port = server.server_address[:2]
         self.stdout.write(f"simulator on http://{host!s}:{port} (seed {options['seed']})")
-        for platform in sorted(PROTOCOLS):
+        for platform in served_platforms():
             self.stdout.write(f"  {platform}: http://{host!s}:{port}/{platform}")
         try:
             server.serve_forever()

@@ -26,7 +26,6 @@ from analysis.report_exports import render_report
 from analysis.reports import build_run_report
 from billing.selectors import run_billing
 from billing.services import ensure_default_price_version, top_up
-from connectors.simulator import start_simulator
 from geo_collect.processes import (
     ManagedProcess,
     Stalled,
@@ -39,8 +38,9 @@ from sampling.models import Run, Tenant
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.selectors import Status, last_sample_change, run_status
 from sampling.services import save_campaign
+from simulator import start_simulator
 
-DEMO_CAMPAIGN = Path(settings.BASE_DIR) / "demo" / "campaign.json"
+DEMO_CAMPAIGN = Path(__file__).resolve().parents[2] / "campaign.json"
 PROGRESS_EVERY_SECONDS = 5.0
 DEMO_CREDIT = 1_000_000  # minor units topped up for the demo tenant
 

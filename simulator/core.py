@@ -1,7 +1,7 @@
 """The simulator core: HTTP server, routing, seeded randomness, stats and control endpoints.
 
-Routing: `/<platform>/<real path>` goes to the protocol registered for `<platform>` in
-`platforms/__init__.py`; `/_sim/...` is the control API:
+Routing: `/<platform>/<real path>` goes to the protocol its declaration names
+(connectors/platforms.py, `Platform.simulator`); `/_sim/...` is the control API:
     GET  /_sim/health
     POST /_sim/config   {"seed": int, "world": [...] | {...}, "profile": {...}} (all optional)
     POST /_sim/script   {"faults": [script entries], "replace": false}
@@ -34,7 +34,7 @@ from .faults import (
     validate_profile,
 )
 from .judge import is_judge_prompt, judge_reply
-from .platforms import PROTOCOLS, protocol_class
+from .platforms import protocol_class, serves
 from .protocol import PlatformProtocol, SimRequest, SimResponse
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class Simulator:
 
     # --- what protocols call ------------------------------------------------------------
     def protocol(self, platform: str) -> PlatformProtocol | None:
-        if platform not in PROTOCOLS:
+        if not serves(platform):
             return None
         with self.lock:
             if platform not in self._protocols:
