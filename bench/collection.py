@@ -156,7 +156,7 @@ def _requests(run: Any) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
     """The exact requests the product's connector sends for the run's samples."""
     from connectors.base import SampleRequest
     from connectors.registry import get_connector
-    from pipeline.execution import frozen_model
+    from sampling.snapshots import RunConfig
 
     connector = get_connector(PLATFORM)
     url = f"{connector.config.base_url}/v1/responses"
@@ -173,7 +173,7 @@ def _requests(run: Any) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
             device=sample.device,
             region=sample.region,
             mode=sample.mode,
-            model=frozen_model(run, PLATFORM),
+            model=RunConfig.of(run).model_for(PLATFORM),
         )
         out.append((url, connector.request_body(request), headers))  # type: ignore[attr-defined]
     return out
