@@ -67,6 +67,7 @@ from django.db import transaction
 from sampling import counters
 from sampling.models import QuestionRevision, Run
 from sampling.selectors import run_status
+from sampling.snapshots import RunConfig
 
 from .evidence_summary import EvidenceSummary, evidence_summaries
 from .models import AnalysisRevision
@@ -272,7 +273,7 @@ def _mentioned_by_mention_rows(sentiment: list[SentimentStat], brand: str) -> in
 def _verify(
     run: Run, groups: Groups, revision: AnalysisRevision | None, sentiment: list[SentimentStat]
 ) -> list[Check]:
-    brand = run.config_snapshot["brand"]["name"]
+    brand = RunConfig.of(run).brand.name
     planned = run.planned_samples
     status = run_status(run_id=run.pk)
     differences = _counter_differences(run, groups)
@@ -437,10 +438,10 @@ class _Checked:
 
 
 def _checked_metrics(run: Run, revision: AnalysisRevision | None) -> _Checked:
-    snapshot = run.config_snapshot
-    brand = snapshot["brand"]["name"]
-    entities = [brand, *(c["name"] for c in snapshot.get("competitors", []))]
-    domains = list(snapshot["brand"].get("domains", []))
+    config = RunConfig.of(run)
+    brand = config.brand.name
+    entities = config.entity_names
+    domains = list(config.brand.domains)
     revision_id = revision.pk if revision else None
     groups = run_groups(run.pk, revision_id, brand, domains, SENTIMENTS)
     sentiment = sentiment_distribution(groups.sentiments, entities) if revision else []
@@ -477,7 +478,7 @@ def _trend(run: Run, current: Metrics) -> list[TrendPoint]:
             "-created_at"
         )[:TREND_RUNS]
     )
-    brand = run.config_snapshot["brand"]["name"]
+    brand = RunConfig.of(run).brand.name
     points = []
     for past in reversed(runs):
         metrics = (
@@ -538,17 +539,16 @@ def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | N
     run = Run.objects.select_related("campaign", "tenant").get(pk=run_id)
     chosen = _revision(run, revision)
     checked = _checked_metrics(run, chosen)
-    snapshot = run.config_snapshot
-    brand = snapshot["brand"]["name"]
-    competitors = [c["name"] for c in snapshot.get("competitors", [])]
+    config = RunConfig.of(run)
+    competitors = [c.name for c in config.competitors]
     status = run_status(run_id=run.pk)
     return RunReport(
         run_id=str(run.pk),
         tenant=run.tenant.slug,
         campaign=run.campaign.name,
-        brand=brand,
+        brand=config.brand.name,
         competitors=competitors,
-        brand_domains=list(snapshot["brand"].get("domains", [])),
+        brand_domains=list(config.brand.domains),
         created_at=run.created_at,
         finished_at=run.finished_at,
         outcome=status.outcome.value,

@@ -17,6 +17,7 @@ from evidence.models import Capture
 from sampling.models import Run, Sample
 from sampling.plainsql import insert_rows
 from sampling.services import enqueue_outbox
+from sampling.snapshots import RunConfig
 
 from .analysers import get_analyser
 from .mentions import Entity
@@ -114,17 +115,19 @@ def _insert_unless_stored(result: AnalysisResult) -> bool:
 
 
 def entities_from_snapshot(
-    snapshot: dict[str, Any], ambiguous_words: dict[str, list[str]] | None = None
+    config: RunConfig, ambiguous_words: dict[str, list[str]] | None = None
 ) -> list[Entity]:
+    """The run's frozen entities, with the words the revision marked ambiguous (else those
+    the snapshot carries)."""
     marked = ambiguous_words or {}
     return [
         Entity(
-            name=e["name"],
-            aliases=tuple(e.get("aliases", ())),
-            domains=tuple(e.get("domains", ())),
-            ambiguous_words=tuple(marked.get(e["name"], e.get("ambiguous_words", ()))),
+            name=e.name,
+            aliases=e.aliases,
+            domains=e.domains,
+            ambiguous_words=tuple(marked.get(e.name, e.ambiguous_words or ())),
         )
-        for e in [snapshot["brand"], *snapshot.get("competitors", [])]
+        for e in config.entities
     ]
 
 
@@ -209,11 +212,11 @@ def derive(
     """The rows an analysis of this capture gives, unsaved, with the run's frozen campaign
     and the revision's frozen settings. No writes; an LLM judge calls its platform here, so
     never call this inside a transaction."""
-    snapshot = revision.run.config_snapshot
+    config = RunConfig.of(revision.run)
     validity = classify_answer(capture.answer_text, collection_state=capture.collection_state)
     info = analyser.info
     common = {"analyser": info.name, "analyser_version": info.version}
-    entities = entities_from_snapshot(snapshot, revision.ambiguous_words)
+    entities = entities_from_snapshot(config, revision.ambiguous_words)
     analysis = analyser.analyse(capture.answer_text, entities)
     result = AnalysisResult(
         revision=revision,
@@ -225,7 +228,7 @@ def derive(
         review_sentence=analysis.review_sentence,
         **common,
     )
-    brand = snapshot["brand"]["name"]
+    brand = config.brand.name
     mentions = [
         Mention(
             sample_id=sample.pk,

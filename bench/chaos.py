@@ -767,6 +767,7 @@ def report(chaos: Chaos, runs: list[Any], finished_in_time: bool, seconds: float
     from pipeline.invariants import check_all
     from sampling.models import Run, Sample, StaleWrite
     from sampling.selectors import run_status
+    from sampling.snapshots import RunConfig
 
     out = print
     failures: list[str] = list(chaos.problems)
@@ -791,7 +792,7 @@ def report(chaos: Chaos, runs: list[Any], finished_in_time: bool, seconds: float
         state = "finished" if fresh.finished_at else "waiting for review"
         waiting_review += fresh.finished_at is None
         out(
-            f"  {fresh.config_snapshot['campaign_name']:<18} {status.planned:>5} planned: "
+            f"  {RunConfig.of(fresh).campaign_name:<18} {status.planned:>5} planned: "
             f"{status.succeeded} succeeded, {status.failed} failed, {status.invalid} invalid, "
             f"{status.review} review, {status.pending} pending ({status.parked} parked) — {state}"
         )

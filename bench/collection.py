@@ -185,7 +185,7 @@ def _requests(run: Any) -> Requests:
     """The exact requests the product's connector sends for the run's samples."""
     from connectors.base import SampleRequest
     from connectors.registry import get_connector
-    from sampling.models import Run
+    from sampling.snapshots import RunConfig
 
     connector = get_connector(PLATFORM)
     url = f"{connector.config.base_url}/v1/responses"
@@ -193,9 +193,8 @@ def _requests(run: Any) -> Requests:
         "Authorization": f"Bearer {connector.config.api_key}",
         "Accept": "text/event-stream",
     }
-    # The model the run froze at launch, read from the stored snapshot itself.
-    snapshot = Run.objects.values_list("config_snapshot", flat=True).get(pk=run.pk) or {}
-    model = snapshot.get("models", {}).get(PLATFORM)
+    # The model the run froze at launch.
+    model = RunConfig.of(run).model_for(PLATFORM)
     out = []
     for sample in run.samples.select_related("question_revision").order_by("pk"):
         request = SampleRequest(

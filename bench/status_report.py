@@ -121,13 +121,20 @@ def _campaign(name: str) -> Any:
 def _run(campaign: Any, n: int) -> Any:
     from analysis.models import AnalysisRevision
     from sampling.models import Run
+    from sampling.snapshots import EntitySnapshot, RunConfig
 
-    snapshot = {
-        "brand": {"name": BRAND, "aliases": [], "domains": ["acme.com"]},
-        "competitors": [{"name": c, "aliases": [], "domains": []} for c in COMPETITORS],
-    }
+    config = RunConfig(
+        tenant=campaign.tenant.slug,
+        campaign_id=campaign.pk,
+        campaign_name=campaign.name,
+        brand=EntitySnapshot(name=BRAND, domains=("acme.com",)),
+        competitors=tuple(EntitySnapshot(name=c) for c in COMPETITORS),
+    )
     run = Run.objects.create(
-        tenant=campaign.tenant, campaign=campaign, config_snapshot=snapshot, planned_samples=n
+        tenant=campaign.tenant,
+        campaign=campaign,
+        config_snapshot=config.to_json(),
+        planned_samples=n,
     )
     revision = AnalysisRevision.objects.create(
         run=run, number=1, analyser="rules", analyser_version="bench-fixture", expected=n

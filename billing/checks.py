@@ -13,6 +13,8 @@ from django.db import connection
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce
 
+from sampling.snapshots import Quote
+
 from .ledger_chain import verify_chain
 from .models import (
     Account,
@@ -185,11 +187,11 @@ def verify_ledger() -> LedgerReport:
             )["t"]
             or 0
         )
-        quote = run.quote_snapshot or {}
-        if reserved != int(quote.get("estimated_max") or 0):
+        quote = Quote.of(run)
+        if reserved != (quote.estimated_max if quote else 0):
             v.append(
                 f"run {run.pk}: reserved {reserved} != quote estimated_max "
-                f"{quote.get('estimated_max')}"
+                f"{quote.estimated_max if quote else None}"
             )
         settled = SampleSettlement.objects.filter(run=run).aggregate(
             c=Sum("captured"), r=Sum("released")

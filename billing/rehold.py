@@ -16,9 +16,11 @@ from uuid import UUID
 from django.db.models import F
 
 from sampling.models import Run
+from sampling.snapshots import Quote
 
 from .models import Account, EntryKind, JournalEntry, SampleSettlement, SettlementReason
 from .services import (
+    BillingError,
     InsufficientBalance,
     InsufficientFunds,
     available_account,
@@ -48,7 +50,10 @@ def rehold_released(
     total = sum(shares.values())
     if total == 0:
         return None
-    currency = (run.quote_snapshot or {})["currency"]
+    quote = Quote.of(run)
+    if quote is None:
+        raise BillingError(f"run {run.pk} has no quote to hold its released shares by")
+    currency = quote.currency
     hold = hold_account(run, currency)
     Account.objects.select_for_update().filter(pk=hold.pk).first()
     digest = hashlib.sha256(",".join(map(str, sorted(shares))).encode()).hexdigest()[:24]

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
 from sampling.models import Run, Sample, SubmissionState, Tenant
+from sampling.snapshots import Quote
 
 from .models import Account, AccountKind, EntryKind, Posting, SampleSettlement, SettlementReason
 
@@ -156,7 +157,7 @@ def snapshot() -> Iterator[None]:
 
 def _run_billing(*, run_id: UUID | str, scan_samples: bool) -> RunBilling:
     run = Run.objects.get(pk=run_id)
-    quote = run.quote_snapshot or {}
+    quote = Quote.of(run) or Quote()
     settlements = SampleSettlement.objects.filter(run=run)
 
     def released(reason: str) -> int:
@@ -176,9 +177,9 @@ def _run_billing(*, run_id: UUID | str, scan_samples: bool) -> RunBilling:
         costs[row["account__currency"]] = int(row["t"])
     return RunBilling(
         run_id=str(run.pk),
-        currency=quote.get("currency"),
-        price_version=quote.get("price_version"),
-        estimated_max=int(quote.get("estimated_max") or 0),
+        currency=quote.currency or None,
+        price_version=quote.price_version or None,
+        estimated_max=quote.estimated_max,
         reserved=_sum(
             Posting.objects.filter(
                 entry__run=run, entry__kind=EntryKind.RESERVE, account__kind=AccountKind.HOLD

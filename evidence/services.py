@@ -15,6 +15,7 @@ from connectors.base import NormalizedResult
 from connectors.registry import adapter_class
 from sampling.models import CollectionState, Sample
 from sampling.plainsql import insert_rows
+from sampling.snapshots import RunConfig
 from sampling.transitions import ReviewNotAllowed, decide_analysis_review
 
 from .domains import registrable_domain
@@ -242,7 +243,7 @@ def reparse_sample(*, sample_id: int) -> tuple[Capture, NormalizedResult]:
     result.upstream_id = result.upstream_id or source.capture.upstream_id
     archived = archive_objects(
         result=result,
-        tenant=sample.run.config_snapshot["tenant"],
+        tenant=RunConfig.of(sample.run).tenant,
         run_id=str(sample.run_id),
         sample_id=sample_id,
         revision=next_revision(sample_id=sample_id),
@@ -275,7 +276,7 @@ def store_screenshot(*, sample_id: int, capture_id: int, png: bytes) -> list[Evi
 
     def key(kind: str) -> str:
         return object_key(
-            tenant=sample.run.config_snapshot["tenant"],
+            tenant=RunConfig.of(sample.run).tenant,
             run_id=str(sample.run_id),
             sample_id=sample_id,
             revision=capture.revision,

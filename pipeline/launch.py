@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
 
 from django.db import transaction
 
@@ -13,6 +13,7 @@ from connectors.registry import connector_config, get_connector
 from sampling.models import Campaign, Run
 from sampling.planning import CampaignSpec
 from sampling.services import campaign_as_spec, plan_run
+from sampling.snapshots import ProviderQuote
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ def launch_run(
     *,
     campaign: Campaign,
     submission_limit: int | None = None,
-    provider_quotes: dict[str, Any] | None = None,
+    provider_quotes: Mapping[str, ProviderQuote] | None = None,
 ) -> Run:
     """Freeze the campaign into a run, expand its samples and hold its quote.
 
@@ -38,16 +39,16 @@ def launch_run(
         provider_quotes = fetch_provider_quotes(campaign_as_spec(campaign=campaign))
     with transaction.atomic():
         run = plan_run(campaign=campaign, submission_limit=submission_limit)
-        billing.quote_and_reserve(run=run)
+        quote = billing.quote_and_reserve(run=run)
         if provider_quotes:
-            run.quote_snapshot = {**(run.quote_snapshot or {}), "provider_quotes": provider_quotes}
+            run.quote_snapshot = quote.with_provider_quotes(provider_quotes).to_json()
             Run.objects.filter(pk=run.pk).update(quote_snapshot=run.quote_snapshot)
     return run
 
 
-def fetch_provider_quotes(spec: CampaignSpec) -> dict[str, Any]:
+def fetch_provider_quotes(spec: CampaignSpec) -> dict[str, ProviderQuote]:
     """platform -> the provider's quote for the run's tasks on it (or why there is none)."""
-    quotes: dict[str, Any] = {}
+    quotes: dict[str, ProviderQuote] = {}
     per_target = len(spec.questions) * spec.repeats
     for platform in dict.fromkeys(t.platform for t in spec.targets):
         if connector_config(platform).base_url.endswith(UNCONFIGURED):
@@ -73,8 +74,15 @@ def fetch_provider_quotes(spec: CampaignSpec) -> dict[str, Any]:
             quote = connector.quote(requests)
         except UpstreamError as error:
             log.warning("provider quote for %s failed: %s", platform, error)
-            quotes[platform] = {"unavailable": f"{error.error_class.value}: {error.message}"}
+            quotes[platform] = ProviderQuote(
+                unavailable=f"{error.error_class.value}: {error.message}"
+            )
             continue
         if quote is not None:
-            quotes[platform] = quote.as_dict()
+            quotes[platform] = ProviderQuote(
+                quote_id=quote.quote_id,
+                currency=quote.currency,
+                total=quote.total,
+                tasks=len(quote.unit_costs),
+            )
     return quotes

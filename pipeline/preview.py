@@ -28,6 +28,7 @@ from billing.services import BillingError, format_amount, quote_groups
 from sampling.models import Campaign, Run
 from sampling.planning import CampaignSpec, PlanError
 from sampling.services import PlanPreview, campaign_as_spec, campaign_spec_data, preview_plan
+from sampling.snapshots import Quote
 
 from .launch import fetch_provider_quotes, launch_run
 
@@ -54,7 +55,7 @@ class Money:
 class LaunchPreview:
     spec: CampaignSpec
     plan: PlanPreview
-    quote: dict[str, Any] | None  # None when no price applies (quote_problem says why)
+    quote: Quote | None  # None when no price applies (quote_problem says why)
     quote_problem: str
     available: Money | None
 
@@ -62,7 +63,7 @@ class LaunchPreview:
     def estimated_max(self) -> Money | None:
         if self.quote is None:
             return None
-        return Money(int(self.quote["estimated_max"]), self.quote["currency"])
+        return Money(self.quote.estimated_max, self.quote.currency)
 
     @property
     def short_by(self) -> Money | None:
@@ -77,7 +78,7 @@ class LaunchPreview:
         return self.quote is not None and self.short_by is None
 
 
-def quote_for_spec(spec: CampaignSpec) -> dict[str, Any]:
+def quote_for_spec(spec: CampaignSpec) -> Quote:
     """The quote launch_run would freeze for this plan (same groups as its samples)."""
     per_target = len(spec.questions) * spec.repeats
     groups = sorted(
@@ -96,13 +97,13 @@ def preview_campaign(*, campaign: Campaign) -> LaunchPreview:
     """Raises PlanError when the campaign cannot be planned."""
     spec = campaign_as_spec(campaign=campaign)
     try:
-        quote: dict[str, Any] | None = quote_for_spec(spec)
+        quote: Quote | None = quote_for_spec(spec)
         problem = ""
     except BillingError as error:
         quote, problem = None, str(error)
     available = None
     if quote is not None:
-        currency = quote["currency"]
+        currency = quote.currency
         available = Money(available_balance(campaign.tenant, currency), currency)
     return LaunchPreview(
         spec=spec,
@@ -118,23 +119,24 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def our_quote(snapshot: dict[str, Any] | None) -> dict[str, Any]:
+def quote_fingerprint(quote: Quote | None) -> str:
     """The quote as previewed: a launch adds the providers' own quotes to its snapshot
-    (pipeline/launch.py), which are not part of what the operator agreed to pay."""
-    return {k: v for k, v in (snapshot or {}).items() if k != "provider_quotes"}
+    (pipeline/launch.py), which are not part of what the operator agreed to pay. The
+    fingerprint of its JSON, so tokens issued before these types existed still match."""
+    return fingerprint(quote.as_confirmed().to_json() if quote is not None else {})
 
 
 def plan_fingerprint(campaign: Campaign) -> str:
     return fingerprint(campaign_spec_data(campaign=campaign))
 
 
-def issue_launch_token(session: SessionBase, *, campaign: Campaign, quote: dict[str, Any]) -> str:
+def issue_launch_token(session: SessionBase, *, campaign: Campaign, quote: Quote) -> str:
     token = secrets.token_urlsafe(24)
     tokens = dict(session.get(TOKENS_KEY, {}))
     tokens[token] = {
         "campaign": campaign.pk,
         "plan": plan_fingerprint(campaign),
-        "quote": fingerprint(quote),
+        "quote": quote_fingerprint(quote),
         "run": None,
     }
     session[TOKENS_KEY] = dict(list(tokens.items())[-TOKENS_KEPT:])
@@ -184,7 +186,7 @@ def launch_once(session: SessionBase, *, campaign: Campaign, token: str) -> tupl
                 "Review the new plan below and confirm again."
             )
         run = launch_run(campaign=campaign, provider_quotes=quotes)
-        if fingerprint(our_quote(run.quote_snapshot)) != entry.get("quote"):
+        if quote_fingerprint(Quote.of(run)) != entry.get("quote"):
             # Rolls the run and its hold back: the operator agreed to another price.
             raise StalePreview(
                 "The price list changed after this preview; nothing was launched. "

@@ -22,7 +22,21 @@ from .models import (
     Run,
     Tenant,
 )
-from .planning import CampaignSpec, PlanError, batch_sizes, normalize_text, parse_campaign_spec
+from .planning import (
+    CampaignSpec,
+    EntitySpec,
+    PlanError,
+    batch_sizes,
+    normalize_text,
+    parse_campaign_spec,
+)
+from .snapshots import (
+    DroppedDuplicate,
+    EntitySnapshot,
+    QuestionSnapshot,
+    RunConfig,
+    TargetSnapshot,
+)
 
 
 @dataclass(frozen=True)
@@ -180,12 +194,12 @@ def plan_run(*, campaign: Campaign, submission_limit: int | None = None) -> Run:
     """
     spec = campaign_as_spec(campaign=campaign, submission_limit=submission_limit)
     revisions = _current_revisions(campaign, spec)
-    snapshot = _config_snapshot(campaign, spec, revisions)
+    config = _run_config(campaign, spec, revisions)
     with transaction.atomic():
         run = Run.objects.create(
             tenant=campaign.tenant,
             campaign=campaign,
-            config_snapshot=snapshot,
+            config_snapshot=config.to_json(),
             planned_samples=spec.sample_count,
             priority=spec.priority,
         )
@@ -205,36 +219,40 @@ def _current_revisions(campaign: Campaign, spec: CampaignSpec) -> list[QuestionR
     return [by_text[text] for text in spec.questions]
 
 
-def _config_snapshot(
+def _run_config(
     campaign: Campaign, spec: CampaignSpec, revisions: list[QuestionRevision]
-) -> dict[str, Any]:
-    return {
-        "snapshot_version": 1,
-        "tenant": spec.tenant,
-        "campaign_id": campaign.pk,
-        "campaign_name": spec.name,
-        "brand": spec.brand.as_dict(),
-        "competitors": [c.as_dict() for c in spec.competitors],
-        "questions": [
-            {
-                "revision_id": r.pk,
-                "question_id": r.question_id,
-                "revision_no": r.revision_no,
-                "text": r.text,
-            }
+) -> RunConfig:
+    return RunConfig(
+        tenant=spec.tenant,
+        campaign_id=campaign.pk,
+        campaign_name=spec.name,
+        brand=_entity(spec.brand),
+        competitors=tuple(_entity(c) for c in spec.competitors),
+        questions=tuple(
+            QuestionSnapshot(
+                revision_id=r.pk, question_id=r.question_id, revision_no=r.revision_no, text=r.text
+            )
             for r in revisions
-        ],
-        "targets": [t.as_dict() for t in spec.targets],
+        ),
+        targets=tuple(
+            TargetSnapshot(platform=t.platform, device=t.device, region=t.region, mode=t.mode)
+            for t in spec.targets
+        ),
         # The model per platform, frozen: every attempt of the run asks this one.
-        "models": {t.platform: configured_model(t.platform) for t in spec.targets},
-        "repeats": spec.repeats,
-        "screenshot_policy": spec.screenshot_policy,
-        "priority": spec.priority,
-        "submission_limits": spec.submission_limits,
-        "duplicates_dropped": [
-            {"row": d.row, "duplicate_of": d.duplicate_of, "text": d.text} for d in spec.duplicates
-        ],
-    }
+        models={t.platform: configured_model(t.platform) for t in spec.targets},
+        repeats=spec.repeats,
+        screenshot_policy=spec.screenshot_policy,
+        priority=spec.priority,
+        submission_limits=dict(spec.submission_limits),
+        duplicates_dropped=tuple(
+            DroppedDuplicate(row=d.row, duplicate_of=d.duplicate_of, text=d.text)
+            for d in spec.duplicates
+        ),
+    )
+
+
+def _entity(spec: EntitySpec) -> EntitySnapshot:
+    return EntitySnapshot(name=spec.name, aliases=spec.aliases, domains=spec.domains)
 
 
 def enqueue_outbox(

@@ -12,9 +12,10 @@ from rest_framework.response import Response
 
 from billing.services import BillingError, InsufficientFunds, format_amount
 from console.scope import allows, require_somewhere, tenants_where
-from pipeline.preview import StalePreview, issue_launch_token, preview_campaign
+from pipeline.preview import LaunchPreview, StalePreview, issue_launch_token, preview_campaign
 from sampling.models import Campaign
 from sampling.planning import PlanError
+from sampling.snapshots import Quote
 
 from .. import schema_docs as docs
 from ..base import ApiView, ScopedList, list_schema
@@ -97,7 +98,7 @@ class CampaignDetail(ApiView):
         return Response(CampaignSerializer(campaign).data)
 
 
-def preview_body(preview: Any) -> dict[str, Any]:
+def preview_body(preview: LaunchPreview) -> dict[str, Any]:
     plan, quote = preview.plan, preview.quote
     per_platform: dict[str, list[int]] = {}
     for platform, size in zip(plan.batch_platforms, plan.batches, strict=True):
@@ -114,11 +115,11 @@ def preview_body(preview: Any) -> dict[str, Any]:
         "quote": None
         if quote is None
         else {
-            "price_version": quote["price_version"],
-            "currency": quote["currency"],
-            "unit_prices": quote["unit_prices"],
-            "lines": quote["lines"],
-            "estimated_max": int(quote["estimated_max"]),
+            "price_version": quote.price_version,
+            "currency": quote.currency,
+            "unit_prices": quote.to_json()["unit_prices"],
+            "lines": [line.to_json() for line in quote.lines],
+            "estimated_max": quote.estimated_max,
             "estimated_max_display": str(preview.estimated_max),
         },
         "quote_problem": preview.quote_problem,
@@ -225,11 +226,12 @@ class CampaignLaunch(ApiView):
         except BillingError as error:
             raise Conflict(f"not launched: {error}") from None
         run = outcome.run
+        quote = Quote.of(run)
         body = {
             "run_id": str(run.pk),
             "samples": run.planned_samples,
             "batches": run.batches.count(),
-            "quote": run.quote_snapshot,
+            "quote": None if quote is None else quote.to_json(),
         }
         return Response(
             body, status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK

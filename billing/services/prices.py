@@ -18,10 +18,10 @@ from billing.models import (
 from connectors.platforms import default_sample_prices
 from connectors.registry import UnknownPlatform, get_connector
 from sampling.models import Run, Sample
+from sampling.snapshots import NO_SCREENSHOTS, QUOTE_VERSION, Quote, QuoteLine, RunConfig
 
 from .errors import BillingError, NoActivePrice, check_currency
 
-QUOTE_VERSION = 1
 DEEP_THINKING_MODE = "deep_thinking"
 DEFAULT_PRICE_VERSION = "default-2026-01"
 DEFAULT_CURRENCY = "USD"
@@ -98,7 +98,7 @@ def target_key(platform: str, device: str, region: str, mode: str) -> str:
     return f"{platform}|{device}|{region}|{mode}"
 
 
-def build_quote(*, run: Run, version: PriceVersion | None = None) -> dict[str, Any]:
+def build_quote(*, run: Run, version: PriceVersion | None = None) -> Quote:
     """The run's price, from its samples and one price version. Stored on the run; what the
     operator confirms, and what every later charge of the run is computed from."""
     groups = (
@@ -107,13 +107,13 @@ def build_quote(*, run: Run, version: PriceVersion | None = None) -> dict[str, A
         .annotate(n=Count("id"))
         .order_by("platform", "device", "region", "mode")
     )
-    policy = str(run.config_snapshot.get("screenshot_policy", "none"))
+    policy = RunConfig.of(run).screenshot_policy
     return quote_groups(groups=list(groups), screenshot_policy=policy, version=version)
 
 
 def quote_groups(
     *, groups: list[dict[str, Any]], screenshot_policy: str, version: PriceVersion | None = None
-) -> dict[str, Any]:
+) -> Quote:
     """The quote of sample counts per target ({platform, device, region, mode, n}, sorted):
     from a launched run's samples (build_quote) or from a plan not yet launched (the preview
     shows exactly what launch will freeze)."""
@@ -122,7 +122,7 @@ def quote_groups(
     for price in version.prices.all():
         unit_prices[price.platform][price.component] = price.amount
     policy = screenshot_policy
-    lines: list[dict[str, Any]] = []
+    lines: list[QuoteLine] = []
     missing: set[str] = set()
     shots: dict[str, bool] = {}
     for group in groups:
@@ -132,42 +132,42 @@ def quote_groups(
             missing.add(platform)
             continue
         if platform not in shots:
-            shots[platform] = policy != "none" and platform_takes_screenshots(platform)
+            shots[platform] = policy != NO_SCREENSHOTS and platform_takes_screenshots(platform)
         deep = group["mode"] == DEEP_THINKING_MODE
         unit = components["base"]
         unit += components.get(PriceComponent.DEEP_THINKING, 0) if deep else 0
         unit += components.get(PriceComponent.SCREENSHOT, 0) if shots[platform] else 0
         lines.append(
-            {
-                "target": target_key(platform, group["device"], group["region"], group["mode"]),
-                "platform": platform,
-                "deep_thinking": deep,
-                "screenshot": shots[platform],
-                "samples": group["n"],
-                "unit_price": unit,
-                "amount": unit * group["n"],
-            }
+            QuoteLine(
+                target=target_key(platform, group["device"], group["region"], group["mode"]),
+                platform=platform,
+                deep_thinking=deep,
+                screenshot=shots[platform],
+                samples=group["n"],
+                unit_price=unit,
+                amount=unit * group["n"],
+            )
         )
     if missing:
         raise NoActivePrice(
             f"price version {version.name!r} has no base price for platform(s) "
             f"{', '.join(sorted(missing))}"
         )
-    used = {line["platform"] for line in lines}
-    return {
-        "quote_version": QUOTE_VERSION,
-        "price_version": version.name,
-        "price_version_id": version.pk,
-        "currency": version.currency,
-        "unit_prices": {p: dict(sorted(unit_prices[p].items())) for p in sorted(used)},
-        "screenshot_policy": policy,
-        "lines": lines,
-        "samples": sum(line["samples"] for line in lines),
-        "estimated_max": sum(line["amount"] for line in lines),
-        "rules": (
+    used = {line.platform for line in lines}
+    return Quote(
+        quote_version=QUOTE_VERSION,
+        price_version=version.name,
+        price_version_id=version.pk,
+        currency=version.currency,
+        unit_prices={p: dict(sorted(unit_prices[p].items())) for p in sorted(used)},
+        screenshot_policy=policy,
+        lines=tuple(lines),
+        samples=sum(line.samples for line in lines),
+        estimated_max=sum(line.amount for line in lines),
+        rules=(
             "each sample's unit_price is held at launch; a completed sample is charged base "
             "(+ deep_thinking in that mode) (+ screenshot when one was archived), the rest of "
             "its share is released; failed, invalid and never-accepted cancelled samples are "
             "released in full"
         ),
-    }
+    )

@@ -27,6 +27,7 @@ from billing.models import (
 from billing.selectors import unsettled_samples
 from sampling.models import CollectionState, Run, Sample, SubmissionState
 from sampling.plainsql import insert_rows
+from sampling.snapshots import Quote, QuoteLine
 from sampling.transitions import PARSE_FAILED
 
 from .accounts import account_code, available_account, hold_account, revenue_account
@@ -40,27 +41,34 @@ log = logging.getLogger(__name__)
 SETTLE_CHUNK = 5000
 
 
-def _quote_line(quote: dict[str, Any], sample: Sample) -> dict[str, Any]:
+def _quote_line(quote: Quote, sample: Sample) -> QuoteLine:
     key = target_key(sample.platform, sample.device, sample.region, sample.mode)
-    for line in quote["lines"]:
-        if line["target"] == key:
-            return dict(line)
-    raise BillingError(f"run {sample.run_id} quote has no line for target {key}")
+    line = quote.line_for(key)
+    if line is None:
+        raise BillingError(f"run {sample.run_id} quote has no line for target {key}")
+    return line
+
+
+def _held_quote(run: Run) -> Quote:
+    """The quote of a run whose hold account exists (`_lock_run` found it)."""
+    quote = Quote.of(run)
+    if quote is None:
+        raise BillingError(f"run {run.pk} holds money but has no quote")
+    return quote
 
 
 def _lock_run(run_id: UUID | str) -> tuple[Run, Account | None]:
     """Lock the run's hold account (the per-run billing mutex). None when nothing was held."""
     run = Run.objects.select_related("tenant").get(pk=run_id)
-    quote = run.quote_snapshot or {}
-    currency = quote.get("currency")
-    if not currency or not quote.get("estimated_max"):
+    quote = Quote.of(run)
+    if quote is None or not quote.holds_money:
         return run, None
-    code = account_code(AccountKind.HOLD, currency, run.pk)
+    code = account_code(AccountKind.HOLD, quote.currency, run.pk)
     hold = Account.objects.select_for_update().filter(code=code).first()
     return run, hold
 
 
-def quote_and_reserve(*, run: Run) -> dict[str, Any]:
+def quote_and_reserve(*, run: Run) -> Quote:
     """Quote the run from the active price version, store the quote on the run and hold its
     estimated maximum from the tenant's available balance. Call inside the launch's
     transaction: InsufficientFunds / NoActivePrice roll the launch back."""
@@ -70,15 +78,16 @@ def quote_and_reserve(*, run: Run) -> dict[str, Any]:
         # its foreign key to the tenant at commit, after the chain lock: a deadlock with any
         # entry booked for the same tenant meanwhile (seen in bench/collection.py).
         locked = Run.objects.select_for_update(of=("self",)).select_related("tenant").get(pk=run.pk)
-        quote = locked.quote_snapshot
-        if not quote:
+        quote = Quote.of(locked)
+        if quote is None:
             quote = build_quote(run=locked)
-            Run.objects.filter(pk=run.pk).update(quote_snapshot=quote)
-        run.quote_snapshot = quote
-        amount = int(quote["estimated_max"])
+            locked.quote_snapshot = quote.to_json()
+            Run.objects.filter(pk=run.pk).update(quote_snapshot=locked.quote_snapshot)
+        run.quote_snapshot = locked.quote_snapshot
+        amount = quote.estimated_max
         if amount == 0:
             return quote
-        currency = quote["currency"]
+        currency = quote.currency
         tenant = locked.tenant
         available = available_account(tenant, currency)
         try:
@@ -88,7 +97,7 @@ def quote_and_reserve(*, run: Run) -> dict[str, Any]:
                 legs=[(available, -amount), (hold_account(locked, currency), amount)],
                 tenant=tenant,
                 run=locked,
-                memo=f"hold estimated_max of quote {quote['price_version']}",
+                memo=f"hold estimated_max of quote {quote.price_version}",
             )
         except InsufficientBalance as short:
             raise InsufficientFunds(
@@ -101,15 +110,15 @@ def _screenshot_delivered(sample: Sample) -> bool:
     return sample.evidence_state != "failed" and "SCREENSHOT" not in sample.evidence_reason
 
 
-def _capture_line(quote: dict[str, Any], sample: Sample) -> SettlementLine:
+def _capture_line(quote: Quote, sample: Sample) -> SettlementLine:
     line = _quote_line(quote, sample)
-    unit = int(line["unit_price"])
-    prices = quote["unit_prices"][sample.platform]
-    charge = int(prices["base"])
-    if line["deep_thinking"]:
-        charge += int(prices.get(PriceComponent.DEEP_THINKING, 0))
-    if line["screenshot"] and _screenshot_delivered(sample):
-        charge += int(prices.get(PriceComponent.SCREENSHOT, 0))
+    unit = line.unit_price
+    prices = quote.unit_prices[sample.platform]
+    charge = prices["base"]
+    if line.deep_thinking:
+        charge += prices.get(PriceComponent.DEEP_THINKING, 0)
+    if line.screenshot and _screenshot_delivered(sample):
+        charge += prices.get(PriceComponent.SCREENSHOT, 0)
     return SettlementLine(
         sample_id=sample.pk,
         reason=SettlementReason.COMPLETED,
@@ -136,12 +145,12 @@ def _capture_legs(
 
 
 def _post_capture(run: Run, hold: Account, sample: Sample) -> JournalEntry:
-    quote = run.quote_snapshot or {}
+    quote = _held_quote(run)
     line = _capture_line(quote, sample)
     return post_entry(
         idempotency_key=f"capture:sample:{sample.pk}",
         kind=EntryKind.CAPTURE,
-        legs=_capture_legs(run, hold, quote["currency"], [line]),
+        legs=_capture_legs(run, hold, quote.currency, [line]),
         tenant=run.tenant,
         run=run,
         sample_id=sample.pk,
@@ -246,12 +255,12 @@ def _post_captures(run: Run, hold: Account, samples: list[Sample]) -> JournalEnt
     shares, revenue takes what each is charged and the tenant gets the rest back."""
     if len(samples) == 1:  # the same entry as capture_sample's
         return _post_capture(run, hold, samples[0])
-    quote = run.quote_snapshot or {}
+    quote = _held_quote(run)
     lines = [_capture_line(quote, sample) for sample in samples]
     return post_entry(
         idempotency_key=f"capture:run:{run.pk}:{_digest(lines)}",
         kind=EntryKind.CAPTURE,
-        legs=_capture_legs(run, hold, quote["currency"], lines),
+        legs=_capture_legs(run, hold, quote.currency, lines),
         tenant=run.tenant,
         run=run,
         settlements=lines,
@@ -279,10 +288,10 @@ class SettleOutcome:
 def _release(
     run: Run, hold: Account, samples: Iterable[tuple[Sample, str]], *, purpose: str
 ) -> JournalEntry | None:
-    quote = run.quote_snapshot or {}
+    quote = _held_quote(run)
     lines = []
     for sample, reason in samples:
-        unit = int(_quote_line(quote, sample)["unit_price"])
+        unit = _quote_line(quote, sample).unit_price
         lines.append(SettlementLine(sample.pk, reason, unit, 0, unit, sample.resumes))
     total = sum(line.released for line in lines)
     if total == 0:

@@ -46,6 +46,7 @@ from console.roles import TOP_UP_PERMISSION
 from console.scope import scoped, scoped_get_or_404, tenants_where
 from console.widgets import money
 from sampling.models import Attempt, Run, Tenant
+from sampling.snapshots import Quote
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -191,7 +192,8 @@ class SettlementMoney:
 
     @staticmethod
     def _money(settlement: SampleSettlement, amount: int) -> str:
-        return money(amount, (settlement.run.quote_snapshot or {}).get("currency", ""))
+        quote = Quote.of(settlement.run)
+        return money(amount, quote.currency if quote is not None else "")
 
     @admin.display(description="reserved")
     def reserved_text(self, settlement: SampleSettlement) -> str:

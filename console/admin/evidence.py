@@ -53,6 +53,7 @@ from evidence.sanitize import (
 )
 from evidence.services import ReviewNotAllowed, decide_review
 from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
+from sampling.snapshots import RunConfig
 
 
 class EvidenceObjectInline(HistoryInline):
@@ -290,9 +291,9 @@ def _review_context(request: HttpRequest, sample: ReviewSample) -> dict[str, Any
         .order_by("-revision")
         .first()
     )
-    snapshot = sample.run.config_snapshot
-    entities = entities_from_snapshot(snapshot)
-    brand = snapshot["brand"]["name"]
+    config = RunConfig.of(sample.run)
+    entities = entities_from_snapshot(config)
+    brand = config.brand.name
     objects = {o.kind: o for o in capture.evidence_objects.all()} if capture is not None else {}
     screenshot, thumbnail = (
         objects.get(EvidenceKind.SCREENSHOT),

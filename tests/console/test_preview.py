@@ -53,7 +53,7 @@ def test_launch_freezes_exactly_the_quote_the_preview_showed() -> None:
     run, already = launch_once(session, campaign=campaign, token=token)
 
     assert not already
-    assert run.quote_snapshot == preview.quote
+    assert preview.quote is not None and run.quote_snapshot == preview.quote.to_json()
     again, already = launch_once(session, campaign=campaign, token=token)
     assert already and again.pk == run.pk and Run.objects.count() == 1
 
@@ -69,10 +69,10 @@ def test_a_changed_price_list_refuses_the_old_preview_and_writes_nothing() -> No
     assert not Run.objects.exists()
     assert available_balance(campaign.tenant, "USD") == balance
     fresh = preview_campaign(campaign=campaign)
-    assert fresh.quote is not None and fresh.quote["price_version"] == "dearer"
+    assert fresh.quote is not None and fresh.quote.price_version == "dearer"
     token = issue_launch_token(session, campaign=campaign, quote=fresh.quote)
     run, _ = launch_once(session, campaign=campaign, token=token)
-    assert run.quote_snapshot == fresh.quote
+    assert run.quote_snapshot == fresh.quote.to_json()
 
 
 def test_a_changed_campaign_or_an_unknown_token_is_refused() -> None:

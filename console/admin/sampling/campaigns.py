@@ -34,6 +34,7 @@ from pipeline.preview import (
 from sampling.models import Campaign, Competitor, PlatformTarget, Question
 from sampling.planning import PlanError, batch_sizes, normalize_text
 from sampling.services import revise_question
+from sampling.snapshots import Quote
 
 from .tenants import EntityForm
 
@@ -415,20 +416,20 @@ def _plan_context(preview: LaunchPreview) -> dict[str, Any]:
     }
 
 
-def _quote_lines(quote: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _quote_lines(quote: Quote | None) -> list[dict[str, Any]]:
     if quote is None:
         return []
-    currency = quote["currency"]
+    currency = quote.currency
     return [
         {
-            **line,
-            "target_text": line["target"].replace("|", " / "),
-            "unit_price_text": money(line["unit_price"], currency),
-            "amount_text": money(line["amount"], currency),
+            **line.to_json(),
+            "target_text": line.target.replace("|", " / "),
+            "unit_price_text": money(line.unit_price, currency),
+            "amount_text": money(line.amount, currency),
             "components": ", ".join(
                 f"{name} {money(amount, currency)}"
-                for name, amount in quote["unit_prices"].get(line["platform"], {}).items()
+                for name, amount in quote.unit_prices.get(line.platform, {}).items()
             ),
         }
-        for line in quote["lines"]
+        for line in quote.lines
     ]

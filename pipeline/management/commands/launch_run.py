@@ -18,6 +18,7 @@ from pipeline.preview import quote_for_spec
 from sampling.models import Tenant
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.services import preview_plan, save_campaign
+from sampling.snapshots import Quote
 
 
 class Command(BaseCommand):
@@ -59,14 +60,14 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2))
 
 
-def _quote_summary(quote: dict[str, Any], tenant: Tenant) -> dict[str, Any]:
-    currency = quote["currency"]
+def _quote_summary(quote: Quote, tenant: Tenant) -> dict[str, Any]:
+    currency = quote.currency
     available = available_balance(tenant, currency)
     return {
-        "quote": quote,
-        "estimated_max": format_amount(quote["estimated_max"], currency),
+        "quote": quote.to_json(),
+        "estimated_max": format_amount(quote.estimated_max, currency),
         "available_balance": format_amount(available, currency),
-        "funds_sufficient": available >= quote["estimated_max"],
+        "funds_sufficient": available >= quote.estimated_max,
     }
 
 
