@@ -150,7 +150,8 @@ def benjamini_hochberg(p_values: npt.NDArray[np.float64]) -> npt.NDArray[np.floa
     p_(j) * m / j, capped at 1; a cell is significant at level a exactly when q <= a."""
     count = len(p_values)
     order = np.argsort(p_values, kind="stable")
-    scaled = p_values[order] * count / np.arange(1, count + 1)
+    # m / rank first: a factor >= 1 keeps every q >= its p in floating point, too.
+    scaled = p_values[order] * (count / np.arange(1, count + 1))
     monotone = np.minimum.accumulate(scaled[::-1])[::-1]
     q_values = np.empty(count)
     q_values[order] = np.minimum(monotone, 1.0)
