@@ -4,6 +4,10 @@ Each step is entered with a fencing token from a claim. The pattern is always th
 1. a short transaction records intent (the attempt and its idempotency key) before any call;
 2. the upstream call happens outside any transaction, with the lease renewed meanwhile;
 3. a second transaction, conditional on the token, records the outcome and the next step.
+
+This module does the I/O and says what happened; the sample's state change for each outcome
+lives in `sampling.steps` (one method per outcome, one compare-and-set write), and what to do
+after an upstream error is `connectors.retry.RetryPolicy`'s decision.
 """
 
 from __future__ import annotations
@@ -11,20 +15,18 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import lru_cache, partial
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Func, JSONField
-from django.db.models.functions import Now
 
-from analysis.services import AnalysisAhead, analyse_ahead, analyse_sample
+from analysis.services import AnalysisAhead, Verdict, analyse_ahead, analyse_sample
 from billing import services as billing
 from billing.costs import apply_cost, price_usage, queue_attempt_cost
 from connectors.base import (
@@ -35,7 +37,7 @@ from connectors.base import (
     UpstreamError,
 )
 from connectors.registry import get_connector
-from connectors.retry import RetryPolicy
+from connectors.retry import FAIL, REVIEW, VERIFY, RetryDecision, RetryPolicy
 from connectors.usage import extract_usage
 from evidence import services as evidence_services
 from evidence.models import Capture
@@ -56,21 +58,11 @@ from sampling.models import (
     Step,
     SubmissionState,
 )
-from sampling.plainsql import columns, from_row, insert_rows, update_row
-from sampling.transitions import (
-    StaleToken,
-    end_uncollected,
-    fenced,
-    hold_unparsed,
-    save_fenced,
-)
+from sampling.plainsql import columns, from_row
+from sampling.steps import STORED, Evidence, SampleStep, fenced_step
+from sampling.transitions import StaleToken
 
 log = logging.getLogger(__name__)
-
-# Poll interval grows with the task's age: quick answers are picked up quickly, slow ones do
-# not hammer the provider.
-POLL_MIN_SECONDS = 0.5
-POLL_MAX_SECONDS = 30.0
 
 
 class DuplicateInFlight(Exception):
@@ -84,7 +76,7 @@ class StepContext:
     token: int
     worker: str
     # The sample as read before the step, with its run and question (frozen at launch): the
-    # step's fenced writes reuse them instead of reading them again (`_fenced`).
+    # step's fenced writes reuse them instead of reading them again (`_step`).
     loaded: Sample | None = field(default=None, compare=False)
 
 
@@ -144,6 +136,13 @@ def _frozen_run(alias: str, run_id: UUID) -> tuple[list[str], list[Any]]:
     return names, [row[name] for name in names]
 
 
+def retry_policy() -> RetryPolicy:
+    """The retry policy of every step, from the settings."""
+    return RetryPolicy(
+        max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS, max_step_claims=settings.GEO_MAX_STEP_CLAIMS
+    )
+
+
 def run_step(*, sample_id: int, token: int, worker: str = "", loaded: Sample | None = None) -> str:
     """Execute the step the sample is leased for. Returns what happened, for logs and tests.
     `loaded`: the sample with its run and question, read by the caller just before (the step
@@ -163,10 +162,11 @@ def run_step(*, sample_id: int, token: int, worker: str = "", loaded: Sample | N
     context = StepContext(sample_id=sample_id, token=token, worker=worker, loaded=sample)
     if not _start_lease(sample_id, token):
         return "stale-message"
-    if sample.claims > settings.GEO_MAX_STEP_CLAIMS:
-        return _park(context, reason=f"poison: step {sample.step} claimed {sample.claims} times")
+    if retry_policy().claimed_too_often(sample.claims):
+        reason = f"poison: step {sample.step} claimed {sample.claims} times"
+        return _decided(context, RetryDecision(REVIEW, 0.0, reason))
     with keep_lease(sample_id=sample_id, token=token):
-        return _guarded(context, sample, lambda: handler(context))
+        return _guarded(context, sample, lambda: handler(context, sample))
 
 
 def _start_lease(sample_id: int, token: int) -> bool:
@@ -177,18 +177,20 @@ def _start_lease(sample_id: int, token: int) -> bool:
     )
 
 
-@contextmanager
-def _fenced(ctx: StepContext, operation: str) -> Iterator[Sample]:
-    """`sampling.transitions.fenced` for this step's sample, with the run and question read
-    before the step attached to the locked row: both are frozen at launch, so the step does
-    not read them again (the layers and the queue state come fresh from the locked row)."""
-    with fenced(
-        sample_id=ctx.sample_id, token=ctx.token, operation=operation, worker=ctx.worker
-    ) as s:
-        if ctx.loaded is not None:
-            s.run = ctx.loaded.run
-            s.question_revision = ctx.loaded.question_revision
-        yield s
+def _step(ctx: StepContext, operation: str) -> AbstractContextManager[SampleStep]:
+    """This step's sample, locked for one outcome (`sampling.steps.fenced_step`)."""
+    return fenced_step(
+        sample_id=ctx.sample_id,
+        token=ctx.token,
+        operation=operation,
+        worker=ctx.worker,
+        loaded=ctx.loaded,
+        on_end=_run_may_have_ended,
+    )
+
+
+def _run_may_have_ended(run_id: UUID) -> None:
+    finish_run_if_done(run_id=run_id)
 
 
 def _guarded(ctx: StepContext, sample: Sample, work: Callable[[], str]) -> str:
@@ -203,7 +205,18 @@ def _guarded(ctx: StepContext, sample: Sample, work: Callable[[], str]) -> str:
         # A bug or an unexpected upstream shape: give the lease back with a backoff instead of
         # letting it run out; after GEO_MAX_STEP_CLAIMS tries the sample is parked with reason.
         log.exception("step %s failed sample=%s token=%s", sample.step, ctx.sample_id, ctx.token)
-        return _retry_later(ctx, step=sample.step, delay=min(60.0, 2.0**sample.claims))
+        return _decided(ctx, retry_policy().after_step_error(claims=sample.claims))
+
+
+def _decided(ctx: StepContext, decision: RetryDecision) -> str:
+    """Apply the policy's decision after an upstream error: do the step again later, park the
+    sample for a person, or fail it with the reason."""
+    with _step(ctx, {FAIL: "fail", REVIEW: "park"}.get(decision.action, "retry")) as step:
+        if decision.action == FAIL:
+            return step.fail(reason=decision.reason)
+        if decision.action == REVIEW:
+            return step.park(reason=decision.reason)
+        return step.retry_later(decision)
 
 
 # --- batch submit -------------------------------------------------------------------------
@@ -211,30 +224,36 @@ def _guarded(ctx: StepContext, sample: Sample, work: Callable[[], str]) -> str:
 _Begun = tuple[StepContext, Sample, Attempt]
 
 
-def run_submit_batch(*, held: list[tuple[int, int]], worker: str = "") -> dict[int, str]:
+def run_submit_batch(
+    *, held: list[tuple[int, int]], worker: str = "", loaded: Mapping[int, Sample] | None = None
+) -> dict[int, str]:
     """Submit the due samples of one batch-accepting platform in one upstream call (the
     dispatcher groups them, up to the platform's submission limit). Each sample keeps its own
     attempt, idempotency key and fenced writes, and its own outcome: a batch may be accepted
     in part. A sample not due for a plain submit any more (stale message, poison cap) takes
-    the single-sample path. Returns sample id -> what happened."""
+    the single-sample path. `loaded`: the samples as the recorder read them. Returns sample
+    id -> what happened."""
     outcomes: dict[int, str] = {}
     begun: list[_Begun] = []
+    policy = retry_policy()
     for sample_id, token in held:
-        sample = Sample.objects.filter(pk=sample_id).first()
+        sample = (loaded or {}).get(sample_id) or load_for_step(sample_id)
         due = (
             sample is not None
             and sample.step == Step.SUBMIT
             and sample.fencing_token == token
             and sample.queue_state == QueueState.LEASED
-            and sample.claims <= settings.GEO_MAX_STEP_CLAIMS
+            and not policy.claimed_too_often(sample.claims)
         )
         if not due or sample is None:
-            outcomes[sample_id] = run_step(sample_id=sample_id, token=token, worker=worker)
+            outcomes[sample_id] = run_step(
+                sample_id=sample_id, token=token, worker=worker, loaded=sample
+            )
             continue
         if not _start_lease(sample_id, token):
             outcomes[sample_id] = "stale-message"
             continue
-        ctx = StepContext(sample_id=sample_id, token=token, worker=worker)
+        ctx = StepContext(sample_id=sample_id, token=token, worker=worker, loaded=sample)
         outcome = _guarded(ctx, sample, partial(_begin_in_batch, ctx, begun))
         if outcome:
             outcomes[sample_id] = outcome
@@ -246,10 +265,9 @@ def run_submit_batch(*, held: list[tuple[int, int]], worker: str = "") -> dict[i
 
 def _begin_in_batch(ctx: StepContext, begun: list[_Begun]) -> str:
     started = _begin_attempt(ctx)
-    if started is None:
-        return _not_begun(ctx)
-    sample = Sample.objects.select_related("run", "question_revision").get(pk=ctx.sample_id)
-    begun.append((ctx, sample, started[1]))
+    if isinstance(started, str):
+        return started
+    begun.append((ctx, *started))
     return ""
 
 
@@ -323,40 +341,6 @@ def keep_leases(held: list[tuple[int, int]]) -> Iterator[None]:
         thread.join(timeout=5)
 
 
-# --- release helpers ----------------------------------------------------------------------
-
-
-def _release(
-    sample: Sample, *, step: str, delay: float = 0.0, state: str = QueueState.READY
-) -> None:
-    if step != sample.step:
-        sample.claims = 0
-    sample.step = step
-    sample.queue_state = state if step != Step.NONE else QueueState.DONE
-    sample.due_at = Now() + timedelta(seconds=delay)
-    sample.lease_until = None
-    sample.lease_owner = ""
-
-
-_QUEUE_FIELDS = ("step", "queue_state", "due_at", "lease_until", "lease_owner", "claims")
-
-
-def _seconds_since_first_attempt(sample: Sample) -> float:
-    """The retry budget counts from the first attempt of this round (a resume starts a new
-    one), in database time."""
-    first = (
-        sample.attempt_set.filter(attempt_no__gt=sample.attempts_before_resume)
-        .order_by("attempt_no")
-        .values_list("started_at", flat=True)
-        .first()
-    )
-    return (db_now() - first).total_seconds() if first else 0.0
-
-
-def _retry_policy() -> RetryPolicy:
-    return RetryPolicy(max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS)
-
-
 def frozen_model(run: Run, platform: str) -> str | None:
     """The model the run froze for the platform at launch (None for runs launched before
     models were frozen: the connector's configured model)."""
@@ -380,9 +364,11 @@ def _request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
 # --- submit -------------------------------------------------------------------------------
 
 
-def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
-    """Persist the attempt and its idempotency key before calling the upstream."""
-    with _fenced(ctx, "submit") as s:
+def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | str:
+    """Persist the attempt and its idempotency key before calling the upstream; or what was
+    done instead (the sample is uncertain, or its run cancelled)."""
+    with _step(ctx, "submit") as step:
+        s = step.sample
         if s.submission_state == SubmissionState.SUBMITTING:
             latest = s.attempt_set.order_by("-attempt_no").first()
             if latest is not None and latest.fencing_token == ctx.token:
@@ -391,28 +377,11 @@ def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | None:
                 raise DuplicateInFlight
             # A previous holder sent a request and vanished before recording the outcome:
             # the upstream may have accepted it. Verify before anything is sent again.
-            s.mark_uncertain()
-            _release(s, step=Step.VERIFY)
-            save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
-            return None
+            return step.uncertain()
         if _run_cancelled(s.run_id):
             # Cancelled before the upstream was asked: never send it (billing released it).
-            changed = end_uncollected(s, reason="cancelled by operator")
-            _release(s, step=Step.NONE)
-            save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
-            return None
-        s.attempts += 1
-        attempt = Attempt(
-            sample=s,
-            attempt_no=s.attempts,
-            idempotency_key=f"{s.run_id}:{s.pk}:{s.attempts}",
-            fencing_token=ctx.token,
-            model=frozen_model(s.run, s.platform) or "",
-        )
-        insert_rows([attempt])  # a plain INSERT (sampling/plainsql.py): once per submit
-        s.begin_submit()
-        save_fenced(s, ctx.token, "submission_state", "attempts")
-    return s, attempt
+            return step.cancelled()
+        return s, step.attempt_started(model=frozen_model(s.run, s.platform) or "")
 
 
 _RUN_CANCELLED = f"SELECT 1 FROM {Run._meta.db_table} WHERE id = %s AND cancelled_at IS NOT NULL"
@@ -427,22 +396,11 @@ def _run_cancelled(run_id: UUID) -> bool:
         return cursor.fetchone() is not None
 
 
-def _not_begun(ctx: StepContext) -> str:
-    """What `_begin_attempt` did instead of starting an attempt."""
-    sample = Sample.objects.get(pk=ctx.sample_id)
-    if sample.queue_state == QueueState.DONE:
-        _after_terminal(sample)
-        return "cancelled"
-    return "uncertain"
-
-
-def handle_submit(ctx: StepContext) -> str:
+def handle_submit(ctx: StepContext, loaded: Sample) -> str:
     begun = _begin_attempt(ctx)
-    if begun is None:
-        return _not_begun(ctx)
+    if isinstance(begun, str):
+        return begun
     sample, attempt = begun
-    if ctx.loaded is None:  # not entered through run_step: read the relations the call needs
-        sample = Sample.objects.select_related("run", "question_revision").get(pk=sample.pk)
     connector = get_connector(sample.platform)
     _upstream_wait()
     try:
@@ -469,34 +427,30 @@ def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
         apply_cost(attempt, price_usage(model=attempt.model, usage=usage))
 
 
-def _close_attempt(
-    attempt: Attempt,
-    *,
-    status: str,
-    error: UpstreamError | None = None,
-    outcome: SubmitOutcome | None = None,
-) -> None:
-    attempt.status = status
-    attempt.finished_at = Now()
-    if error is not None:
-        attempt.error_class = error.error_class.value
-        attempt.error_message = error.message[:2000]
-        attempt.status_code = error.status_code
-        attempt.retry_after_seconds = error.retry_after
-        attempt.request_id = error.request_id or ""
-        attempt.egress = error.egress or "direct"
-    if outcome is not None:
-        attempt.upstream_id = outcome.upstream_id
-        attempt.request_id = outcome.request_id or ""
-        attempt.egress = outcome.egress or "direct"
-    update_row(attempt, _ATTEMPT_FIELDS)  # as attempt.save(), in a plain UPDATE
+def _queue_cost(attempt: Attempt) -> None:
+    """Queued in the fenced write that records the attempt's outcome; booked by the
+    dispatcher's next tick, and the run's end books any that were missed."""
     if attempt.cost:
-        # Queued in the fenced write that records the outcome; booked by the dispatcher's next
-        # tick, and the run's end books any that were missed.
         queue_attempt_cost(run_id=attempt.sample.run_id, attempt_id=attempt.pk)
 
 
-_ATTEMPT_FIELDS = tuple(f.name for f in Attempt._meta.concrete_fields if not f.primary_key)
+def _submit_decision(
+    sample: Sample, error: UpstreamError | ErrorClass, attempt_no: int
+) -> RetryDecision:
+    """What the policy says after a failed attempt, counting the attempts and time of this
+    round (a resume starts a new one), in database time."""
+    first = (
+        sample.attempt_set.filter(attempt_no__gt=sample.attempts_before_resume)
+        .order_by("attempt_no")
+        .values_list("started_at", flat=True)
+        .first()
+    )
+    return retry_policy().decide(
+        error,
+        attempt_no=attempt_no - sample.attempts_before_resume,
+        elapsed_seconds=(db_now() - first).total_seconds() if first else 0.0,
+        rng=random.Random(),
+    )
 
 
 def _error_capture(sample: Sample, error: UpstreamError) -> evidence_services.ArchivedResult | None:
@@ -523,31 +477,31 @@ def _record_submit_error(
     ctx: StepContext, sample: Sample, attempt: Attempt, error: UpstreamError
 ) -> str:
     archived = _error_capture(sample, error)  # `sample` was loaded with its run for the call
-    with _fenced(ctx, "submit") as s:
+    with _step(ctx, "submit") as step:
         if archived is not None:
             evidence_services.record_capture(
-                sample=s, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
+                sample=step.sample,
+                attempt_no=attempt.attempt_no,
+                archived=archived,
+                token=ctx.token,
             )
-        if error.error_class == ErrorClass.ACCEPTANCE_UNKNOWN:
-            _close_attempt(attempt, status=AttemptStatus.UNKNOWN, error=error)
-            s.mark_uncertain()
-            _release(s, step=Step.VERIFY)
-            save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
-            return "uncertain"
-        _close_attempt(attempt, status=AttemptStatus.FAILED, error=error)
-        s.reject_submit()
-        return _retry_or_fail(ctx, s, error, attempt_no=attempt.attempt_no, message=error.message)
+        decision = _submit_decision(step.sample, error, attempt.attempt_no)
+        unknown = decision.action == VERIFY
+        step.close_attempt(
+            attempt, status=AttemptStatus.UNKNOWN if unknown else AttemptStatus.FAILED, error=error
+        )
+        _queue_cost(attempt)
+        if unknown:
+            return step.uncertain()
+        return step.submit_failed(decision, error_class=error.error_class, message=error.message)
 
 
 def _record_accepted(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> str:
-    with _fenced(ctx, "accept") as s:
-        _close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
-        s.accept()
-        s.upstream_id = outcome.upstream_id
-        s.accepted_at = Now()
-        _release(s, step=Step.POLL, delay=POLL_MIN_SECONDS)
-        save_fenced(s, ctx.token, "submission_state", "upstream_id", "accepted_at", *_QUEUE_FIELDS)
-    return "accepted"
+    with _step(ctx, "accept") as step:
+        step.close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
+        _queue_cost(attempt)
+        first_poll = retry_policy().poll_delay(age_seconds=0.0)
+        return step.accepted(upstream_id=outcome.upstream_id, poll_in=first_poll)
 
 
 def _record_direct_answer(
@@ -560,55 +514,50 @@ def _record_direct_answer(
     failed = result.collection_state != CollectionState.COMPLETED
     # An answer the parser did not understand was still an answer: the attempt was accepted.
     unparsed = failed and _error_class(result) == ErrorClass.PARSE_FAILED
-    ahead = None if failed or _wants_rendered_screenshot(sample) else _analyse_ahead(sample, result)
+    rendered = _wants_rendered_screenshot(sample)
+    ahead = None if failed or rendered else _analyse_ahead(sample, result)
     failpoint("after_store_before_complete")
-    with _fenced(ctx, "answer") as s:
-        _close_attempt(
-            attempt,
-            outcome=outcome,
-            status=AttemptStatus.FAILED if failed and not unparsed else AttemptStatus.ACCEPTED,
-        )
+    with _step(ctx, "answer") as step:
+        if failed and not unparsed:  # truncated, or an error mid-stream: asked again
+            step.close_attempt(
+                attempt,
+                status=AttemptStatus.FAILED,
+                outcome=outcome,
+                error_class=_error_class(result).value,
+                error_message=_error_message(result),
+            )
+        else:
+            step.close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
+        _queue_cost(attempt)
         capture = evidence_services.record_capture(
-            sample=s, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
+            sample=step.sample, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
         )
         if unparsed:
-            return _hold_unparsed(ctx, s, outcome.upstream_id, message=_error_message(result))
+            return step.hold_unparsed(upstream_id=outcome.upstream_id, error=_error_message(result))
         if failed:
-            return _answer_failed(ctx, s, attempt, result)
-        s.accept()
-        s.upstream_id = outcome.upstream_id
-        s.accepted_at = Now()
-        s.start_collection()
-        s.complete_collection()
-        s.completed_at = Now()
-        analysed: tuple[str, ...] = ()
-        if _wants_rendered_screenshot(s):
+            # The raw of this attempt is already archived as its own capture revision.
+            decision = _submit_decision(step.sample, _error_class(result), attempt.attempt_no)
+            return step.submit_failed(
+                decision, error_class=_error_class(result), message=attempt.error_message
+            )
+        if rendered:
             # The page is photographed on the evidence queue, so screenshots never hold an
             # answer-collection slot; evidence stays pending until then.
-            _release(s, step=Step.EVIDENCE)
-        else:
-            _set_evidence_state(s, result)
-            analysed = _analysed_now(s, ahead, capture)
-        save_fenced(
-            s,
-            ctx.token,
-            "submission_state",
-            "collection_state",
-            "evidence_state",
-            "evidence_reason",
-            "upstream_id",
-            "accepted_at",
-            "completed_at",
-            *analysed,
-            *_QUEUE_FIELDS,
+            return step.answered(upstream_id=outcome.upstream_id, evidence=None, verdict=None)
+        verdict = _verdict(ahead, capture)
+        answered = step.answered(
+            upstream_id=outcome.upstream_id,
+            evidence=_evidence_of(step.sample, result),
+            verdict=verdict,
         )
-    return "answered"
+        _queue_charge(step.sample, verdict)
+    return answered
 
 
 def _analyse_ahead(sample: Sample, result: NormalizedResult) -> AnalysisAhead | None:
     """The analysis of an answer just collected, derived before the fenced write that records
-    it (`_analysed_now`), when it is local and cheap (analysis.services.analyse_ahead); None
-    sends the sample to the analysis queue as before. `sample` carries its run."""
+    it, when it is local and cheap (analysis.services.analyse_ahead); None sends the sample
+    to the analysis queue as before. `sample` carries its run."""
     if not settings.GEO_ANALYSE_INLINE:
         return None
     try:
@@ -620,20 +569,16 @@ def _analyse_ahead(sample: Sample, result: NormalizedResult) -> AnalysisAhead | 
         return None
 
 
-def _analysed_now(s: Sample, ahead: AnalysisAhead | None, capture: Capture) -> tuple[str, ...]:
-    """Inside the fenced write that stored the answer's capture: apply the analysis derived
-    ahead and end the sample, as the analysis step would (`handle_analyse`); without one,
-    release the sample to the analysis queue. Returns the extra fields to save."""
-    if ahead is None:
-        _release(s, step=Step.ANALYSE)
-        return ()
-    verdict = ahead.verdict_for(capture)
-    verdict.apply(s)
-    _release(s, step=Step.NONE)
-    if verdict.valid:
-        billing.queue_capture(run_id=s.run_id, sample_id=s.pk)
-    _after_terminal(s)
-    return ("analysis_state", "validity", "validity_reason")
+def _verdict(ahead: AnalysisAhead | None, capture: Capture) -> Verdict | None:
+    """The analysis derived ahead, for the capture just written (None: the analysis step)."""
+    return None if ahead is None else ahead.verdict_for(capture)
+
+
+def _queue_charge(sample: Sample, verdict: Verdict | None) -> None:
+    """A valid answer's charge: posted with the run's other charges by the dispatcher's next
+    tick, or when the run finishes (docs/decisions.md, settlement off the hot account rows)."""
+    if verdict is not None and verdict.valid:
+        billing.queue_capture(run_id=sample.run_id, sample_id=sample.pk)
 
 
 def _error_class(result: NormalizedResult) -> ErrorClass:
@@ -641,75 +586,7 @@ def _error_class(result: NormalizedResult) -> ErrorClass:
 
 
 def _error_message(result: NormalizedResult, default: str = "") -> str:
-    return str((result.error or {}).get("message", default))
-
-
-def _hold_unparsed(ctx: StepContext, s: Sample, upstream_id: str | None, *, message: str) -> str:
-    """The upstream answered in a format the parser does not understand: the raw is already
-    archived; the sample goes to the analyst review queue with the parser's error and is never
-    asked again automatically. Call inside the fenced block."""
-    if s.submission_state == SubmissionState.SUBMITTING:
-        s.accept()
-        s.accepted_at = Now()
-    s.upstream_id = upstream_id or s.upstream_id
-    changed = hold_unparsed(s, error=message or "format not understood")
-    _release(s, step=Step.NONE)
-    save_fenced(
-        s, ctx.token, "submission_state", "accepted_at", "upstream_id", *changed, *_QUEUE_FIELDS
-    )
-    _after_terminal(s)
-    return "parse-failed:review"
-
-
-def _answer_failed(ctx: StepContext, s: Sample, attempt: Attempt, result: NormalizedResult) -> str:
-    """Truncated stream or mid-stream error: the raw is kept (already archived); the question
-    is asked again as a new attempt while the retry budget lasts."""
-    error_class = _error_class(result)
-    attempt.error_class = error_class.value
-    attempt.error_message = _error_message(result)[:2000]
-    attempt.save(update_fields=["error_class", "error_message"])
-    # No usable answer came back, so the question counts as not yet asked: a new attempt may
-    # ask it again. The raw of this attempt is already archived as its own capture revision.
-    s.reject_submit()
-    return _retry_or_fail(
-        ctx, s, error_class, attempt_no=attempt.attempt_no, message=attempt.error_message
-    )
-
-
-_RETRYABLE = frozenset(
-    {ErrorClass.RATE_LIMITED, ErrorClass.TRANSIENT, ErrorClass.TRUNCATED, ErrorClass.LOST}
-)
-
-
-def _retry_or_fail(
-    ctx: StepContext,
-    s: Sample,
-    error: UpstreamError | ErrorClass,
-    *,
-    attempt_no: int,
-    message: str,
-) -> str:
-    """After a failed attempt (submission back at `planned`): ask again later if the retry
-    policy allows, otherwise the collection fails for good. Call inside the fenced block."""
-    error_class = error.error_class if isinstance(error, UpstreamError) else error
-    decision = _retry_policy().decide(
-        error,
-        attempt_no=attempt_no - s.attempts_before_resume,  # the attempts of this round
-        elapsed_seconds=_seconds_since_first_attempt(s),
-        rng=random.Random(),
-    )
-    if decision.retry:
-        _release(s, step=Step.SUBMIT, delay=decision.delay_seconds)
-        save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
-        return f"retry:{error_class.value}"
-    reason = f"{error_class.value}: {message}"
-    if error_class in _RETRYABLE:  # it gave up on a retryable error: say why (budget, attempts)
-        reason = f"{reason} ({decision.reason})"
-    changed = end_uncollected(s, reason=reason)
-    _release(s, step=Step.NONE)
-    save_fenced(s, ctx.token, "submission_state", *changed, *_QUEUE_FIELDS)
-    _after_terminal(s)
-    return f"failed:{error_class.value}"
+    return str((result.error or {}).get("message", default))[:2000]
 
 
 def _archive(sample: Sample, result: NormalizedResult) -> evidence_services.ArchivedResult:
@@ -722,29 +599,26 @@ def _archive(sample: Sample, result: NormalizedResult) -> evidence_services.Arch
     )
 
 
-def _set_evidence_state(s: Sample, result: NormalizedResult) -> None:
-    wanted_screenshot = s.run.config_snapshot.get("screenshot_policy") != "none"
-    has_screenshot = any(a.kind == "screenshot" for a in result.attachments)
+def _evidence_of(s: Sample, result: NormalizedResult) -> Evidence:
+    """How the answer's evidence settles: partial when the upstream says so, or when a
+    screenshot the campaign wants and the platform takes did not come."""
     missing = [w for w in result.warnings if w.endswith("_UNAVAILABLE")]
     if result.evidence_state == "partial" or missing:
-        s.store_partial_evidence()
-        s.evidence_reason = ", ".join(missing) or "partial evidence"
-    elif (
+        return Evidence(partial_reason=", ".join(missing) or "partial evidence")
+    wanted_screenshot = s.run.config_snapshot.get("screenshot_policy") != "none"
+    if (
         wanted_screenshot
-        and not has_screenshot
+        and not any(a.kind == "screenshot" for a in result.attachments)
         and get_connector(s.platform).capabilities().screenshots
     ):
-        s.store_partial_evidence()
-        s.evidence_reason = "SCREENSHOT_UNAVAILABLE"
-    else:
-        s.store_evidence()
+        return Evidence(partial_reason="SCREENSHOT_UNAVAILABLE")
+    return STORED
 
 
 # --- verify (uncertain acceptance) --------------------------------------------------------
 
 
-def handle_verify(ctx: StepContext) -> str:
-    sample = Sample.objects.get(pk=ctx.sample_id)
+def handle_verify(ctx: StepContext, sample: Sample) -> str:
     attempt = sample.attempt_set.order_by("-attempt_no").first()
     if attempt is None:
         raise RuntimeError(f"sample {sample.pk} is uncertain without an attempt")
@@ -752,97 +626,39 @@ def handle_verify(ctx: StepContext) -> str:
     try:
         upstream_id = get_connector(sample.platform).lookup(attempt.idempotency_key)
     except UpstreamError as error:
-        if error.error_class == ErrorClass.UNSUPPORTED:
-            return _park(ctx, reason="uncertain: platform cannot confirm acceptance; needs review")
-        return _retry_later(ctx, step=Step.VERIFY, delay=5.0)
-    with _fenced(ctx, "verify") as s:
+        return _decided(ctx, retry_policy().after_verify_error(error))
+    with _step(ctx, "verify") as step:
         if upstream_id:
-            attempt.status = AttemptStatus.ACCEPTED
-            attempt.upstream_id = upstream_id
-            attempt.save(update_fields=["status", "upstream_id"])
-            s.confirm_accepted()
-            s.upstream_id = upstream_id
-            s.accepted_at = Now()
-            _release(s, step=Step.POLL)
-            save_fenced(
-                s, ctx.token, "submission_state", "upstream_id", "accepted_at", *_QUEUE_FIELDS
-            )
-            return "verified-accepted"
-        attempt.status = AttemptStatus.FAILED
-        attempt.error_message = "upstream has no task for this idempotency key"
-        attempt.save(update_fields=["status", "error_message"])
-        s.confirm_not_accepted()
-        _release(s, step=Step.SUBMIT)
-        save_fenced(s, ctx.token, "submission_state", *_QUEUE_FIELDS)
-    return "verified-not-accepted"
-
-
-def _park(ctx: StepContext, *, reason: str) -> str:
-    """Stop automatic work on the sample; a person decides. It stays in every denominator
-    as pending, so the run cannot look finished while it waits."""
-    with _fenced(ctx, "park") as s:
-        step = s.step
-        if s.submission_state == SubmissionState.SUBMITTING:
-            # A request may have gone out: parked as uncertain, so it is shown and resolved
-            # as such, never re-sent blindly.
-            s.mark_uncertain()
-            step = Step.VERIFY
-        s.failure_reason = reason[:200]
-        _release(s, step=step, state=QueueState.PARKED)
-        save_fenced(s, ctx.token, "submission_state", "failure_reason", *_QUEUE_FIELDS)
-    return "parked"
-
-
-def _retry_later(ctx: StepContext, *, step: str, delay: float) -> str:
-    with _fenced(ctx, step) as s:
-        _release(s, step=step, delay=delay)
-        save_fenced(s, ctx.token, *_QUEUE_FIELDS)
-    return f"retry-later:{step}"
+            return step.verified(attempt, upstream_id=upstream_id)
+        return step.not_accepted(attempt)
 
 
 # --- poll ---------------------------------------------------------------------------------
 
 
-def _poll_delay(sample: Sample) -> float:
-    age = (db_now() - sample.accepted_at).total_seconds() if sample.accepted_at else 0.0
-    return max(POLL_MIN_SECONDS, min(POLL_MAX_SECONDS, age / 10))
+def _age_seconds(sample: Sample) -> float:
+    """How long ago the upstream accepted the task, in database time."""
+    return (db_now() - sample.accepted_at).total_seconds() if sample.accepted_at else 0.0
 
 
-def handle_poll(ctx: StepContext) -> str:
-    sample = Sample.objects.get(pk=ctx.sample_id)
+def handle_poll(ctx: StepContext, sample: Sample) -> str:
+    policy = retry_policy()
     _upstream_wait()
     try:
         polled = get_connector(sample.platform).poll(sample.upstream_id)
     except UpstreamError as error:
-        if sample.claims >= settings.GEO_MAX_STEP_CLAIMS:  # give up, with the reason
-            return _fail_accepted(ctx, reason=f"poll failed {sample.claims} times: {error}")
-        # Keep the upstream id and keep polling, later.
-        return _retry_later(ctx, step=Step.POLL, delay=error.retry_after or _poll_delay(sample))
-    with _fenced(ctx, "poll") as s:
-        if (
-            polled.state in ("running", "completed")
-            and s.collection_state == CollectionState.QUEUED
-        ):
-            s.start_collection()
-        if polled.state in ("queued", "running"):
-            _release(s, step=Step.POLL, delay=polled.retry_after or _poll_delay(s))
-            s.claims = 0
-            save_fenced(s, ctx.token, "collection_state", *_QUEUE_FIELDS)
-            return f"poll:{polled.state}"
+        # The age is read only when there is no hint to follow (the policy prefers the hint).
+        age = 0.0 if error.retry_after else _age_seconds(sample)
+        return _decided(ctx, policy.after_poll_error(error, claims=sample.claims, age_seconds=age))
+    if polled.state in ("queued", "running"):
+        age = 0.0 if polled.retry_after else _age_seconds(sample)
+        decision = policy.next_poll(age_seconds=age, hint=polled.retry_after)
+        with _step(ctx, "poll") as step:
+            return step.poll_again(decision, state=polled.state)
+    with _step(ctx, "poll") as step:
         if polled.state == "completed":
-            _release(s, step=Step.EVIDENCE)
-            save_fenced(s, ctx.token, "collection_state", *_QUEUE_FIELDS)
-            return "poll:completed"
-    return _fail_accepted(ctx, reason=f"upstream reports {polled.state}: {polled.message or ''}")
-
-
-def _fail_accepted(ctx: StepContext, *, reason: str) -> str:
-    with _fenced(ctx, "fail") as s:
-        changed = end_uncollected(s, reason=reason)
-        _release(s, step=Step.NONE)
-        save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
-    _after_terminal(s)
-    return "failed"
+            return step.poll_completed()
+        return step.fail(reason=f"upstream reports {polled.state}: {polled.message or ''}")
 
 
 # --- evidence -----------------------------------------------------------------------------
@@ -863,30 +679,22 @@ def _render_screenshot(ctx: StepContext, sample: Sample) -> str:
         .order_by("-revision")
         .first()
     )
-    reason = ""
+    missing = ""
     if capture is None:
-        reason = "SCREENSHOT_UNAVAILABLE: no completed capture to render"
+        missing = "SCREENSHOT_UNAVAILABLE: no completed capture to render"
     else:
         try:
             png = render_answer_page(capture_id=capture.pk)
             evidence_services.store_screenshot(sample_id=sample.pk, capture_id=capture.pk, png=png)
         except ScreenshotUnavailable as unavailable:
-            reason = unavailable.reason[:200]
+            missing = unavailable.reason[:200]
         except evidence_services.EvidenceExists:
             pass  # an earlier holder of this step stored it; never replaced
-    with _fenced(ctx, "screenshot") as s:
-        if reason:
-            s.store_partial_evidence()  # the answer still counts; the report shows why
-            s.evidence_reason = reason
-        else:
-            s.store_evidence()
-        _release(s, step=Step.ANALYSE)
-        save_fenced(s, ctx.token, "evidence_state", "evidence_reason", *_QUEUE_FIELDS)
-    return "screenshot-partial" if reason else "screenshot-stored"
+    with _step(ctx, "screenshot") as step:
+        return step.screenshot(missing=missing)  # the answer still counts; the report says why
 
 
-def handle_evidence(ctx: StepContext) -> str:
-    sample = Sample.objects.select_related("run").get(pk=ctx.sample_id)
+def handle_evidence(ctx: StepContext, sample: Sample) -> str:
     if not get_connector(sample.platform).capabilities().asynchronous:
         return _render_screenshot(ctx, sample)
     _upstream_wait()
@@ -895,78 +703,42 @@ def handle_evidence(ctx: StepContext) -> str:
             get_connector(sample.platform).fetch_evidence(sample.upstream_id, sample_id=sample.pk)
         )
     except UpstreamError as error:
-        if sample.claims >= settings.GEO_MAX_STEP_CLAIMS:  # give up, with the reason
-            return _fail_accepted(ctx, reason=f"evidence fetch failed: {error}")
-        return _retry_later(ctx, step=Step.EVIDENCE, delay=error.retry_after or 2.0)
+        return _decided(ctx, retry_policy().after_evidence_error(error, claims=sample.claims))
     archived = _archive(sample, result)
     completed = result.collection_state == CollectionState.COMPLETED
     ahead = _analyse_ahead(sample, result) if completed else None
     failpoint("after_store_before_complete")
-    with _fenced(ctx, "evidence") as s:
+    with _step(ctx, "evidence") as step:
         capture = evidence_services.record_capture(
-            sample=s, attempt_no=s.attempts, archived=archived, token=ctx.token
+            sample=step.sample, attempt_no=step.sample.attempts, archived=archived, token=ctx.token
         )
-        if result.collection_state != CollectionState.COMPLETED and (
-            _error_class(result) == ErrorClass.PARSE_FAILED
-        ):
-            return _hold_unparsed(ctx, s, None, message=_error_message(result))
-        if result.collection_state != CollectionState.COMPLETED:
-            message = _error_message(result, "collection failed")
-            changed = end_uncollected(s, reason=message)
-            _release(s, step=Step.NONE)
-            save_fenced(s, ctx.token, *changed, *_QUEUE_FIELDS)
-            terminal = True
+        if not completed and _error_class(result) == ErrorClass.PARSE_FAILED:
+            return step.hold_unparsed(upstream_id=None, error=_error_message(result))
+        if not completed:
+            reason = _error_message(result, "collection failed")
+            outcome = step.fail(reason=reason, outcome="evidence-stored")
         else:
-            if s.collection_state == CollectionState.QUEUED:
-                s.start_collection()
-            s.complete_collection()
-            s.completed_at = Now()
-            _set_evidence_state(s, result)
-            analysed = _analysed_now(s, ahead, capture)
-            save_fenced(
-                s,
-                ctx.token,
-                "collection_state",
-                "evidence_state",
-                "evidence_reason",
-                "completed_at",
-                *analysed,
-                *_QUEUE_FIELDS,
-            )
-            terminal = False
+            verdict = _verdict(ahead, capture)
+            evidence = _evidence_of(step.sample, result)
+            outcome = step.evidence_stored(evidence=evidence, verdict=verdict)
+            _queue_charge(step.sample, verdict)
     if capture.upstream_cost is not None:
         billing.record_upstream_cost(capture_id=capture.pk)  # idempotent per task
-    if terminal:
-        _after_terminal(s)
-    return "evidence-stored"
+    return outcome
 
 
 # --- analyse ------------------------------------------------------------------------------
 
 
-def handle_analyse(ctx: StepContext) -> str:
+def handle_analyse(ctx: StepContext, sample: Sample) -> str:
     verdict = analyse_sample(sample_id=ctx.sample_id)
-    with _fenced(ctx, "analyse") as s:
-        verdict.apply(s)
-        _release(s, step=Step.NONE)
-        save_fenced(s, ctx.token, "analysis_state", "validity", "validity_reason", *_QUEUE_FIELDS)
-        if verdict.valid:
-            # Posted with the run's other charges by the dispatcher's next tick, or when the
-            # run finishes (docs/decisions.md, settlement off the hot account rows).
-            billing.queue_capture(run_id=s.run_id, sample_id=s.pk)
-    _after_terminal(s)
-    return f"analysed:{s.analysis_state}"
+    with _step(ctx, "analyse") as step:
+        outcome = step.analysed(verdict)
+        _queue_charge(step.sample, verdict)
+    return outcome
 
 
-def _after_terminal(sample: Sample) -> None:
-    """After the commit that ended this sample, see whether its run has ended. Checked after
-    commit: two last samples ending at once in two transactions would each still see the
-    other as running. (The dispatcher's sweep catches a process that dies in between.)"""
-    run_id = sample.run_id
-    transaction.on_commit(lambda: finish_run_if_done(run_id=run_id))
-
-
-_HANDLERS: dict[str, Callable[[StepContext], str]] = {
+_HANDLERS: dict[str, Callable[[StepContext, Sample], str]] = {
     Step.SUBMIT: handle_submit,
     Step.VERIFY: handle_verify,
     Step.POLL: handle_poll,

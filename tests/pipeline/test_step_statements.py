@@ -25,10 +25,10 @@ pytestmark = pytest.mark.django_db
 # Upper bounds, per step (docs/decisions.md, "A sample's step outcomes have one home"): a step
 # that needs more statements is a regression of the hot path; lower a bound when a change
 # saves one.
-DIRECT_ANSWER_MAX = 22
-ACCEPTED_MAX = 11
-POLL_MAX = 6
-EVIDENCE_MAX = 17
+DIRECT_ANSWER_MAX = 21
+ACCEPTED_MAX = 10
+POLL_MAX = 4
+EVIDENCE_MAX = 15
 
 
 def _one_of_two(platform: str) -> Sample:
