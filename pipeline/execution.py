@@ -14,13 +14,9 @@ write of the fields it changed), and what to do after an upstream error is decid
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import lru_cache, partial
-from typing import Any
-from uuid import UUID
+from functools import partial
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import Func, JSONField
 
 from analysis.services import analyse_sample
 from billing import services as billing
@@ -56,62 +52,8 @@ from pipeline.submission import Begun, begin_in_batch, handle_submit, submit_tog
 from sampling import inputs
 from sampling.dbtime import db_now
 from sampling.leases import renew_lease
-from sampling.models import CollectionState, QuestionRevision, QueueState, Run, Sample, Step
-from sampling.plainsql import columns, from_row
-
-
-class _WithoutQuestions(Func):
-    """A run's frozen snapshot without its question list."""
-
-    template = "json_remove(%(expressions)s, '$.questions')"
-    output_field = JSONField()
-
-    def as_postgresql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
-        template = "(%(expressions)s - 'questions')"
-        return self.as_sql(compiler, connection, template=template, **extra_context)
-
-
-_LOAD_FOR_STEP = f"""SELECT {columns(Sample, "s")}, {columns(QuestionRevision, "q")}
-  FROM {Sample._meta.db_table} s
-  JOIN {QuestionRevision._meta.db_table} q ON q.id = s.question_revision_id
- WHERE s.id = %s"""
-
-
-_FROZEN_RUN_FIELDS = ("id", "tenant_id", "campaign_id", "planned_samples", "created_at")
-
-
-def load_for_step(sample_id: int) -> Sample | None:
-    """The sample with its run and question, as a step uses them. The question revision is
-    immutable and the run's snapshot frozen at launch, so the run is read once per process
-    (`_frozen_run`), without its question list: the one part of the snapshot that grows with
-    the campaign (about 100 KB for 1,000 questions), which no step reads. The run is only read
-    here, never saved."""
-    with connection.cursor() as cursor:
-        cursor.execute(_LOAD_FOR_STEP, [sample_id])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    sample = from_row(Sample, row)
-    sample.question_revision = from_row(QuestionRevision, row[len(Sample._meta.concrete_fields) :])
-    sample.run = Run.from_db(connection.alias, *_frozen_run(connection.alias, sample.run_id))
-    return sample
-
-
-@lru_cache(maxsize=256)
-def _frozen_run(alias: str, run_id: UUID) -> tuple[list[str], list[Any]]:
-    """The frozen fields of a run, as `Run.from_db` takes them (names and values in the model's
-    field order). Run ids are UUIDs, never reused, and launch froze these fields, so a cached
-    entry cannot go stale."""
-    row = (
-        Run.objects.using(alias)
-        .filter(pk=run_id)
-        .annotate(step_snapshot=_WithoutQuestions("config_snapshot"))
-        .values(*_FROZEN_RUN_FIELDS, "step_snapshot")
-        .get()
-    )
-    row["config_snapshot"] = row.pop("step_snapshot")
-    names = [f.attname for f in Run._meta.concrete_fields if f.attname in row]
-    return names, [row[name] for name in names]
+from sampling.models import CollectionState, QueueState, Sample, Step
+from sampling.steps import load_for_step
 
 
 def run_step(*, sample_id: int, token: int, worker: str = "", loaded: Sample | None = None) -> str:
@@ -146,6 +88,9 @@ def _start_lease(sample_id: int, token: int) -> bool:
     return renew_lease(
         sample_id=sample_id, token=token, lease_seconds=settings.GEO_LEASE_SECONDS, starting=True
     )
+
+
+# --- batch submit -------------------------------------------------------------------------
 
 
 def run_submit_batch(
@@ -187,6 +132,9 @@ def run_submit_batch(
     return outcomes
 
 
+# --- verify (uncertain acceptance) --------------------------------------------------------
+
+
 def handle_verify(ctx: StepContext, sample: Sample) -> str:
     attempt = sample.attempt_set.order_by("-attempt_no").first()
     if attempt is None:
@@ -200,6 +148,9 @@ def handle_verify(ctx: StepContext, sample: Sample) -> str:
         if upstream_id:
             return step.verified(attempt, upstream_id=upstream_id)
         return step.not_accepted(attempt)
+
+
+# --- poll ---------------------------------------------------------------------------------
 
 
 def _age_seconds(sample: Sample) -> float:
@@ -225,6 +176,9 @@ def handle_poll(ctx: StepContext, sample: Sample) -> str:
         if polled.state == "completed":
             return step.poll_completed()
         return step.fail(reason=f"upstream reports {polled.state}: {polled.message or ''}")
+
+
+# --- evidence -----------------------------------------------------------------------------
 
 
 def _render_screenshot(ctx: StepContext, sample: Sample) -> str:
@@ -279,6 +233,9 @@ def handle_evidence(ctx: StepContext, sample: Sample) -> str:
     if capture.upstream_cost is not None:
         billing.record_upstream_cost(capture_id=capture.pk)  # idempotent per task
     return outcome
+
+
+# --- analyse ------------------------------------------------------------------------------
 
 
 def handle_analyse(ctx: StepContext, sample: Sample) -> str:

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 
 from geo_collect import logs, metrics
-from pipeline.execution import load_for_step
 from sampling.models import Sample, Step
+from sampling.steps import load_for_step
 
 
 def observe_step(run: Callable[..., str], *, sample_id: int, token: int, worker: str) -> str:

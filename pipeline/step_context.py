@@ -103,6 +103,9 @@ def decided(ctx: StepContext, decision: RetryDecision) -> str:
         return step.retry_later(decision)
 
 
+# --- the upstream and the lease -----------------------------------------------------------
+
+
 def upstream_wait() -> None:
     """Before a call to an upstream (seconds of waiting, no database work): give the thread's
     database connection back to the worker's pool (settings.GEO_WORKER_DB_POOL), so threads
@@ -165,6 +168,9 @@ def request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
         mode=sample.mode,
         screenshot=snapshot.get("screenshot_policy") != "none",
     )
+
+
+# --- collecting an answer: analysis and evidence ------------------------------------------
 
 
 def analyse_inline(sample: Sample, result: NormalizedResult) -> AnalysisAhead | None:

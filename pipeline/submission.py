@@ -40,6 +40,9 @@ from sampling import inputs
 from sampling.dbtime import db_now
 from sampling.models import Attempt, AttemptStatus, CollectionState, Run, Sample, SubmissionState
 
+# --- batch submit -------------------------------------------------------------------------
+
+
 Begun = tuple[StepContext, Sample, Attempt]
 
 
@@ -75,6 +78,9 @@ def _record_task(
     if isinstance(result, UpstreamError):
         return _record_submit_error(ctx, sample, attempt, result)
     return _record_accepted(ctx, attempt, result)
+
+
+# --- submit -------------------------------------------------------------------------------
 
 
 def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | str:

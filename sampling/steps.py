@@ -19,10 +19,12 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Protocol
+from functools import lru_cache
+from typing import Any, Protocol
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Func, JSONField
 from django.db.models.functions import Now
 
 from connectors.base import ErrorClass, SubmitOutcome, UpstreamError
@@ -34,12 +36,23 @@ from .models import (
     AttemptStatus,
     CollectionState,
     EvidenceState,
+    QuestionRevision,
     QueueState,
+    Run,
     Sample,
     Step,
     SubmissionState,
 )
-from .plainsql import changed_fields, insert_rows, seen, track, tracked, update_changed
+from .plainsql import (
+    changed_fields,
+    columns,
+    from_row,
+    insert_rows,
+    seen,
+    track,
+    tracked,
+    update_changed,
+)
 from .transitions import REASON_LENGTH, end_uncollected, fenced, hold_unparsed, save_fenced
 
 log = logging.getLogger(__name__)
@@ -68,6 +81,68 @@ class Evidence:
 
 
 STORED = Evidence()
+
+
+# --- the sample as a step reads it ---------------------------------------------------------
+
+
+class _WithoutQuestions(Func):
+    """A run's frozen snapshot without its question list."""
+
+    template = "json_remove(%(expressions)s, '$.questions')"
+    output_field = JSONField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+        template = "(%(expressions)s - 'questions')"
+        return self.as_sql(compiler, connection, template=template, **extra_context)
+
+
+# The sample and its question revision, in one plain statement: it runs for every step, so
+# it skips the ORM (sampling/plainsql.py).
+_LOAD_FOR_STEP = f"""SELECT {columns(Sample, "s")}, {columns(QuestionRevision, "q")}
+  FROM {Sample._meta.db_table} s
+  JOIN {QuestionRevision._meta.db_table} q ON q.id = s.question_revision_id
+ WHERE s.id = %s"""
+# What a step reads of its run: what launch froze. The rest (cancelled_at, finished_at, ...)
+# changes during the run and stays deferred, read from the database if ever accessed.
+_FROZEN_RUN_FIELDS = ("id", "tenant_id", "campaign_id", "planned_samples", "created_at")
+
+
+def load_for_step(sample_id: int) -> Sample | None:
+    """The sample with its run and question, as a step uses them. The question revision is
+    immutable and the run's snapshot frozen at launch, so the run is read once per process
+    (`_frozen_run`), without its question list: the one part of the snapshot that grows with
+    the campaign (about 100 KB for 1,000 questions), which no step reads. The run is only read
+    here, never saved."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LOAD_FOR_STEP, [sample_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    sample = from_row(Sample, row)
+    sample.question_revision = from_row(QuestionRevision, row[len(Sample._meta.concrete_fields) :])
+    sample.run = Run.from_db(connection.alias, *_frozen_run(connection.alias, sample.run_id))
+    return sample
+
+
+@lru_cache(maxsize=256)
+def _frozen_run(alias: str, run_id: UUID) -> tuple[list[str], list[Any]]:
+    """The frozen fields of a run, as `Run.from_db` takes them (names and values in the model's
+    field order). Run ids are UUIDs, never reused, and launch froze these fields, so a cached
+    entry cannot go stale."""
+    row = (
+        Run.objects.using(alias)
+        .filter(pk=run_id)
+        .annotate(step_snapshot=_WithoutQuestions("config_snapshot"))
+        .values(*_FROZEN_RUN_FIELDS, "step_snapshot")
+        .get()
+    )
+    row["config_snapshot"] = row.pop("step_snapshot")
+    names = [f.attname for f in Run._meta.concrete_fields if f.attname in row]
+    return names, [row[name] for name in names]
+
+
+# --- the step, locked --------------------------------------------------------------------
 
 
 @contextmanager
