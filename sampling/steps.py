@@ -28,7 +28,7 @@ from django.db.models import Func, JSONField
 from django.db.models.functions import Now
 
 from connectors.base import ErrorClass, SubmitOutcome, UpstreamError
-from connectors.retry import POLL, RETRY, VERIFY, RetryDecision
+from connectors.retry import POLL, RETRY, RetryDecision
 from geo_collect import logs, metrics
 
 from .models import (
@@ -279,7 +279,8 @@ class SampleStep:
         asked again after the policy's delay, or failed for good with its reason."""
         self.sample.reject_submit()
         if decision.action == RETRY:
-            return self._retry(f"retry:{error_class.value}", Step.SUBMIT, decision, error_class)
+            outcome = f"retry:{error_class.value}"
+            return self._retry(outcome, Step.SUBMIT, decision, error_class.value)
         reason = f"{error_class.value}: {message}"
         if error_class in _RETRYABLE:  # it gave up on a retryable error: say why
             reason = f"{reason} ({decision.reason})"
@@ -402,7 +403,7 @@ class SampleStep:
         return self._release_and_save(outcome, step=Step.NONE)
 
     def _retry(self, outcome: str, step: str, decision: RetryDecision, reason: str) -> str:
-        assert decision.action in (RETRY, POLL, VERIFY), decision
+        assert decision.action in (RETRY, POLL), decision
         metrics.RETRIES.labels(self.sample.platform, seen(self.sample, "step"), reason).inc()
         return self._release_and_save(outcome, step=step, delay=decision.delay_seconds)
 
@@ -429,7 +430,7 @@ class SampleStep:
         changed = changed_fields(s)
         save_fenced(s, self.token)
         if outcome:
-            log.info("step outcome %s sample=%s changed=%s", outcome, s.pk, ",".join(changed))
+            log.info("step outcome %s sample=%s changed=%s", outcome, s.pk, changed)
         self._observe(before)
         if s.queue_state == QueueState.DONE and self._on_end is not None:
             # After the commit that ended the sample, see whether its run has ended: two last
@@ -445,8 +446,10 @@ class SampleStep:
             before["submission_state"] != SubmissionState.ACCEPTED
             and s.submission_state == SubmissionState.ACCEPTED
         )
-        if accepted_now and self.attempt is not None and isinstance(s.accepted_at, datetime):
-            latency = (s.accepted_at - self.attempt.started_at).total_seconds()
+        started = None if self.attempt is None else self.attempt.started_at
+        # Both in database time: `accepted_at` as the write stored it (read back with it).
+        if accepted_now and isinstance(started, datetime) and isinstance(s.accepted_at, datetime):
+            latency = (s.accepted_at - started).total_seconds()
             metrics.ACCEPTANCE_LATENCY.labels(s.platform).observe(max(0.0, latency))
         if before["evidence_state"] == EvidenceState.PENDING != s.evidence_state:
             metrics.EVIDENCE_RECORDED.labels(s.platform, s.evidence_state).inc()
