@@ -1,7 +1,9 @@
-"""The one retry policy for every platform (docs/architecture.md), and in-process rate limiting.
+"""The one retry policy for every platform and every step (docs/architecture.md), and
+in-process rate limiting.
 
-`RetryPolicy.decide` only says what to do next; the caller (the sampling worker) sleeps or
-reschedules, records the attempt, and routes "verify" and "review" decisions to recovery.
+`RetryPolicy` only says what to do next, as a `RetryDecision`: the pipeline reads its action
+and delay (pipeline/execution.py) and the sample's step outcome applies it (sampling/steps.py):
+reschedule, keep polling, verify, park for review, or fail with the reason.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from .base import ErrorClass, UpstreamError
 
 # What a decision asks the caller to do.
-RETRY = "retry"  # ask the upstream again after delay_seconds
+RETRY = "retry"  # do the step again after delay_seconds (a submit asks the upstream again)
 POLL = "poll"  # keep the upstream id, poll again after delay_seconds
 VERIFY = "verify"  # the request may have been accepted: look it up before any retry
 REVIEW = "review"  # keep the raw response for a human; never re-ask
@@ -30,18 +32,33 @@ _BACKOFF_RETRIED = frozenset({ErrorClass.TRANSIENT, ErrorClass.TRUNCATED, ErrorC
 
 @dataclass(frozen=True)
 class RetryDecision:
-    retry: bool
+    action: str  # RETRY | POLL | VERIFY | REVIEW | FAIL
     delay_seconds: float
     reason: str
-    action: str = FAIL  # RETRY | POLL | VERIFY | REVIEW | FAIL
+
+    @property
+    def retry(self) -> bool:
+        """The step is done again later (RETRY or POLL), after `delay_seconds`."""
+        return self.action in (RETRY, POLL)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """Submit: bounded by attempts and a total time budget (`decide`). Poll, verify and
+    evidence fetches: bounded by how often the step was claimed (`max_step_claims`, the poison
+    cap), since they never re-ask a question. Any step that raised: `after_step_error`."""
+
     max_attempts: int = 5
     base: float = 1.0
     max_delay: float = 60.0
     max_total_seconds: float = 900.0
+    # Poll interval grows with the task's age: quick answers are picked up quickly, slow ones
+    # do not hammer the provider.
+    poll_min_seconds: float = 0.5
+    poll_max_seconds: float = 30.0
+    verify_delay_seconds: float = 5.0
+    evidence_delay_seconds: float = 2.0
+    max_step_claims: int = 8
 
     def backoff(self, attempt_no: int, rng: random.Random) -> float:
         """min(max_delay, base·2^(n-1)) plus up to `base` of jitter so workers spread out."""
@@ -65,18 +82,16 @@ class RetryPolicy:
 
         if error_class is ErrorClass.ACCEPTANCE_UNKNOWN:
             return RetryDecision(
-                False, 0.0, "verify: the request was sent but no answer came back", VERIFY
+                VERIFY, 0.0, "verify: the request was sent but no answer came back"
             )
         if error_class is ErrorClass.PARSE_FAILED:
-            return RetryDecision(False, 0.0, "answer could not be parsed: keep raw, review", REVIEW)
-        if error_class is ErrorClass.POLL_FAILED:
-            return self._within_budget(self.backoff(attempt_no, rng), elapsed_seconds, POLL)
+            return RetryDecision(REVIEW, 0.0, "answer could not be parsed: keep raw, review")
         if verdict is False:
-            return RetryDecision(False, 0.0, "upstream said x-should-retry: false", FAIL)
+            return RetryDecision(FAIL, 0.0, "upstream said x-should-retry: false")
         if error_class in _NEVER_RETRIED and verdict is not True:
-            return RetryDecision(False, 0.0, f"{error_class.value} is not retried", FAIL)
+            return RetryDecision(FAIL, 0.0, f"{error_class.value} is not retried")
         if attempt_no >= self.max_attempts:
-            return RetryDecision(False, 0.0, f"{attempt_no} attempts used", FAIL)
+            return RetryDecision(FAIL, 0.0, f"{attempt_no} attempts used")
         if error_class is ErrorClass.RATE_LIMITED and hint is not None:
             return self._honour_hint(hint, elapsed_seconds, rng)
         return self._within_budget(self.backoff(attempt_no, rng), elapsed_seconds, RETRY)
@@ -92,11 +107,10 @@ class RetryPolicy:
         delay = hint + rng.uniform(0, min(1.0, hint * 0.1))
         if elapsed_seconds + delay > self.max_total_seconds:
             return RetryDecision(
-                False,
+                FAIL,
                 0.0,
                 f"rate limited: the retry hint of {hint:.1f}s is past the retry budget of "
                 f"{self.max_total_seconds:.0f}s",
-                FAIL,
             )
         return self._within_budget(delay, elapsed_seconds, RETRY, f"rate limited: wait {hint:.3f}s")
 
@@ -105,12 +119,60 @@ class RetryPolicy:
     ) -> RetryDecision:
         if elapsed_seconds + delay > self.max_total_seconds:
             return RetryDecision(
-                False, 0.0, f"retry budget of {self.max_total_seconds:.0f}s exhausted", FAIL
+                FAIL, 0.0, f"retry budget of {self.max_total_seconds:.0f}s exhausted"
             )
-        return RetryDecision(True, delay, reason or f"{action} after {delay:.2f}s", action)
+        return RetryDecision(action, delay, reason or f"{action} after {delay:.2f}s")
 
+    # --- the steps after acceptance, and any step that raised --------------------------------
 
-DEFAULT_POLICY = RetryPolicy()
+    def claimed_too_often(self, claims: int) -> bool:
+        """A step claimed more often than the cap is poison (it keeps crashing its worker or
+        timing out): it is parked with the reason, for a person."""
+        return claims > self.max_step_claims
+
+    def poll_delay(self, *, age_seconds: float, hint: float | None = None) -> float:
+        """When to poll an accepted task again: the upstream's hint, or a tenth of the task's
+        age within [poll_min_seconds, poll_max_seconds]."""
+        if hint:
+            return hint
+        return max(self.poll_min_seconds, min(self.poll_max_seconds, age_seconds / 10))
+
+    def next_poll(self, *, age_seconds: float, hint: float | None = None) -> RetryDecision:
+        """The task is queued or running upstream: poll again."""
+        delay = self.poll_delay(age_seconds=age_seconds, hint=hint)
+        return RetryDecision(POLL, delay, f"poll after {delay:.2f}s")
+
+    def after_poll_error(
+        self, error: UpstreamError, *, claims: int, age_seconds: float
+    ) -> RetryDecision:
+        """A poll failed: keep the upstream id and poll again later, until the step was
+        claimed `max_step_claims` times; then fail with the reason."""
+        if claims >= self.max_step_claims:
+            return RetryDecision(FAIL, 0.0, f"poll failed {claims} times: {error}")
+        delay = self.poll_delay(age_seconds=age_seconds, hint=error.retry_after)
+        return RetryDecision(POLL, delay, f"poll failed ({error.error_class.value}): poll again")
+
+    def after_evidence_error(self, error: UpstreamError, *, claims: int) -> RetryDecision:
+        """Fetching an accepted task's evidence failed: fetch again, until the cap."""
+        if claims >= self.max_step_claims:
+            return RetryDecision(FAIL, 0.0, f"evidence fetch failed: {error}")
+        delay = error.retry_after or self.evidence_delay_seconds
+        return RetryDecision(RETRY, delay, f"evidence fetch failed ({error.error_class.value})")
+
+    def after_verify_error(self, error: UpstreamError) -> RetryDecision:
+        """Looking up an uncertain request failed. A platform that cannot look requests up
+        never will: a person decides. Otherwise look again later (the poison cap bounds it)."""
+        if error.error_class is ErrorClass.UNSUPPORTED:
+            return RetryDecision(
+                REVIEW, 0.0, "uncertain: platform cannot confirm acceptance; needs review"
+            )
+        return RetryDecision(RETRY, self.verify_delay_seconds, f"verify failed: {error}")
+
+    def after_step_error(self, *, claims: int) -> RetryDecision:
+        """A step raised (a bug, an unexpected upstream shape): give the lease back with an
+        exponential backoff instead of letting it run out; the poison cap parks it."""
+        delay = min(self.max_delay, 2.0**claims)
+        return RetryDecision(RETRY, delay, f"step failed: retry after {delay:.0f}s")
 
 
 class TokenBucket:

@@ -113,22 +113,80 @@ def _defaulted(model: type[Model], first: Model) -> frozenset[str]:
     )
 
 
+# --- changed fields, computed ---------------------------------------------------------------
+
+_SEEN = "_plainsql_seen"  # where `track` keeps an instance's values, in its __dict__
+
+
+@cache
+def _attnames(model: type[Model]) -> tuple[str, ...]:
+    pk = _pk(model)
+    return tuple(f.attname for f in model._meta.concrete_fields if f is not pk)
+
+
+def track(obj: Model) -> None:
+    """Remember `obj`'s field values as they are now (as read under its row lock, or as just
+    inserted): `changed_fields` then names the fields assigned a different value since, so a
+    write names exactly those (as HackSoft's `model_update`), never a hand-kept list."""
+    values = obj.__dict__
+    values[_SEEN] = {name: values.get(name) for name in _attnames(type(obj))}
+
+
+def tracked(obj: Model) -> bool:
+    return _SEEN in obj.__dict__
+
+
+def seen(obj: Model, name: str) -> Any:
+    """A field's value when `track` was last called."""
+    return obj.__dict__[_SEEN][name]
+
+
+def changed_fields(obj: Model) -> list[str]:
+    """The fields of `obj` whose values differ from those `track` remembered (an expression
+    such as `Now()` always differs)."""
+    before: dict[str, Any] = obj.__dict__[_SEEN]
+    values = obj.__dict__
+    return [name for name, value in before.items() if values.get(name) != value]
+
+
+def update_changed(
+    obj: Model, *, values: dict[str, Any] | None = None, where: dict[str, Any] | None = None
+) -> int:
+    """UPDATE the fields changed since `track(obj)` (and those in `values`), as `update_row`;
+    then remember the row as written. Fields written as expressions (`Now()`) read their
+    values back in the same statement, so the instance holds what the database stored."""
+    changed = changed_fields(obj)
+    if not changed and not values:
+        return 1  # nothing to write: the row is as the instance says
+    returning = [name for name in changed if _is_expression(getattr(obj, name))]
+    returning += [name for name, value in (values or {}).items() if _is_expression(value)]
+    updated = update_row(obj, changed, values=values, where=where, returning=returning)
+    track(obj)
+    return updated
+
+
+def _is_expression(value: Any) -> bool:
+    return hasattr(value, "resolve_expression")
+
+
 def update_row(
     obj: Model,
     field_names: Iterable[str],
     *,
     values: dict[str, Any] | None = None,
     where: dict[str, Any] | None = None,
+    returning: Sequence[str] = (),
 ) -> int:
     """UPDATE the named fields of `obj`'s row with its values, and the fields in `values` with
     those, only if the columns in `where` hold the given values; returns the row count, for the
-    caller's conditional-write check. Values may be expressions, such as `Now()`."""
+    caller's conditional-write check. Values may be expressions, such as `Now()`; the fields
+    named in `returning` are read back from the row written and set on `obj`."""
     db = _db()
     model = type(obj)
     changes = {name: getattr(obj, _field(model, name).attname) for name in field_names}
     changes.update(values or {})
     if db.vendor != "postgresql":
-        return model._default_manager.filter(pk=obj.pk, **(where or {})).update(**changes)
+        return _update_with_orm(obj, changes, where or {}, returning)
     assignments: list[str] = []
     params: list[Any] = []
     for name, value in changes.items():
@@ -150,9 +208,35 @@ def update_row(
         f"UPDATE {_quote(model._meta.db_table)} SET {', '.join(assignments)} "
         f"WHERE {' AND '.join(conditions)}"
     )
+    if returning:
+        sql += f" RETURNING {', '.join(_quote(_field(model, name).column) for name in returning)}"
     with db.cursor() as cursor:
         cursor.execute(sql, params)
+        if returning and cursor.rowcount == 1:
+            _set_returned(obj, returning, cursor.fetchone())
         return int(cursor.rowcount)
+
+
+def _update_with_orm(
+    obj: Model, changes: dict[str, Any], where: dict[str, Any], returning: Sequence[str]
+) -> int:
+    """SQLite, the embedded default: the ORM's UPDATE, and a read of what it wrote."""
+    model = type(obj)
+    rows = model._default_manager.filter(pk=obj.pk, **where)
+    updated = rows.update(**changes) if changes else rows.count()
+    if returning and updated == 1:
+        names = [_field(model, name).attname for name in returning]
+        row = model._default_manager.filter(pk=obj.pk).values_list(*names).get()
+        for name, value in zip(names, row, strict=True):
+            setattr(obj, name, value)
+    return updated
+
+
+def _set_returned(obj: Model, names: Sequence[str], row: Sequence[Any]) -> None:
+    model = type(obj)
+    values = converted(row, [(model, name) for name in names])
+    for name, value in zip(names, values, strict=True):
+        setattr(obj, _field(model, name).attname, value)
 
 
 # Expressions without parameters compiled for an UPDATE, per model and expression: every

@@ -3,13 +3,17 @@
 The state changes themselves are django-fsm transitions on `Sample` (sampling/models.py); this
 module is how they reach the database. Two kinds of writer, two guards:
 
-* Leased work (a worker executing a step) writes inside `fenced(...)` with `save_fenced`: the
-  row is locked and the write is conditional on the fencing token of the worker's claim. An
-  older token is refused and recorded as a `StaleWrite`.
+* Leased work (a worker executing a step) writes inside `fenced(...)`: the row is locked and
+  the write is conditional on the fencing token of the worker's claim. An older token is
+  refused and recorded as a `StaleWrite`. A step's outcomes (sampling/steps.py) write through
+  here.
 * Operator actions (cancelling a run, a reviewer's decision on an uncertain sample, an
   analyst's review decision) lock the sample and write with `save_unchanged`: a compare-and-set
   on the token and queue state read under that lock, so a worker that claimed the sample in
   between wins and the operator is told.
+
+Both write the fields changed since the row was read (`plainsql.track` / `changed_fields`),
+never a list kept by hand.
 
 Nothing else writes a sample's layers. Locks are taken in the order of sampling/locking.py.
 """
@@ -27,7 +31,8 @@ from django_fsm import TransitionNotAllowed
 
 from geo_collect import metrics
 
-from .locking import lock_leased_sample, lock_sample
+from .locking import lock_leased_sample
+from .locking import lock_sample as _lock_sample
 from .models import (
     AnalysisState,
     Attempt,
@@ -42,7 +47,7 @@ from .models import (
     Step,
     SubmissionState,
 )
-from .plainsql import update_row
+from .plainsql import changed_fields, seen, track, update_changed
 
 REASON_LENGTH = 200  # Sample.failure_reason
 
@@ -81,6 +86,7 @@ def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> I
         sample, lease_live = lock_leased_sample(sample_id)
         holder = sample.fencing_token == token and sample.queue_state == QueueState.LEASED
         if holder and lease_live:
+            track(sample)
             yield sample
             return
     metrics.stale_write_refused()
@@ -97,12 +103,11 @@ def fenced(*, sample_id: int, token: int, operation: str, worker: str = "") -> I
     raise StaleToken(f"sample {sample_id}: token {token} is stale ({sample.fencing_token} current)")
 
 
-def save_fenced(sample: Sample, token: int, *field_names: str) -> None:
-    """Conditional write of the named fields of `sample`: only while `token` is current."""
-    # A plain statement (sampling/plainsql.py): every step writes the sample two or three times.
-    updated = update_row(
-        sample, field_names, values={"updated_at": Now()}, where={"fencing_token": token}
-    )
+def save_fenced(sample: Sample, token: int) -> None:
+    """Conditional write of the fields of `sample` changed inside `fenced`: only while `token`
+    is current. Fields written as `Now()` hold the database's time afterwards."""
+    # A plain statement (sampling/plainsql.py): every step writes the sample once or twice.
+    updated = update_changed(sample, values={"updated_at": Now()}, where={"fencing_token": token})
     if updated != 1:
         raise StaleToken(f"sample {sample.pk}: conditional write with token {token} matched no row")
 
@@ -110,14 +115,25 @@ def save_fenced(sample: Sample, token: int, *field_names: str) -> None:
 # --- operator actions -----------------------------------------------------------------------
 
 
-def save_unchanged(sample: Sample, *field_names: str, read_queue_state: str, **extra: Any) -> None:
-    """Compare-and-set: write the named fields only if the token and queue state are still
-    what the caller read. Raises ConcurrentChange otherwise."""
+def lock_sample(sample_id: int) -> Sample:
+    """`locking.lock_sample`, with the values read under the lock remembered for
+    `save_unchanged`."""
+    sample = _lock_sample(sample_id)
+    track(sample)
+    return sample
+
+
+def save_unchanged(sample: Sample, *, read_queue_state: str) -> None:
+    """Compare-and-set: write the fields changed since the sample was read (`lock_sample`, or
+    `track` by the caller holding the lock) only if the token and queue state are still what
+    the caller read. Raises ConcurrentChange otherwise."""
+    changes: dict[str, Any] = {name: getattr(sample, name) for name in changed_fields(sample)}
     updated = Sample.objects.filter(
         pk=sample.pk, fencing_token=sample.fencing_token, queue_state=read_queue_state
-    ).update(**_values(sample, field_names), **extra)
+    ).update(**changes, updated_at=Now())
     if updated != 1:
         raise ConcurrentChange(f"sample {sample.pk} changed while being written")
+    track(sample)
 
 
 # --- a collection that failed for good ------------------------------------------------------
@@ -125,11 +141,10 @@ def save_unchanged(sample: Sample, *field_names: str, read_queue_state: str, **e
 NOT_COLLECTED = "not_collected"  # the analysis reason of a sample with no answer to analyse
 
 
-def end_uncollected(sample: Sample, *, reason: str) -> tuple[str, ...]:
+def end_uncollected(sample: Sample, *, reason: str) -> None:
     """Collection failed for good: the evidence and analysis layers end too, with the reason,
-    so no page or export shows "analysing" for a sample that will never be analysed. Returns
-    the fields changed, for the caller's conditional write (`save_fenced` / `save_unchanged`).
-    """
+    so no page or export shows "analysing" for a sample that will never be analysed. The
+    caller's conditional write (`save_fenced` / `save_unchanged`) writes what changed."""
     sample.fail_collection()
     sample.failure_reason = reason[:REASON_LENGTH]
     if sample.evidence_state == EvidenceState.PENDING:
@@ -138,17 +153,6 @@ def end_uncollected(sample: Sample, *, reason: str) -> tuple[str, ...]:
     if sample.analysis_state == AnalysisState.PENDING:
         sample.fail_analysis()
         sample.analysis_reason = NOT_COLLECTED
-    return UNCOLLECTED_FIELDS
-
-
-UNCOLLECTED_FIELDS = (
-    "collection_state",
-    "failure_reason",
-    "evidence_state",
-    "evidence_reason",
-    "analysis_state",
-    "analysis_reason",
-)
 
 
 # --- an answer the parser did not understand ------------------------------------------------
@@ -156,11 +160,11 @@ UNCOLLECTED_FIELDS = (
 PARSE_FAILED = "parse_failed"  # the head of the analysis reason of such a sample
 
 
-def hold_unparsed(sample: Sample, *, error: str) -> tuple[str, ...]:
+def hold_unparsed(sample: Sample, *, error: str) -> None:
     """The upstream answered, but in a format the parser does not understand. The answer was
     collected (its raw is kept as a capture revision) and is never asked again automatically:
     it waits in the analyst review queue with the parser's error, to be re-parsed once the
-    parser is fixed (`manage.py reparse --sample`) or rejected. Returns the fields changed."""
+    parser is fixed (`manage.py reparse --sample`) or rejected."""
     if sample.collection_state == CollectionState.QUEUED:
         sample.start_collection()
     sample.complete_collection()
@@ -169,24 +173,17 @@ def hold_unparsed(sample: Sample, *, error: str) -> tuple[str, ...]:
     sample.evidence_reason = f"PARSE_FAILED: {error}"[:REASON_LENGTH]
     sample.send_to_review()
     sample.analysis_reason = f"{PARSE_FAILED}: {error}"[:REASON_LENGTH]
-    return (
-        "collection_state",
-        "completed_at",
-        "evidence_state",
-        "evidence_reason",
-        "analysis_state",
-        "analysis_reason",
-    )
 
 
 def cancel_unaccepted(sample: Sample, *, reason: str) -> bool:
     """Fail a sample the upstream never accepted, as part of a local cancel. The caller holds
     its row lock. False when a worker got to it first (it then finishes and is charged)."""
+    track(sample)
     read_queue_state = sample.queue_state
-    changed = end_uncollected(sample, reason=reason)
+    end_uncollected(sample, reason=reason)
     sample.step, sample.queue_state = Step.NONE, QueueState.DONE
     try:
-        save_unchanged(sample, *changed, "step", "queue_state", read_queue_state=read_queue_state)
+        save_unchanged(sample, read_queue_state=read_queue_state)
     except ConcurrentChange:
         return False
     return True
@@ -222,17 +219,9 @@ def resolve_uncertain(*, sample_id: int, resolution: Resolution, note: str = "")
             end_uncollected(sample, reason=reason)
             sample.step, sample.queue_state = Step.NONE, QueueState.DONE
         sample.failure_reason = reason[:REASON_LENGTH]
+        sample.claims, sample.due_at = 0, Now()
         try:
-            save_unchanged(
-                sample,
-                "submission_state",
-                *UNCOLLECTED_FIELDS,
-                "step",
-                "queue_state",
-                read_queue_state=QueueState.PARKED,
-                claims=0,
-                due_at=Now(),
-            )
+            save_unchanged(sample, read_queue_state=QueueState.PARKED)
         except ConcurrentChange as error:
             raise NotResolvable(str(error)) from error
     return sample
@@ -263,7 +252,7 @@ def decide_analysis_review(*, sample_id: int, approve: bool | None) -> tuple[Sam
         raise ReviewNotAllowed(
             f"sample {sample_id}: {decision} not allowed while analysis is {before}"
         ) from error
-    save_unchanged(sample, "analysis_state", read_queue_state=QueueState.DONE)
+    save_unchanged(sample, read_queue_state=QueueState.DONE)
     return sample, before
 
 
@@ -279,30 +268,11 @@ def mark_evidence_repaired(*, sample_id: int, note: str) -> Sample:
             raise ConcurrentChange(f"sample {sample_id} is still being worked on")
         sample.repair_evidence()
         sample.evidence_reason = f"repaired ({note}); was: {sample.evidence_reason}"[:REASON_LENGTH]
-        save_unchanged(
-            sample, "evidence_state", "evidence_reason", read_queue_state=QueueState.DONE
-        )
+        save_unchanged(sample, read_queue_state=QueueState.DONE)
     return sample
 
 
 # --- resume: the one way out of a terminal state ---------------------------------------------
-
-_REOPENED_FIELDS = (
-    "submission_state",
-    "collection_state",
-    "evidence_state",
-    "analysis_state",
-    "upstream_id",
-    "failure_reason",
-    "validity",
-    "validity_reason",
-    "evidence_reason",
-    "analysis_reason",
-    "step",
-    "queue_state",
-    "resumes",
-    "attempts_before_resume",
-)
 
 
 def reopen_for_resume(sample: Sample, *, resume_no: int, reason: str, actor: str = "") -> None:
@@ -314,13 +284,27 @@ def reopen_for_resume(sample: Sample, *, resume_no: int, reason: str, actor: str
     read_queue_state = sample.queue_state
     if read_queue_state not in (QueueState.DONE, QueueState.PARKED):
         raise ConcurrentChange(f"sample {sample.pk} is {read_queue_state}, not finished")
+    track(sample)
+    attempts_before = sample.attempts
+    sample.reopen_submission()
+    sample.reopen_collection()
+    sample.reopen_evidence()
+    sample.reopen_analysis()
+    sample.upstream_id = ""
+    sample.failure_reason = sample.validity = sample.validity_reason = ""
+    sample.evidence_reason = sample.analysis_reason = ""
+    sample.step, sample.queue_state = Step.SUBMIT, QueueState.READY
+    sample.claims, sample.due_at = 0, Now()
+    sample.accepted_at = sample.completed_at = None
+    sample.resumes += 1
+    sample.attempts_before_resume = sample.attempts
     SampleReopen.objects.create(
         sample=sample,
         run_id=sample.run_id,
         resume_no=resume_no,
         reason=reason[:64],
-        attempts_before=sample.attempts,
-        states_before={name: getattr(sample, name) for name in _REOPENED_FIELDS[:12]},
+        attempts_before=attempts_before,
+        states_before=_states_before(sample),
         actor=actor[:150],
     )
     # An attempt whose outcome was never known is closed with the reason it was left.
@@ -331,28 +315,14 @@ def reopen_for_resume(sample: Sample, *, resume_no: int, reason: str, actor: str
         error_message=f"superseded by resume {resume_no}",
         finished_at=Now(),
     )
-    sample.reopen_submission()
-    sample.reopen_collection()
-    sample.reopen_evidence()
-    sample.reopen_analysis()
-    sample.upstream_id = ""
-    sample.failure_reason = sample.validity = sample.validity_reason = ""
-    sample.evidence_reason = sample.analysis_reason = ""
-    sample.step, sample.queue_state = Step.SUBMIT, QueueState.READY
-    sample.resumes += 1
-    sample.attempts_before_resume = sample.attempts
-    save_unchanged(
-        sample,
-        *_REOPENED_FIELDS,
-        read_queue_state=read_queue_state,
-        claims=0,
-        due_at=Now(),
-        accepted_at=None,
-        completed_at=None,
-    )
+    save_unchanged(sample, read_queue_state=read_queue_state)
 
 
-def _values(sample: Sample, field_names: tuple[str, ...]) -> dict[str, Any]:
-    values: dict[str, Any] = {name: getattr(sample, name) for name in field_names}
-    values["updated_at"] = Now()
-    return values
+def _states_before(sample: Sample) -> dict[str, str]:
+    """What a re-open changed of the layers, queue state, upstream id and reasons, as they
+    were: the text fields among those it changed (counters and timestamps are not states)."""
+    return {
+        name: value
+        for name in changed_fields(sample)
+        if isinstance(value := seen(sample, name), str)
+    }

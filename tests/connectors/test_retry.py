@@ -100,11 +100,55 @@ def test_parse_failure_goes_to_review_and_is_never_re_asked() -> None:
     assert (decision.retry, decision.action) == (False, REVIEW)
 
 
-def test_poll_failure_keeps_polling_within_the_time_budget() -> None:
-    late_attempt = decide(ErrorClass.POLL_FAILED, attempt_no=30, elapsed=10)
-    assert late_attempt.retry  # attempts do not bound polling; time does
-    assert late_attempt.action == POLL
-    assert not decide(ErrorClass.POLL_FAILED, attempt_no=2, elapsed=59.9).retry
+def test_poll_failure_keeps_polling_until_the_step_was_claimed_too_often() -> None:
+    error = UpstreamError(ErrorClass.POLL_FAILED, "503")
+    policy = RetryPolicy(max_step_claims=8)
+    again = policy.after_poll_error(error, claims=7, age_seconds=100)
+    assert (again.action, again.delay_seconds) == (POLL, 10.0)  # a tenth of the task's age
+    given_up = policy.after_poll_error(error, claims=8, age_seconds=100)
+    assert given_up.action == FAIL
+    assert given_up.reason.startswith("poll failed 8 times")
+
+
+def test_poll_interval_follows_the_hint_else_the_task_age_within_bounds() -> None:
+    policy = RetryPolicy(poll_min_seconds=0.5, poll_max_seconds=30.0)
+    assert policy.next_poll(age_seconds=1, hint=None).delay_seconds == 0.5
+    assert policy.next_poll(age_seconds=100, hint=None).delay_seconds == 10.0
+    assert policy.next_poll(age_seconds=10_000, hint=None).delay_seconds == 30.0
+    assert policy.next_poll(age_seconds=10_000, hint=3.0).delay_seconds == 3.0
+    assert policy.next_poll(age_seconds=1, hint=None).action == POLL
+
+
+def test_an_evidence_fetch_is_retried_after_the_hint_or_a_pause_until_the_cap() -> None:
+    policy = RetryPolicy(max_step_claims=3, evidence_delay_seconds=2.0)
+    hinted = UpstreamError(ErrorClass.TRANSIENT, "503", retry_after=7.0)
+    assert (policy.after_evidence_error(hinted, claims=1).action, 7.0) == (
+        RETRY,
+        policy.after_evidence_error(hinted, claims=1).delay_seconds,
+    )
+    plain = UpstreamError(ErrorClass.TRANSIENT, "503")
+    assert policy.after_evidence_error(plain, claims=2).delay_seconds == 2.0
+    assert policy.after_evidence_error(plain, claims=3).action == FAIL
+
+
+def test_a_verify_lookup_that_cannot_work_goes_to_review_else_is_tried_again() -> None:
+    policy = RetryPolicy(verify_delay_seconds=5.0)
+    unsupported = policy.after_verify_error(UpstreamError(ErrorClass.UNSUPPORTED, "no lookup"))
+    assert unsupported.action == REVIEW
+    failed = policy.after_verify_error(UpstreamError(ErrorClass.TRANSIENT, "503"))
+    assert (failed.action, failed.delay_seconds) == (RETRY, 5.0)
+
+
+def test_a_step_that_raised_backs_off_exponentially_up_to_a_minute() -> None:
+    policy = RetryPolicy(max_delay=60.0)
+    delays = [policy.after_step_error(claims=n).delay_seconds for n in (1, 3, 10)]
+    assert delays == [2.0, 8.0, 60.0]
+
+
+def test_a_step_claimed_more_often_than_the_cap_is_poison() -> None:
+    policy = RetryPolicy(max_step_claims=8)
+    assert not policy.claimed_too_often(8)
+    assert policy.claimed_too_often(9)
 
 
 def test_x_should_retry_false_forces_no_retry() -> None:

@@ -121,7 +121,7 @@ def test_the_same_message_delivered_twice_has_one_result(
     _wait(lambda: "stale-message" in rig.outcomes(worker))
     sample.refresh_from_db()
     # The run ends in the worker thread that ended the sample, after its commit
-    # (pipeline/execution.py `_after_terminal`): on a busy machine another thread can
+    # (sampling/steps.py `SampleStep._save`): on a busy machine another thread can
     # answer the late copy first.
     _wait(rig.run_finished(run))
     assert list(sample.attempt_set.values_list("status", flat=True)) == ["accepted"]

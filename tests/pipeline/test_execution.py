@@ -41,7 +41,7 @@ from connectors.base import (
 from evidence.models import Capture
 from evidence.services import decide_review
 from geo_collect.settings import platform_settings
-from pipeline import execution, repair
+from pipeline import execution, repair, step_context
 from pipeline.invariants import check_all
 from pipeline.repair import repair_evidence
 from pipeline.runs import finish_run_if_done, on_run_finished
@@ -135,7 +135,7 @@ def _result(text: str = ANSWER, *, state: str = "completed", **extra: Any) -> No
 def upstream(monkeypatch: pytest.MonkeyPatch) -> Callable[..., ScriptedUpstream]:
     def install(*, asynchronous: bool = False, **script: Any) -> ScriptedUpstream:
         scripted = ScriptedUpstream(asynchronous=asynchronous, **script)
-        for module in (execution, repair):
+        for module in (step_context, repair):
             monkeypatch.setattr(module, "get_connector", lambda platform: scripted)
         return scripted
 
@@ -522,7 +522,7 @@ def test_an_analysis_that_fails_ahead_leaves_the_answer_to_the_analysis_step(
     def broken(**kwargs: Any) -> None:
         raise RuntimeError("analyser bug")
 
-    monkeypatch.setattr(execution, "analyse_ahead", broken)
+    monkeypatch.setattr(step_context, "analyse_ahead", broken)
     upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result()))
 
     outcome, sample = _step(_sample())

@@ -18,7 +18,7 @@ from billing.models import SampleSettlement
 from billing.selectors import run_billing
 from connectors.base import ErrorClass, SampleRequest, SubmitOutcome, UpstreamError
 from evidence.models import Capture
-from pipeline import execution
+from pipeline import step_context
 from pipeline.invariants import check_all
 from pipeline.resume import ResumeRefused, resume_run
 from pipeline.runs import finish_run_if_done, on_run_finished
@@ -54,7 +54,7 @@ class FatedUpstream(ScriptedUpstream):
 @pytest.fixture
 def upstream(monkeypatch: pytest.MonkeyPatch) -> FatedUpstream:
     fated = FatedUpstream(asynchronous=False)
-    monkeypatch.setattr(execution, "get_connector", lambda platform: fated)
+    monkeypatch.setattr(step_context, "get_connector", lambda platform: fated)
     return fated
 
 

@@ -34,7 +34,7 @@ def _complete(sample_id: int, token: int) -> None:
     with fenced(sample_id=sample_id, token=token, operation="complete", worker="w") as sample:
         sample.failure_reason = f"written with token {token}"
         sample.queue_state = "done"
-        save_fenced(sample, token, "failure_reason", "queue_state")
+        save_fenced(sample, token)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -14,7 +14,16 @@ from django.forms.models import model_to_dict
 
 from billing.models import PendingCapture
 from sampling.models import Attempt, QuestionRevision, Run, Sample
-from sampling.plainsql import columns, converted, from_row, insert_rows, update_row
+from sampling.plainsql import (
+    changed_fields,
+    columns,
+    converted,
+    from_row,
+    insert_rows,
+    track,
+    update_changed,
+    update_row,
+)
 from tests.conftest import launch_funded, make_campaign_data
 
 pytestmark = pytest.mark.django_db
@@ -182,3 +191,26 @@ def test_a_few_columns_of_a_join_read_plainly_equal_the_orm_values() -> None:
         Run.objects.get(pk=sample.run_id).config_snapshot,
     )
     assert due_at.tzinfo is not None and isinstance(snapshot, dict)
+
+
+def test_changed_fields_are_the_fields_assigned_a_different_value_since_tracked() -> None:
+    sample = _sample()
+    track(sample)
+    sample.failure_reason = "new"
+    sample.platform = sample.platform  # the same value
+    sample.due_at = Now()  # an expression always differs
+
+    assert set(changed_fields(sample)) == {"due_at", "failure_reason"}
+
+
+def test_update_changed_writes_what_changed_and_reads_expressions_back() -> None:
+    sample = _sample()
+    track(sample)
+    sample.failure_reason = "written"
+    sample.due_at = Now()
+
+    assert update_changed(sample) == 1
+
+    stored = Sample.objects.get(pk=sample.pk)
+    assert (stored.failure_reason, stored.due_at) == ("written", sample.due_at)
+    assert changed_fields(sample) == []  # the row as written is what is tracked now

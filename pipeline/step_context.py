@@ -1,0 +1,243 @@
+"""What every step of a sample shares: its context, its lock, the retry policy, the upstream
+and the evidence and analysis helpers of the steps that collect an answer.
+
+The state change of each outcome lives in `sampling.steps`; what to do after an upstream
+error is `connectors.retry.RetryPolicy`'s decision. Steps: pipeline/execution.py (entry,
+verify, poll, evidence, analyse) and pipeline/submission.py (submit).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from django.conf import settings
+from django.db import connection
+
+from analysis.services import AnalysisAhead, Verdict, analyse_ahead
+from billing import services as billing
+from connectors.base import Connector, ErrorClass, NormalizedResult, SampleRequest
+from connectors.registry import get_connector
+from connectors.retry import FAIL, REVIEW, RetryDecision, RetryPolicy
+from evidence import services as evidence_services
+from evidence.models import Capture
+from pipeline.runs import finish_run_if_done
+from sampling.leases import renew_lease
+from sampling.models import Run, Sample
+from sampling.steps import STORED, Evidence, SampleStep, fenced_step
+from sampling.transitions import StaleToken
+
+log = logging.getLogger("pipeline.execution")
+
+
+def connector(platform: str) -> Connector:
+    """The platform's connector: every step asks its upstream through this one lookup."""
+    return get_connector(platform)
+
+
+class DuplicateInFlight(Exception):
+    """A second delivery of a message whose first copy is still working under the same
+    lease (e.g. redelivered by the broker's visibility timeout)."""
+
+
+@dataclass(frozen=True)
+class StepContext:
+    sample_id: int
+    token: int
+    worker: str
+    # The sample as read before the step, with its run and question (frozen at launch): the
+    # step's fenced writes reuse them instead of reading them again (`locked_step`).
+    loaded: Sample | None = field(default=None, compare=False)
+
+
+def retry_policy() -> RetryPolicy:
+    """The retry policy of every step, from the settings."""
+    return RetryPolicy(
+        max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS, max_step_claims=settings.GEO_MAX_STEP_CLAIMS
+    )
+
+
+def locked_step(ctx: StepContext, operation: str) -> AbstractContextManager[SampleStep]:
+    """This step's sample, locked for one outcome (`sampling.steps.fenced_step`)."""
+    return fenced_step(
+        sample_id=ctx.sample_id,
+        token=ctx.token,
+        operation=operation,
+        worker=ctx.worker,
+        loaded=ctx.loaded,
+        on_end=_run_may_have_ended,
+    )
+
+
+def _run_may_have_ended(run_id: UUID) -> None:
+    finish_run_if_done(run_id=run_id)
+
+
+def guarded(ctx: StepContext, sample: Sample, work: Callable[[], str]) -> str:
+    try:
+        return work()
+    except StaleToken:
+        log.warning("stale write refused sample=%s token=%s", ctx.sample_id, ctx.token)
+        return "stale-write-refused"
+    except DuplicateInFlight:
+        return "duplicate-in-flight"
+    except Exception:
+        # A bug or an unexpected upstream shape: give the lease back with a backoff instead of
+        # letting it run out; after GEO_MAX_STEP_CLAIMS tries the sample is parked with reason.
+        log.exception("step %s failed sample=%s token=%s", sample.step, ctx.sample_id, ctx.token)
+        return decided(ctx, retry_policy().after_step_error(claims=sample.claims))
+
+
+def decided(ctx: StepContext, decision: RetryDecision) -> str:
+    """Apply the policy's decision after an upstream error: do the step again later, park the
+    sample for a person, or fail it with the reason."""
+    with locked_step(ctx, {FAIL: "fail", REVIEW: "park"}.get(decision.action, "retry")) as step:
+        if decision.action == FAIL:
+            return step.fail(reason=decision.reason)
+        if decision.action == REVIEW:
+            return step.park(reason=decision.reason)
+        return step.retry_later(decision)
+
+
+# --- the upstream and the lease -----------------------------------------------------------
+
+
+def upstream_wait() -> None:
+    """Before a call to an upstream (seconds of waiting, no database work): give the thread's
+    database connection back to the worker's pool (settings.GEO_WORKER_DB_POOL), so threads
+    waiting on upstreams hold none. Without a pool the connection is kept: closing it would
+    cost a new PostgreSQL session per step. Never inside a transaction (no network I/O in one
+    anyway)."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
+
+
+def keep_lease(*, sample_id: int, token: int) -> AbstractContextManager[None]:
+    """Renew the lease in the background while a step works (long streams, slow uploads)."""
+    return keep_leases([(sample_id, token)])
+
+
+@contextmanager
+def keep_leases(held: list[tuple[int, int]]) -> Iterator[None]:
+    """Renew the leases of (sample id, token) pairs while one call works for all of them
+    (a batch submit); a lease taken over is no longer renewed."""
+    lease = settings.GEO_LEASE_SECONDS
+    stop = threading.Event()
+
+    def renew() -> None:
+        live = list(held)
+        try:
+            while live and not stop.wait(lease / 3):
+                live = [
+                    (sample_id, token)
+                    for sample_id, token in live
+                    if renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
+                ]
+                upstream_wait()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=renew, name=f"lease-{held[0][0]}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def frozen_model(run: Run, platform: str) -> str | None:
+    """The model the run froze for the platform at launch (None for runs launched before
+    models were frozen: the connector's configured model)."""
+    return run.config_snapshot.get("models", {}).get(platform)
+
+
+def request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
+    snapshot = sample.run.config_snapshot
+    return SampleRequest(
+        model=frozen_model(sample.run, sample.platform),
+        sample_id=sample.pk,
+        idempotency_key=idempotency_key,
+        question=sample.question_revision.text,
+        device=sample.device,
+        region=sample.region,
+        mode=sample.mode,
+        screenshot=snapshot.get("screenshot_policy") != "none",
+    )
+
+
+# --- collecting an answer: analysis and evidence ------------------------------------------
+
+
+def analyse_inline(sample: Sample, result: NormalizedResult) -> AnalysisAhead | None:
+    """The analysis of an answer just collected, derived before the fenced write that records
+    it, when it is local and cheap (analysis.services.analyse_ahead); None sends the sample
+    to the analysis queue as before. `sample` carries its run."""
+    if not settings.GEO_ANALYSE_INLINE:
+        return None
+    try:
+        return analyse_ahead(
+            sample=sample, answer_text=result.answer_text, collection_state=result.collection_state
+        )
+    except Exception:  # the analysis step will try again on its own, with its retries
+        log.exception("inline analysis failed sample=%s; queued for analysis", sample.pk)
+        return None
+
+
+def verdict_for(ahead: AnalysisAhead | None, capture: Capture) -> Verdict | None:
+    """The analysis derived ahead, for the capture just written (None: the analysis step)."""
+    return None if ahead is None else ahead.verdict_for(capture)
+
+
+def queue_charge(sample: Sample, verdict: Verdict | None) -> None:
+    """A valid answer's charge: posted with the run's other charges by the dispatcher's next
+    tick, or when the run finishes (docs/decisions.md, settlement off the hot account rows)."""
+    if verdict is not None and verdict.valid:
+        billing.queue_capture(run_id=sample.run_id, sample_id=sample.pk)
+
+
+def error_class_of(result: NormalizedResult) -> ErrorClass:
+    return ErrorClass((result.error or {}).get("class", ErrorClass.TRUNCATED))
+
+
+def error_message_of(result: NormalizedResult, default: str = "") -> str:
+    return str((result.error or {}).get("message", default))[:2000]
+
+
+def archive(sample: Sample, result: NormalizedResult) -> evidence_services.ArchivedResult:
+    return evidence_services.archive_objects(
+        result=result,
+        tenant=sample.run.config_snapshot["tenant"],
+        run_id=str(sample.run_id),
+        sample_id=sample.pk,
+        revision=evidence_services.next_revision(sample_id=sample.pk),
+    )
+
+
+def evidence_of(s: Sample, result: NormalizedResult) -> Evidence:
+    """How the answer's evidence settles: partial when the upstream says so, or when a
+    screenshot the campaign wants and the platform takes did not come."""
+    missing = [w for w in result.warnings if w.endswith("_UNAVAILABLE")]
+    if result.evidence_state == "partial" or missing:
+        return Evidence(partial_reason=", ".join(missing) or "partial evidence")
+    wanted_screenshot = s.run.config_snapshot.get("screenshot_policy") != "none"
+    if (
+        wanted_screenshot
+        and not any(a.kind == "screenshot" for a in result.attachments)
+        and connector(s.platform).capabilities().screenshots
+    ):
+        return Evidence(partial_reason="SCREENSHOT_UNAVAILABLE")
+    return STORED
+
+
+def wants_rendered_screenshot(sample: Sample) -> bool:
+    """Direct model APIs have no screen to capture: when the campaign asks for screenshots we
+    render an evidence page of the captured answer and photograph it."""
+    if sample.run.config_snapshot.get("screenshot_policy") == "none":
+        return False
+    capabilities = connector(sample.platform).capabilities()
+    return not capabilities.asynchronous and not capabilities.screenshots

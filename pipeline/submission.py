@@ -1,0 +1,275 @@
+"""The submit step: record the attempt, ask the upstream (alone or in a batch), record what
+it answered. A direct model API answers in the call itself (collected, and analysed inline
+when the analyser is local); an asynchronous one accepts a task to poll.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import partial
+from uuid import UUID
+
+from django.db import connection
+
+from billing.costs import apply_cost, price_usage, queue_attempt_cost
+from connectors.base import ErrorClass, NormalizedResult, SubmitOutcome, UpstreamError
+from connectors.retry import VERIFY, RetryDecision
+from connectors.usage import extract_usage
+from evidence import services as evidence_services
+from geo_collect.failpoints import failpoint
+from pipeline.step_context import (
+    DuplicateInFlight,
+    StepContext,
+    analyse_inline,
+    archive,
+    connector,
+    error_class_of,
+    error_message_of,
+    evidence_of,
+    frozen_model,
+    guarded,
+    locked_step,
+    queue_charge,
+    request_for,
+    retry_policy,
+    upstream_wait,
+    verdict_for,
+    wants_rendered_screenshot,
+)
+from sampling import inputs
+from sampling.dbtime import db_now
+from sampling.models import Attempt, AttemptStatus, CollectionState, Run, Sample, SubmissionState
+
+# --- batch submit -------------------------------------------------------------------------
+
+
+Begun = tuple[StepContext, Sample, Attempt]
+
+
+def begin_in_batch(ctx: StepContext, begun: list[Begun]) -> str:
+    started = _begin_attempt(ctx)
+    if isinstance(started, str):
+        return started
+    begun.append((ctx, *started))
+    return ""
+
+
+def submit_together(begun: list[Begun]) -> dict[int, str]:
+    upstream = connector(begun[0][1].platform)
+    requests = [request_for(sample, attempt.idempotency_key) for _, sample, attempt in begun]
+    results: list[SubmitOutcome | UpstreamError]
+    upstream_wait()
+    try:
+        results = upstream.submit_batch(
+            requests, attempt_no=min(attempt.attempt_no for _, _, attempt in begun)
+        )
+    except UpstreamError as error:  # the whole call failed: every task shares its fate
+        results = [error] * len(begun)
+    failpoint("after_accept_before_record")
+    return {
+        ctx.sample_id: guarded(ctx, sample, partial(_record_task, ctx, sample, attempt, result))
+        for (ctx, sample, attempt), result in zip(begun, results, strict=True)
+    }
+
+
+def _record_task(
+    ctx: StepContext, sample: Sample, attempt: Attempt, result: SubmitOutcome | UpstreamError
+) -> str:
+    if isinstance(result, UpstreamError):
+        return _record_submit_error(ctx, sample, attempt, result)
+    return _record_accepted(ctx, attempt, result)
+
+
+# --- submit -------------------------------------------------------------------------------
+
+
+def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | str:
+    """Persist the attempt and its idempotency key before calling the upstream; or what was
+    done instead (the sample is uncertain, or its run cancelled)."""
+    with locked_step(ctx, "submit") as step:
+        s = step.sample
+        if s.submission_state == SubmissionState.SUBMITTING:
+            latest = s.attempt_set.order_by("-attempt_no").first()
+            if latest is not None and latest.fencing_token == ctx.token:
+                # Another copy of this very message (same lease) is mid-call: it owns the
+                # outcome. Touch nothing.
+                raise DuplicateInFlight
+            # A previous holder sent a request and vanished before recording the outcome:
+            # the upstream may have accepted it. Verify before anything is sent again.
+            return step.uncertain()
+        if _run_cancelled(s.run_id):
+            # Cancelled before the upstream was asked: never send it (billing released it).
+            return step.cancelled()
+        return s, step.attempt_started(model=frozen_model(s.run, s.platform) or "")
+
+
+_RUN_CANCELLED = f"SELECT 1 FROM {Run._meta.db_table} WHERE id = %s AND cancelled_at IS NOT NULL"
+
+
+def _run_cancelled(run_id: UUID) -> bool:
+    """Read fresh, not from the loaded run: cancelling is the one change a run sees mid-way.
+    One plain statement per submit, without the ORM's compilation."""
+    key = Run._meta.get_field("id").get_db_prep_value(run_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_RUN_CANCELLED, [key])
+        return cursor.fetchone() is not None
+
+
+def handle_submit(ctx: StepContext, loaded: Sample) -> str:
+    begun = _begin_attempt(ctx)
+    if isinstance(begun, str):
+        return begun
+    sample, attempt = begun
+    upstream = connector(sample.platform)
+    upstream_wait()
+    try:
+        outcome = inputs.upstream_outcome(
+            upstream.submit(
+                request_for(sample, attempt.idempotency_key), attempt_no=attempt.attempt_no
+            )
+        )
+    except UpstreamError as error:
+        _price_attempt(attempt, error.raw)
+        return _record_submit_error(ctx, sample, attempt, error)
+    failpoint("after_accept_before_record")
+    if outcome.result is None:
+        return _record_accepted(ctx, attempt, outcome)
+    _price_attempt(attempt, outcome.result.raw)
+    return _record_direct_answer(ctx, sample, attempt, outcome)
+
+
+def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
+    """A direct API bills the tokens of every attempt, answered or not: its usage x its
+    model's price goes on the attempt (saved with its outcome), then into the ledger."""
+    usage = extract_usage(raw) if raw else None
+    if usage is not None:
+        apply_cost(attempt, price_usage(model=attempt.model, usage=usage))
+
+
+def _queue_cost(attempt: Attempt) -> None:
+    """Queued in the fenced write that records the attempt's outcome; booked by the
+    dispatcher's next tick, and the run's end books any that were missed."""
+    if attempt.cost:
+        queue_attempt_cost(run_id=attempt.sample.run_id, attempt_id=attempt.pk)
+
+
+def _submit_decision(
+    sample: Sample, error: UpstreamError | ErrorClass, attempt_no: int
+) -> RetryDecision:
+    """What the policy says after a failed attempt, counting the attempts and time of this
+    round (a resume starts a new one), in database time."""
+    first = (
+        sample.attempt_set.filter(attempt_no__gt=sample.attempts_before_resume)
+        .order_by("attempt_no")
+        .values_list("started_at", flat=True)
+        .first()
+    )
+    return retry_policy().decide(
+        error,
+        attempt_no=attempt_no - sample.attempts_before_resume,
+        elapsed_seconds=(db_now() - first).total_seconds() if first else 0.0,
+        rng=random.Random(),
+    )
+
+
+def _error_capture(sample: Sample, error: UpstreamError) -> evidence_services.ArchivedResult | None:
+    """What the upstream sent with its error (an error body, earlier rounds of a tool loop) is
+    evidence too: archived as a failed capture revision, so nothing received is lost."""
+    if not error.raw:
+        return None
+    result = NormalizedResult(
+        sample_id=sample.pk,
+        upstream_id=None,
+        collection_state=CollectionState.FAILED,
+        evidence_state="failed",
+        answer_text="",
+        raw=error.raw,
+        raw_mime="application/octet-stream",
+        status_code=error.status_code,
+        error={"class": error.error_class.value, "message": error.message},
+        request_id=error.request_id,
+    )
+    return archive(sample, result)
+
+
+def _record_submit_error(
+    ctx: StepContext, sample: Sample, attempt: Attempt, error: UpstreamError
+) -> str:
+    archived = _error_capture(sample, error)  # `sample` was loaded with its run for the call
+    with locked_step(ctx, "submit") as step:
+        if archived is not None:
+            evidence_services.record_capture(
+                sample=step.sample,
+                attempt_no=attempt.attempt_no,
+                archived=archived,
+                token=ctx.token,
+            )
+        decision = _submit_decision(step.sample, error, attempt.attempt_no)
+        unknown = decision.action == VERIFY
+        step.close_attempt(
+            attempt, status=AttemptStatus.UNKNOWN if unknown else AttemptStatus.FAILED, error=error
+        )
+        _queue_cost(attempt)
+        if unknown:
+            return step.uncertain()
+        return step.submit_failed(decision, error_class=error.error_class, message=error.message)
+
+
+def _record_accepted(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> str:
+    with locked_step(ctx, "accept") as step:
+        step.close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
+        _queue_cost(attempt)
+        first_poll = retry_policy().poll_delay(age_seconds=0.0)
+        return step.accepted(upstream_id=outcome.upstream_id, poll_in=first_poll)
+
+
+def _record_direct_answer(
+    ctx: StepContext, sample: Sample, attempt: Attempt, outcome: SubmitOutcome
+) -> str:
+    """A direct model API answered in the submit call itself."""
+    result = outcome.result
+    assert result is not None
+    archived = archive(sample, result)
+    failed = result.collection_state != CollectionState.COMPLETED
+    # An answer the parser did not understand was still an answer: the attempt was accepted.
+    unparsed = failed and error_class_of(result) == ErrorClass.PARSE_FAILED
+    rendered = wants_rendered_screenshot(sample)
+    ahead = None if failed or rendered else analyse_inline(sample, result)
+    failpoint("after_store_before_complete")
+    with locked_step(ctx, "answer") as step:
+        if failed and not unparsed:  # truncated, or an error mid-stream: asked again
+            step.close_attempt(
+                attempt,
+                status=AttemptStatus.FAILED,
+                outcome=outcome,
+                error_class=error_class_of(result).value,
+                error_message=error_message_of(result),
+            )
+        else:
+            step.close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
+        _queue_cost(attempt)
+        capture = evidence_services.record_capture(
+            sample=step.sample, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
+        )
+        if unparsed:
+            return step.hold_unparsed(
+                upstream_id=outcome.upstream_id, error=error_message_of(result)
+            )
+        if failed:
+            # The raw of this attempt is already archived as its own capture revision.
+            decision = _submit_decision(step.sample, error_class_of(result), attempt.attempt_no)
+            return step.submit_failed(
+                decision, error_class=error_class_of(result), message=attempt.error_message
+            )
+        if rendered:
+            # The page is photographed on the evidence queue, so screenshots never hold an
+            # answer-collection slot; evidence stays pending until then.
+            return step.answered(upstream_id=outcome.upstream_id, evidence=None, verdict=None)
+        verdict = verdict_for(ahead, capture)
+        answered = step.answered(
+            upstream_id=outcome.upstream_id,
+            evidence=evidence_of(step.sample, result),
+            verdict=verdict,
+        )
+        queue_charge(step.sample, verdict)
+    return answered

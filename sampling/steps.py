@@ -1,0 +1,463 @@
+"""A leased sample's step and its named outcomes: the one place a worker's step changes a sample.
+
+`fenced_step(...)` locks the sample (`sampling.transitions.fenced`: the claim's token, a live
+lease) and yields a `SampleStep`. Inside, the caller records what the step produced (captures,
+analysis rows), then says what happened by calling one outcome: `accepted`, `answered`,
+`submit_failed`, `uncertain`, `park`, `hold_unparsed`, `fail`, `retry_later`, `poll_again`,
+... Each outcome applies its FSM transitions and the queue release (step, queue state, due
+time, lease, claims) and ends in one compare-and-set write of the fields it changed, computed
+against the row as locked (`plainsql.changed_fields`; conditional on the fencing token, row
+count checked, StaleToken otherwise). Each emits its metric and log line where it happens, so
+nobody reads the sample again to find out what a step did (geo_collect/metrics.py).
+
+Network I/O never happens here: the caller does it before entering, outside any transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any, Protocol
+from uuid import UUID
+
+from django.db import connection, transaction
+from django.db.models import Func, JSONField
+from django.db.models.functions import Now
+
+from connectors.base import ErrorClass, SubmitOutcome, UpstreamError
+from connectors.retry import POLL, RETRY, RetryDecision
+from geo_collect import logs, metrics
+
+from .models import (
+    Attempt,
+    AttemptStatus,
+    CollectionState,
+    EvidenceState,
+    QuestionRevision,
+    QueueState,
+    Run,
+    Sample,
+    Step,
+    SubmissionState,
+)
+from .plainsql import (
+    changed_fields,
+    columns,
+    from_row,
+    insert_rows,
+    seen,
+    track,
+    tracked,
+    update_changed,
+)
+from .transitions import REASON_LENGTH, end_uncollected, fenced, hold_unparsed, save_fenced
+
+log = logging.getLogger(__name__)
+
+# Retrying these is the policy's call; when it gives up on one, the reason says why.
+_RETRYABLE = frozenset(
+    {ErrorClass.RATE_LIMITED, ErrorClass.TRANSIENT, ErrorClass.TRUNCATED, ErrorClass.LOST}
+)
+
+
+class Verdict(Protocol):
+    """An analysis of the sample's answer (analysis.services.Verdict), applied in the write
+    that records it."""
+
+    @property
+    def valid(self) -> bool: ...
+
+    def apply(self, sample: Sample) -> None: ...
+
+
+class Evidence:
+    """How a collected answer's evidence settles: stored, or partial with the reason."""
+
+    def __init__(self, *, partial_reason: str = "") -> None:
+        self.partial_reason = partial_reason
+
+
+STORED = Evidence()
+
+
+# --- the sample as a step reads it ---------------------------------------------------------
+
+
+class _WithoutQuestions(Func):
+    """A run's frozen snapshot without its question list."""
+
+    template = "json_remove(%(expressions)s, '$.questions')"
+    output_field = JSONField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+        template = "(%(expressions)s - 'questions')"
+        return self.as_sql(compiler, connection, template=template, **extra_context)
+
+
+# The sample and its question revision, in one plain statement: it runs for every step, so
+# it skips the ORM (sampling/plainsql.py).
+_LOAD_FOR_STEP = f"""SELECT {columns(Sample, "s")}, {columns(QuestionRevision, "q")}
+  FROM {Sample._meta.db_table} s
+  JOIN {QuestionRevision._meta.db_table} q ON q.id = s.question_revision_id
+ WHERE s.id = %s"""
+# What a step reads of its run: what launch froze. The rest (cancelled_at, finished_at, ...)
+# changes during the run and stays deferred, read from the database if ever accessed.
+_FROZEN_RUN_FIELDS = ("id", "tenant_id", "campaign_id", "planned_samples", "created_at")
+
+
+def load_for_step(sample_id: int) -> Sample | None:
+    """The sample with its run and question, as a step uses them. The question revision is
+    immutable and the run's snapshot frozen at launch, so the run is read once per process
+    (`_frozen_run`), without its question list: the one part of the snapshot that grows with
+    the campaign (about 100 KB for 1,000 questions), which no step reads. The run is only read
+    here, never saved."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LOAD_FOR_STEP, [sample_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    sample = from_row(Sample, row)
+    sample.question_revision = from_row(QuestionRevision, row[len(Sample._meta.concrete_fields) :])
+    sample.run = Run.from_db(connection.alias, *_frozen_run(connection.alias, sample.run_id))
+    return sample
+
+
+@lru_cache(maxsize=256)
+def _frozen_run(alias: str, run_id: UUID) -> tuple[list[str], list[Any]]:
+    """The frozen fields of a run, as `Run.from_db` takes them (names and values in the model's
+    field order). Run ids are UUIDs, never reused, and launch froze these fields, so a cached
+    entry cannot go stale."""
+    row = (
+        Run.objects.using(alias)
+        .filter(pk=run_id)
+        .annotate(step_snapshot=_WithoutQuestions("config_snapshot"))
+        .values(*_FROZEN_RUN_FIELDS, "step_snapshot")
+        .get()
+    )
+    row["config_snapshot"] = row.pop("step_snapshot")
+    names = [f.attname for f in Run._meta.concrete_fields if f.attname in row]
+    return names, [row[name] for name in names]
+
+
+# --- the step, locked --------------------------------------------------------------------
+
+
+@contextmanager
+def fenced_step(
+    *,
+    sample_id: int,
+    token: int,
+    operation: str,
+    worker: str = "",
+    loaded: Sample | None = None,
+    on_end: Callable[[UUID], None] | None = None,
+) -> Iterator[SampleStep]:
+    """The sample locked for one outcome of a leased step. `loaded`: the sample as the step
+    read it before; its run and question (frozen at launch) are reused, not read again.
+    `on_end(run_id)` runs after the commit of an outcome that ended the sample."""
+    with fenced(sample_id=sample_id, token=token, operation=operation, worker=worker) as sample:
+        if loaded is not None:
+            sample.run = loaded.run
+            sample.question_revision = loaded.question_revision
+        yield SampleStep(sample, token=token, on_end=on_end)
+
+
+class SampleStep:
+    """One leased sample, locked; its outcomes below. An outcome returns what happened, as the
+    step reports it (logs, the step-duration metric, tests)."""
+
+    def __init__(
+        self, sample: Sample, *, token: int, on_end: Callable[[UUID], None] | None = None
+    ) -> None:
+        self.sample = sample
+        self.token = token
+        self.attempt: Attempt | None = None  # the attempt this step works under, if any
+        self._on_end = on_end
+
+    # --- submit ------------------------------------------------------------------------------
+
+    def attempt_started(self, *, model: str) -> Attempt:
+        """Before the upstream is asked: the attempt and its idempotency key are recorded, and
+        the submission is `submitting` (a holder that vanishes now leaves it to be verified).
+        The lease is kept: the call follows."""
+        s = self.sample
+        s.attempts += 1
+        attempt = Attempt(
+            sample=s,
+            attempt_no=s.attempts,
+            idempotency_key=f"{s.run_id}:{s.pk}:{s.attempts}",
+            fencing_token=self.token,
+            model=model,
+        )
+        insert_rows([attempt])  # a plain INSERT (sampling/plainsql.py): once per submit
+        track(attempt)
+        self.attempt = attempt
+        s.begin_submit()
+        self._save("")
+        return attempt
+
+    def cancelled(self) -> str:
+        """The run was cancelled before the upstream was asked: never sent."""
+        end_uncollected(self.sample, reason="cancelled by operator")
+        return self._release_and_save("cancelled", step=Step.NONE)
+
+    def uncertain(self) -> str:
+        """A request went out and its outcome is unknown (a lost answer, or a holder that
+        vanished mid-call): verify before anything is sent again."""
+        self.sample.mark_uncertain()
+        return self._release_and_save("uncertain", step=Step.VERIFY)
+
+    def close_attempt(
+        self,
+        attempt: Attempt,
+        *,
+        status: str,
+        error: UpstreamError | None = None,
+        outcome: SubmitOutcome | None = None,
+        error_class: str = "",
+        error_message: str = "",
+    ) -> None:
+        """The upstream answered the attempt (or failed it): its outcome, written with the
+        fields it changed, and the upstream's response counted."""
+        if not tracked(attempt):
+            track(attempt)
+        self.attempt = attempt
+        attempt.status = status
+        attempt.finished_at = Now()
+        if error is not None:
+            attempt.error_class = error.error_class.value
+            attempt.error_message = error.message[:2000]
+            attempt.status_code = error.status_code
+            attempt.retry_after_seconds = error.retry_after
+            attempt.request_id = error.request_id or ""
+            attempt.egress = error.egress or "direct"
+        if outcome is not None:
+            attempt.upstream_id = outcome.upstream_id
+            attempt.request_id = outcome.request_id or ""
+            attempt.egress = outcome.egress or "direct"
+        if error_class:  # an answer that came back unusable (truncated, failed mid-stream)
+            attempt.error_class, attempt.error_message = error_class, error_message[:2000]
+        update_changed(attempt)
+        logs.bind(attempt_no=attempt.attempt_no, request_id=attempt.request_id)
+        response = str(attempt.status_code) if attempt.status_code else "none"
+        metrics.UPSTREAM_RESPONSES.labels(
+            self.sample.platform, response, attempt.error_class or "ok"
+        ).inc()
+
+    def accepted(self, *, upstream_id: str, poll_in: float) -> str:
+        """An asynchronous upstream accepted the task: poll it next."""
+        s = self.sample
+        s.accept()
+        s.upstream_id = upstream_id
+        s.accepted_at = Now()
+        return self._release_and_save("accepted", step=Step.POLL, delay=poll_in)
+
+    def answered(
+        self, *, upstream_id: str, evidence: Evidence | None, verdict: Verdict | None
+    ) -> str:
+        """A direct API answered in the submit call. `evidence` None: the screenshot is still
+        to be rendered (the evidence step). `verdict`: analysed in this write; None sends the
+        sample to the analysis queue."""
+        s = self.sample
+        s.accept()
+        s.upstream_id = upstream_id
+        s.accepted_at = Now()
+        s.start_collection()
+        if evidence is None:
+            s.complete_collection()
+            s.completed_at = Now()
+            return self._release_and_save("answered", step=Step.EVIDENCE)
+        return self._collected("answered", evidence, verdict)
+
+    def submit_failed(
+        self, decision: RetryDecision, *, error_class: ErrorClass, message: str
+    ) -> str:
+        """The attempt brought no usable answer, so the question counts as not yet asked:
+        asked again after the policy's delay, or failed for good with its reason."""
+        self.sample.reject_submit()
+        if decision.action == RETRY:
+            outcome = f"retry:{error_class.value}"
+            return self._retry(outcome, Step.SUBMIT, decision, error_class.value)
+        reason = f"{error_class.value}: {message}"
+        if error_class in _RETRYABLE:  # it gave up on a retryable error: say why
+            reason = f"{reason} ({decision.reason})"
+        return self.fail(reason=reason, outcome=f"failed:{error_class.value}")
+
+    def hold_unparsed(self, *, upstream_id: str | None, error: str) -> str:
+        """The upstream answered in a format the parser does not understand: the raw is
+        archived; the sample waits in the analyst review queue, never asked again."""
+        s = self.sample
+        if s.submission_state == SubmissionState.SUBMITTING:
+            s.accept()
+            s.accepted_at = Now()
+        s.upstream_id = upstream_id or s.upstream_id
+        hold_unparsed(s, error=error or "format not understood")
+        return self._release_and_save("parse-failed:review", step=Step.NONE)
+
+    # --- verify ------------------------------------------------------------------------------
+
+    def verified(self, attempt: Attempt, *, upstream_id: str) -> str:
+        """The upstream has a task for the attempt's idempotency key: it was accepted."""
+        self._write_attempt(attempt, status=AttemptStatus.ACCEPTED, upstream_id=upstream_id)
+        s = self.sample
+        s.confirm_accepted()
+        s.upstream_id = upstream_id
+        s.accepted_at = Now()
+        return self._release_and_save("verified-accepted", step=Step.POLL)
+
+    def not_accepted(self, attempt: Attempt) -> str:
+        """The upstream has no task for the key: the question is sent again."""
+        self._write_attempt(
+            attempt,
+            status=AttemptStatus.FAILED,
+            error_message="upstream has no task for this idempotency key",
+        )
+        self.sample.confirm_not_accepted()
+        return self._release_and_save("verified-not-accepted", step=Step.SUBMIT)
+
+    # --- poll and evidence -------------------------------------------------------------------
+
+    def poll_again(self, decision: RetryDecision, *, state: str) -> str:
+        """The task is queued or running upstream: poll again after the policy's delay."""
+        assert decision.action == POLL
+        s = self.sample
+        if state == "running" and s.collection_state == CollectionState.QUEUED:
+            s.start_collection()
+        self._release(step=Step.POLL, delay=decision.delay_seconds)
+        s.claims = 0  # a poll answered: not a failed claim
+        return self._save(f"poll:{state}")
+
+    def poll_completed(self) -> str:
+        """The task completed upstream: fetch its evidence next."""
+        if self.sample.collection_state == CollectionState.QUEUED:
+            self.sample.start_collection()
+        return self._release_and_save("poll:completed", step=Step.EVIDENCE)
+
+    def evidence_stored(self, *, evidence: Evidence, verdict: Verdict | None) -> str:
+        """The task's result was fetched and its capture recorded: collection completes."""
+        if self.sample.collection_state == CollectionState.QUEUED:
+            self.sample.start_collection()
+        return self._collected("evidence-stored", evidence, verdict)
+
+    def screenshot(self, *, missing: str) -> str:
+        """The answer page was photographed (or could not be: `missing` says why; the answer
+        still counts): analysis next."""
+        s = self.sample
+        if missing:
+            s.store_partial_evidence()
+            s.evidence_reason = missing
+        else:
+            s.store_evidence()
+        outcome = "screenshot-partial" if missing else "screenshot-stored"
+        return self._release_and_save(outcome, step=Step.ANALYSE)
+
+    # --- analyse -----------------------------------------------------------------------------
+
+    def analysed(self, verdict: Verdict) -> str:
+        verdict.apply(self.sample)
+        self._release(step=Step.NONE)
+        return self._save(f"analysed:{self.sample.analysis_state}")
+
+    # --- any step ----------------------------------------------------------------------------
+
+    def fail(self, *, reason: str, outcome: str = "failed") -> str:
+        """Collection failed for good, with the reason; the evidence and analysis layers end."""
+        end_uncollected(self.sample, reason=reason)
+        return self._release_and_save(outcome, step=Step.NONE)
+
+    def retry_later(self, decision: RetryDecision) -> str:
+        """The step is done again after the policy's delay (an upstream that failed to answer
+        a poll, a lookup or a fetch, or a step that raised)."""
+        step = self.sample.step
+        return self._retry(f"retry-later:{step}", step, decision, step)
+
+    def park(self, *, reason: str) -> str:
+        """Stop automatic work; a person decides. It stays in every denominator as pending."""
+        s = self.sample
+        step = s.step
+        if s.submission_state == SubmissionState.SUBMITTING:
+            # A request may have gone out: parked as uncertain, so it is shown and resolved
+            # as such, never re-sent blindly.
+            s.mark_uncertain()
+            step = Step.VERIFY
+        s.failure_reason = reason[:REASON_LENGTH]
+        return self._release_and_save("parked", step=step, state=QueueState.PARKED)
+
+    # --- the one write -----------------------------------------------------------------------
+
+    def _collected(self, outcome: str, evidence: Evidence, verdict: Verdict | None) -> str:
+        s = self.sample
+        s.complete_collection()
+        s.completed_at = Now()
+        if evidence.partial_reason:
+            s.store_partial_evidence()
+            s.evidence_reason = evidence.partial_reason[:REASON_LENGTH]
+        else:
+            s.store_evidence()
+        if verdict is None:
+            return self._release_and_save(outcome, step=Step.ANALYSE)
+        verdict.apply(s)
+        return self._release_and_save(outcome, step=Step.NONE)
+
+    def _retry(self, outcome: str, step: str, decision: RetryDecision, reason: str) -> str:
+        assert decision.action in (RETRY, POLL), decision
+        metrics.RETRIES.labels(self.sample.platform, seen(self.sample, "step"), reason).inc()
+        return self._release_and_save(outcome, step=step, delay=decision.delay_seconds)
+
+    def _release(self, *, step: str, delay: float = 0.0, state: str = QueueState.READY) -> None:
+        s = self.sample
+        if step != s.step:
+            s.claims = 0
+        s.step = step
+        s.queue_state = state if step != Step.NONE else QueueState.DONE
+        s.due_at = Now() + timedelta(seconds=delay) if delay else Now()
+        s.lease_until = None
+        s.lease_owner = ""
+
+    def _release_and_save(
+        self, outcome: str, *, step: str, delay: float = 0.0, state: str = QueueState.READY
+    ) -> str:
+        self._release(step=step, delay=delay, state=state)
+        return self._save(outcome)
+
+    def _save(self, outcome: str) -> str:
+        """The compare-and-set write of what the outcome changed, then its metrics."""
+        s = self.sample
+        before = {name: seen(s, name) for name in ("submission_state", "evidence_state")}
+        changed = changed_fields(s)
+        save_fenced(s, self.token)
+        if outcome:
+            log.info("step outcome %s sample=%s changed=%s", outcome, s.pk, changed)
+        self._observe(before)
+        if s.queue_state == QueueState.DONE and self._on_end is not None:
+            # After the commit that ended the sample, see whether its run has ended: two last
+            # samples ending at once in two transactions would each still see the other
+            # running. (The dispatcher's sweep catches a process that dies in between.)
+            on_end, run_id = self._on_end, s.run_id
+            transaction.on_commit(lambda: on_end(run_id))
+        return outcome
+
+    def _observe(self, before: dict[str, str]) -> None:
+        s = self.sample
+        accepted_now = (
+            before["submission_state"] != SubmissionState.ACCEPTED
+            and s.submission_state == SubmissionState.ACCEPTED
+        )
+        started = None if self.attempt is None else self.attempt.started_at
+        # Both in database time: `accepted_at` as the write stored it (read back with it).
+        if accepted_now and isinstance(started, datetime) and isinstance(s.accepted_at, datetime):
+            latency = (s.accepted_at - started).total_seconds()
+            metrics.ACCEPTANCE_LATENCY.labels(s.platform).observe(max(0.0, latency))
+        if before["evidence_state"] == EvidenceState.PENDING != s.evidence_state:
+            metrics.EVIDENCE_RECORDED.labels(s.platform, s.evidence_state).inc()
+
+    def _write_attempt(self, attempt: Attempt, **values: str) -> None:
+        if not tracked(attempt):
+            track(attempt)
+        self.attempt = attempt
+        for name, value in values.items():
+            setattr(attempt, name, value)
+        update_changed(attempt)
