@@ -28,6 +28,7 @@ from evidence.models import Capture
 from pipeline.runs import finish_run_if_done
 from sampling.leases import renew_lease
 from sampling.models import Run, Sample
+from sampling.snapshots import RunConfig
 from sampling.steps import STORED, Evidence, SampleStep, fenced_step
 from sampling.transitions import StaleToken
 
@@ -153,11 +154,10 @@ def keep_leases(held: list[tuple[int, int]]) -> Iterator[None]:
 def frozen_model(run: Run, platform: str) -> str | None:
     """The model the run froze for the platform at launch (None for runs launched before
     models were frozen: the connector's configured model)."""
-    return run.config_snapshot.get("models", {}).get(platform)
+    return RunConfig.of(run).model_for(platform)
 
 
 def request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
-    snapshot = sample.run.config_snapshot
     return SampleRequest(
         model=frozen_model(sample.run, sample.platform),
         sample_id=sample.pk,
@@ -166,7 +166,7 @@ def request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
         device=sample.device,
         region=sample.region,
         mode=sample.mode,
-        screenshot=snapshot.get("screenshot_policy") != "none",
+        screenshot=RunConfig.of(sample.run).wants_screenshots,
     )
 
 
@@ -211,7 +211,7 @@ def error_message_of(result: NormalizedResult, default: str = "") -> str:
 def archive(sample: Sample, result: NormalizedResult) -> evidence_services.ArchivedResult:
     return evidence_services.archive_objects(
         result=result,
-        tenant=sample.run.config_snapshot["tenant"],
+        tenant=RunConfig.of(sample.run).tenant,
         run_id=str(sample.run_id),
         sample_id=sample.pk,
         revision=evidence_services.next_revision(sample_id=sample.pk),
@@ -224,9 +224,8 @@ def evidence_of(s: Sample, result: NormalizedResult) -> Evidence:
     missing = [w for w in result.warnings if w.endswith("_UNAVAILABLE")]
     if result.evidence_state == "partial" or missing:
         return Evidence(partial_reason=", ".join(missing) or "partial evidence")
-    wanted_screenshot = s.run.config_snapshot.get("screenshot_policy") != "none"
     if (
-        wanted_screenshot
+        RunConfig.of(s.run).wants_screenshots
         and not any(a.kind == "screenshot" for a in result.attachments)
         and connector(s.platform).capabilities().screenshots
     ):
@@ -237,7 +236,7 @@ def evidence_of(s: Sample, result: NormalizedResult) -> Evidence:
 def wants_rendered_screenshot(sample: Sample) -> bool:
     """Direct model APIs have no screen to capture: when the campaign asks for screenshots we
     render an evidence page of the captured answer and photograph it."""
-    if sample.run.config_snapshot.get("screenshot_policy") == "none":
+    if not RunConfig.of(sample.run).wants_screenshots:
         return False
     capabilities = connector(sample.platform).capabilities()
     return not capabilities.asynchronous and not capabilities.screenshots
