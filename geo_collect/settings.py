@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc as local static files (no CDN)
+    "tenancy",
     "sampling",
     "connectors",
     "evidence",

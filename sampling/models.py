@@ -1,4 +1,4 @@
-"""Tenants, campaigns, immutable question revisions, runs, batches, samples, attempts, outbox.
+"""Campaigns, immutable question revisions, runs, batches, samples, attempts, outbox.
 
 A campaign is editable configuration. A run freezes it (`config_snapshot`) and expands it
 into samples; nothing in a run ever reads the live campaign again.
@@ -13,6 +13,8 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 from django_fsm import FSMField, transition
+
+from tenancy.models import Tenant
 
 
 def copied_key(to: str, *, null: bool = False) -> models.ForeignKey[Any, Any]:
@@ -30,20 +32,6 @@ def copied_key(to: str, *, null: bool = False) -> models.ForeignKey[Any, Any]:
         blank=null,
         related_name="+",
     )
-
-
-class Tenant(models.Model):
-    slug = models.SlugField(max_length=64, unique=True)
-    name = models.CharField(max_length=200)
-    # Fair share: at most this many of the tenant's samples are leased at once.
-    max_concurrency = models.PositiveIntegerField(default=50)
-    # Upstream calls per second for this tenant over every platform (pipeline/limits.py);
-    # empty: settings.GEO_TENANT_RATE_LIMIT (unset there too: not limited per tenant).
-    max_calls_per_second = models.FloatField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
-
-    def __str__(self) -> str:
-        return self.slug
 
 
 class Brand(models.Model):

@@ -11,10 +11,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from billing.services import BillingError, InsufficientFunds, format_amount
-from console.scope import allows, require_somewhere, tenants_where
 from pipeline.preview import StalePreview, issue_launch_token, preview_campaign
 from sampling.models import Campaign
 from sampling.planning import PlanError
+from tenancy.scope import allows, require_somewhere, tenants_where
 
 from .. import schema_docs as docs
 from ..base import ApiView, ScopedList, list_schema

@@ -1,7 +1,7 @@
 """Evidence in the operator console: read-only, it is history (docs/architecture.md).
 
 Answer text is upstream content and is only ever shown escaped; object keys are names, not
-permissions: every link goes through the authorised download view (console/downloads.py).
+permissions: every link goes through the authorised download view (evidence/downloads.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from analysis.mentions import Entity, find_mentions
 from analysis.selectors import analysis_review_note
 from analysis.services import entities_from_snapshot
 from console.admin_base import HistoryAdmin, HistoryInline, OptionsFilter, TenantScopedAdmin
-from console.scope import scoped
 from console.widgets import (
     CaptureDisplay,
     admin_link,
@@ -42,7 +41,6 @@ from evidence.models import (
     ReviewDecision,
     ReviewDecisionKind,
     ReviewSample,
-    TenantMembership,
 )
 from evidence.sanitize import (
     ALLOWED_ATTRIBUTES,
@@ -53,6 +51,8 @@ from evidence.sanitize import (
 )
 from evidence.services import ReviewNotAllowed, decide_review
 from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
+from tenancy.models import TenantMembership
+from tenancy.scope import scoped
 
 
 class EvidenceObjectInline(HistoryInline):

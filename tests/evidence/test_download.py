@@ -12,7 +12,8 @@ from django.urls import reverse
 
 from connectors.simulator import SimulatorHandle
 from evidence.models import EvidenceObject
-from sampling.models import Sample, Tenant
+from sampling.models import Sample
+from tenancy.models import Tenant
 from tests.evidence.helpers import COLLECTOR, collected_run, user
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,9 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from console.admin_base import TenantScopedAdmin
-from sampling.models import Brand, Tenant
+from sampling.models import Brand
 from sampling.planning import normalize_text
+from tenancy.models import Tenant
 
 
 @admin.register(Tenant)

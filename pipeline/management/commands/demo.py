@@ -35,10 +35,11 @@ from geo_collect.processes import (
 from pipeline.launch import launch_run
 from pipeline.review import abandon_parked_uncertain
 from sampling.leases import end_all_leases
-from sampling.models import Run, Tenant
+from sampling.models import Run
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.selectors import Status, last_sample_change, run_status
 from sampling.services import save_campaign
+from tenancy.models import Tenant
 
 DEMO_CAMPAIGN = Path(settings.BASE_DIR) / "demo" / "campaign.json"
 PROGRESS_EVERY_SECONDS = 5.0
