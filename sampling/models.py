@@ -14,7 +14,9 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django_fsm import FSMField, transition
 
-from tenancy.models import Tenant
+# By name, not by import: `from sampling.models import Tenant` must fail, tenants live in
+# tenancy (docs/decisions.md "Tenancy at the bottom").
+TENANT = "tenancy.Tenant"
 
 
 def copied_key(to: str, *, null: bool = False) -> models.ForeignKey[Any, Any]:
@@ -35,7 +37,7 @@ def copied_key(to: str, *, null: bool = False) -> models.ForeignKey[Any, Any]:
 
 
 class Brand(models.Model):
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="brands")
+    tenant = models.ForeignKey(TENANT, on_delete=models.PROTECT, related_name="brands")
     name = models.CharField(max_length=200)
     aliases = models.JSONField(default=list, blank=True)
     domains = models.JSONField(default=list, blank=True)
@@ -56,7 +58,7 @@ class ScreenshotPolicy(models.TextChoices):
 
 
 class Campaign(models.Model):
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="campaigns")
+    tenant = models.ForeignKey(TENANT, on_delete=models.PROTECT, related_name="campaigns")
     name = models.CharField(max_length=200)
     brand = models.ForeignKey(Brand, on_delete=models.PROTECT, related_name="campaigns")
     repeats = models.PositiveSmallIntegerField(default=1)
@@ -209,7 +211,7 @@ class PlatformTarget(models.Model):
 
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs")
+    tenant = models.ForeignKey(TENANT, on_delete=models.PROTECT, related_name="runs")
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="runs")
     config_snapshot = models.JSONField()
     quote_snapshot = models.JSONField(null=True, blank=True)
@@ -308,7 +310,7 @@ class Sample(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
     batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="samples")
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey(TENANT, on_delete=models.PROTECT, related_name="+")
     question_revision = models.ForeignKey(
         QuestionRevision, on_delete=models.PROTECT, related_name="samples"
     )
