@@ -26,7 +26,7 @@ from django.utils.safestring import SafeString, mark_safe
 from analysis.mentions import Entity, find_mentions
 from analysis.selectors import analysis_review_note
 from analysis.services import entities_from_snapshot
-from console.admin_base import HistoryAdmin, HistoryInline, OptionsFilter, TenantScopedAdmin
+from console.admin_base import HistoryAdmin, HistoryInline, OptionsFilter
 from console.widgets import (
     CaptureDisplay,
     admin_link,
@@ -51,7 +51,6 @@ from evidence.sanitize import (
 )
 from evidence.services import ReviewNotAllowed, decide_review
 from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
-from tenancy.models import TenantMembership
 from tenancy.scope import scoped
 
 
@@ -320,31 +319,6 @@ def _review_context(request: HttpRequest, sample: ReviewSample) -> dict[str, Any
         "decide_url": reverse("admin:evidence_reviewsample_decide", args=[sample.pk]),
         "sample_url": reverse("admin:sampling_sample_change", args=[sample.pk]),
     }
-
-
-@admin.register(TenantMembership)
-class TenantMembershipAdmin(TenantScopedAdmin):
-    """Only superusers manage who belongs to which tenant (or `manage.py grant_role`): a
-    member who could add memberships could make themselves a member of any tenant."""
-
-    list_display = ("id", "user", "tenant", "role", "created_at")
-    list_filter = ("role", "tenant")
-    list_select_related = ("user", "tenant")
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.is_active and request.user.is_superuser)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return self.has_module_permission(request)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
 
 
 @admin.register(ReviewDecision)

@@ -35,7 +35,7 @@ from sampling.models import Campaign, Competitor, PlatformTarget, Question
 from sampling.planning import PlanError, batch_sizes, normalize_text
 from sampling.services import revise_question
 
-from .tenants import EntityForm
+from .brands import EntityForm
 
 
 class CampaignForm(forms.ModelForm):
