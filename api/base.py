@@ -1,4 +1,4 @@
-"""What every API view shares: token or session auth, a tenant role (console/scope.py),
+"""What every API view shares: token or session auth, a tenant role (tenancy/scope.py),
 per-token throttling and a capped request body."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.scope import require_somewhere, role_checked_get, scoped
+from tenancy.scope import require_somewhere, role_checked_get, scoped
 
 from .auth import TokenAuthentication
 from .errors import BodyTooLarge
@@ -50,14 +50,14 @@ class ApiView(generics.GenericAPIView):
 
     def checked_object(self, pk: Any, *, perm: str, **options: Any) -> Any:
         """One row of the view's queryset by primary key, through the caller's role on its
-        tenant (console/scope.py `role_checked_get`: 404 outside their tenants, 403 when the
+        tenant (tenancy/scope.py `role_checked_get`: 404 outside their tenants, 403 when the
         role does not grant `perm`)."""
         return role_checked_get(self.get_queryset(), self.request.user, perm=perm, pk=pk, **options)
 
 
 class ScopedList(mixins.ListModelMixin, ApiView):
     """A page of the caller's tenants' rows of `queryset`: `view_permission` must be granted
-    by a role somewhere, then rows are limited to the tenants (console/scope.py `scoped`)."""
+    by a role somewhere, then rows are limited to the tenants (tenancy/scope.py `scoped`)."""
 
     pagination_class = IdCursor
     view_permission: str

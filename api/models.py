@@ -56,7 +56,7 @@ class WebhookEndpoint(models.Model):
     """A tenant's HTTPS endpoint for run events, signed with its secret (HMAC-SHA256)."""
 
     tenant = models.ForeignKey(
-        "sampling.Tenant", on_delete=models.CASCADE, related_name="webhook_endpoints"
+        "tenancy.Tenant", on_delete=models.CASCADE, related_name="webhook_endpoints"
     )
     url = models.URLField(max_length=500)
     secret = models.CharField(max_length=64, editable=False)

@@ -317,9 +317,9 @@ class Chaos:
     def launch(self) -> list[Any]:
         from billing.services import ensure_default_price_version, top_up
         from pipeline.launch import launch_run
-        from sampling.models import Tenant
         from sampling.planning import parse_campaign_spec
         from sampling.services import save_campaign
+        from tenancy.models import Tenant
 
         version = ensure_default_price_version()
         runs = []

@@ -134,9 +134,9 @@ def _environment(args: Args) -> tuple[list[Background], dict[str, str]]:
 
 def _campaign(name: str, questions: int, tenant: str, max_concurrency: int) -> Any:
     from billing.services import ensure_default_price_version, top_up
-    from sampling.models import Tenant
     from sampling.planning import parse_campaign_spec
     from sampling.services import save_campaign
+    from tenancy.models import Tenant
 
     owner, _ = Tenant.objects.get_or_create(slug=tenant, defaults={"name": tenant})
     Tenant.objects.filter(pk=owner.pk).update(max_concurrency=max_concurrency)

@@ -179,9 +179,9 @@ def funded_campaign(
     """A saved campaign of `samples` samples (questions x targets x repeats; `samples` must be
     a multiple of targets x repeats) for the bench tenant, funded to launch. Returns it."""
     from billing.services import ensure_default_price_version, top_up
-    from sampling.models import Tenant
     from sampling.planning import parse_campaign_spec
     from sampling.services import save_campaign
+    from tenancy.models import Tenant
 
     targets = targets or TARGETS
     per_question = len(targets) * repeats

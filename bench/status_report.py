@@ -96,7 +96,8 @@ def _sql(statement: str, params: Any = None) -> list[tuple[Any, ...]]:
 
 
 def _campaign(name: str) -> Any:
-    from sampling.models import Brand, Campaign, Question, QuestionRevision, Tenant
+    from sampling.models import Brand, Campaign, Question, QuestionRevision
+    from tenancy.models import Tenant
 
     tenant, _ = Tenant.objects.get_or_create(slug="bench-scale", defaults={"name": "Bench"})
     brand, _ = Brand.objects.get_or_create(

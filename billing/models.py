@@ -125,7 +125,7 @@ class Account(models.Model):
     kind = models.CharField(max_length=20, choices=AccountKind.choices)
     currency = models.CharField(max_length=3)
     tenant = models.ForeignKey(
-        "sampling.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        "tenancy.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     run = models.ForeignKey(
         "sampling.Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -173,7 +173,7 @@ class JournalEntry(AppendOnlyModel):
     content_hash = models.CharField(max_length=64)
     kind = models.CharField(max_length=20, choices=EntryKind.choices)
     tenant = models.ForeignKey(
-        "sampling.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        "tenancy.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     run = models.ForeignKey(
         "sampling.Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+"

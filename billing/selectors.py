@@ -12,8 +12,9 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
-from sampling.models import Run, Sample, SubmissionState, Tenant
+from sampling.models import Run, Sample, SubmissionState
 from sampling.snapshots import Quote
+from tenancy.models import Tenant
 
 from .models import Account, AccountKind, EntryKind, Posting, SampleSettlement, SettlementReason
 

@@ -1,6 +1,6 @@
 """Admin building blocks every app's admin uses. `TenantScopedAdmin` takes every queryset of
 the page (changelist, change view, search, related filters, autocomplete, foreign-key choices,
-inlines, custom views through `get_object`) from `console.scope`; a row of another tenant is a
+inlines, custom views through `get_object`) from `tenancy.scope`; a row of another tenant is a
 404, exactly like an id that does not exist."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.urls import URLPattern, path
 from django.utils.functional import cached_property
 from django.views.decorators.http import require_POST
 
-from .scope import permission, scoped, tenant_filter, user_scope
+from tenancy.scope import permission, scoped, tenant_filter, user_scope
 
 
 class CappedCountPaginator(Paginator):
@@ -119,7 +119,7 @@ class ScopedFormFieldsMixin:
 
 
 class TenantScopedAdmin(ScopedFormFieldsMixin, admin.ModelAdmin):
-    """Every row through `console.scope.scoped`; another tenant's row is a 404."""
+    """Every row through `tenancy.scope.scoped`; another tenant's row is a 404."""
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return scoped(super().get_queryset(request), request.user)

@@ -117,38 +117,6 @@ class Citation(models.Model):
         return self.normalized_url
 
 
-class TenantRole(models.TextChoices):
-    """What a tenant's user may do. Evidence (raw answers, screenshots) is readable by
-    operators and analysts; finance sees money, not answers."""
-
-    OPERATOR = "operator", "Operator"
-    ANALYST = "analyst", "Analyst"
-    FINANCE = "finance", "Finance"
-
-
-EVIDENCE_READER_ROLES = frozenset({TenantRole.OPERATOR, TenantRole.ANALYST})
-
-
-class TenantMembership(models.Model):
-    """A user's role in one tenant. Authorises evidence downloads and review decisions;
-    superusers (the platform's own staff) are members of every tenant."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tenant_memberships"
-    )
-    tenant = models.ForeignKey("sampling.Tenant", on_delete=models.CASCADE, related_name="members")
-    role = models.CharField(max_length=16, choices=TenantRole.choices)
-    created_at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "tenant"], name="membership_one_per_tenant")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user_id}@{self.tenant_id}: {self.role}"
-
-
 class ReviewDecisionKind(models.TextChoices):
     ACCEPTED = "accepted", "Accepted (analysis usable)"
     REJECTED = "rejected", "Rejected (analysis not usable)"

@@ -9,7 +9,7 @@ Rules that hold on both backends:
       writers racing for one key cannot overwrite each other: the loser gets another name,
       and the caller records the name actually used.
     * Objects are private (ACL `private`); the key is a name, not a permission. Downloads go
-      through `console.downloads`, which checks tenant and role first and then either streams
+      through `evidence.downloads`, which checks tenant and role first and then either streams
       the object or redirects to a short-lived presigned URL (`presigned_url`).
 """
 

@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc as local static files (no CDN)
+    "tenancy",
     "sampling",
     "evidence",
     "analysis",

@@ -9,7 +9,7 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
     path("", include("ops.urls")),  # before admin/: /admin/operations/ is ours
     path("admin/", admin.site.urls),
-    path("evidence/", include("console.urls")),
+    path("evidence/", include("evidence.urls")),
     path("api/", include("api.urls")),
     path("callbacks/collector/", collector_callback, name="collector-callback"),
 ]

@@ -43,7 +43,8 @@ from pipeline.schedules import launch_due_slots
 from pipeline.tasks import execute_step, execute_submit_batch
 from sampling.dbtime import now_sql
 from sampling.leases import Claim, claim_ready, requeue_expired_leases
-from sampling.models import OutboxMessage, QueueState, Sample, Step, Tenant
+from sampling.models import OutboxMessage, QueueState, Sample, Step
+from tenancy.models import Tenant
 
 log = logging.getLogger(__name__)
 

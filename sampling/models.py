@@ -1,4 +1,4 @@
-"""Tenants, campaigns, immutable question revisions, runs, batches, samples, attempts, outbox.
+"""Campaigns, immutable question revisions, runs, batches, samples, attempts, outbox.
 
 A campaign is editable configuration. A run freezes it (`config_snapshot`) and expands it
 into samples; nothing in a run ever reads the live campaign again.
@@ -13,6 +13,10 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 from django_fsm import FSMField, transition
+
+# By name, not by import: `from sampling.models import Tenant` must fail, tenants live in
+# tenancy (docs/decisions.md "Tenancy at the bottom").
+TENANT = "tenancy.Tenant"
 
 
 def copied_key(to: str, *, null: bool = False) -> models.ForeignKey[Any, Any]:
@@ -32,22 +36,8 @@ def copied_key(to: str, *, null: bool = False) -> models.ForeignKey[Any, Any]:
     )
 
 
-class Tenant(models.Model):
-    slug = models.SlugField(max_length=64, unique=True)
-    name = models.CharField(max_length=200)
-    # Fair share: at most this many of the tenant's samples are leased at once.
-    max_concurrency = models.PositiveIntegerField(default=50)
-    # Upstream calls per second for this tenant over every platform (pipeline/limits.py);
-    # empty: settings.GEO_TENANT_RATE_LIMIT (unset there too: not limited per tenant).
-    max_calls_per_second = models.FloatField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
-
-    def __str__(self) -> str:
-        return self.slug
-
-
 class Brand(models.Model):
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="brands")
+    tenant = models.ForeignKey(TENANT, on_delete=models.PROTECT, related_name="brands")
     name = models.CharField(max_length=200)
     aliases = models.JSONField(default=list, blank=True)
     domains = models.JSONField(default=list, blank=True)
@@ -68,7 +58,7 @@ class ScreenshotPolicy(models.TextChoices):
 
 
 class Campaign(models.Model):
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="campaigns")
+    tenant = models.ForeignKey(TENANT, on_delete=models.PROTECT, related_name="campaigns")
     name = models.CharField(max_length=200)
     brand = models.ForeignKey(Brand, on_delete=models.PROTECT, related_name="campaigns")
     repeats = models.PositiveSmallIntegerField(default=1)
@@ -221,7 +211,7 @@ class PlatformTarget(models.Model):
 
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs")
+    tenant = models.ForeignKey(TENANT, on_delete=models.PROTECT, related_name="runs")
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="runs")
     config_snapshot = models.JSONField()
     quote_snapshot = models.JSONField(null=True, blank=True)
@@ -320,7 +310,7 @@ class Sample(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
     batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="samples")
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey(TENANT, on_delete=models.PROTECT, related_name="+")
     question_revision = models.ForeignKey(
         QuestionRevision, on_delete=models.PROTECT, related_name="samples"
     )

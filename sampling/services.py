@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 
 from connectors.registry import configured_model
+from tenancy.models import Tenant
 
 from .expansion import expand_samples
 from .models import (
@@ -20,7 +21,6 @@ from .models import (
     Question,
     QuestionRevision,
     Run,
-    Tenant,
 )
 from .planning import (
     CampaignSpec,

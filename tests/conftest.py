@@ -52,7 +52,7 @@ def make_campaign_data(
 def ensure_tenant(slug: str) -> Any:
     """Create the tenant a campaign file names, as an administrator would before launching:
     launching never creates tenants (sampling.services.save_campaign refuses unknown ones)."""
-    from sampling.models import Tenant
+    from tenancy.models import Tenant
 
     tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})
     return tenant

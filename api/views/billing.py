@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from billing.models import Account, JournalEntry
 from billing.reconciliation import MAX_STATEMENT_BYTES, StatementError, import_statement, reconcile
-from console.scope import require_somewhere
+from tenancy.scope import require_somewhere
 
 from .. import schema_docs as docs
 from ..base import ApiView, ScopedList, list_schema

@@ -11,11 +11,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from billing.services import BillingError, InsufficientFunds, format_amount
-from console.scope import allows, require_somewhere, tenants_where
 from pipeline.preview import LaunchPreview, StalePreview, issue_launch_token, preview_campaign
 from sampling.models import Campaign
 from sampling.planning import PlanError
 from sampling.snapshots import Quote
+from tenancy.scope import allows, require_somewhere, tenants_where
 
 from .. import schema_docs as docs
 from ..base import ApiView, ScopedList, list_schema

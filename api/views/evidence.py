@@ -1,4 +1,4 @@
-"""Evidence download: the role check of console/downloads.py, then a redirect to a
+"""Evidence download: the role check of evidence/downloads.py, then a redirect to a
 short-lived presigned URL (S3) or the verified bytes (local storage)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 
-from console.downloads import authorised_object, serve_object
+from evidence.downloads import authorised_object, serve_object
 from evidence.models import EvidenceObject
 
 from .. import schema_docs as docs

@@ -9,8 +9,8 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.scope import require_somewhere, tenants_where
-from sampling.models import Tenant
+from tenancy.models import Tenant
+from tenancy.scope import require_somewhere, tenants_where
 
 from .. import schema_docs as docs
 from ..base import ScopedList, list_schema

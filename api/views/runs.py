@@ -17,13 +17,13 @@ from analysis.models import Mention
 from analysis.report_exports import render_report, stream_report
 from analysis.reports import ReportIntegrityError, build_run_report
 from billing.services import InsufficientFunds
-from console.roles import REPORT_ROLES
-from console.scope import role_checked_get
 from evidence.models import Capture
 from pipeline.resume import ResumeRefused, resume_run
 from pipeline.runs import cancel_run
 from sampling.models import Run, Sample
 from sampling.selectors import platform_statuses, run_status
+from tenancy.roles import REPORT_ROLES
+from tenancy.scope import role_checked_get
 
 from .. import schema_docs as docs
 from ..base import ApiView, ScopedList, list_schema

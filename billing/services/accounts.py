@@ -8,7 +8,8 @@ from billing.models import (
     Account,
     AccountKind,
 )
-from sampling.models import Run, Tenant
+from sampling.models import Run
+from tenancy.models import Tenant
 
 
 def account_code(kind: str, currency: str, owner: object = None) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db.models import Sum
 
 from billing.models import Account, AccountKind, EntryKind, JournalEntry, Posting, SampleSettlement
-from sampling.models import Run, Tenant
+from sampling.models import Run
+from tenancy.models import Tenant
 
 from .accounts import available_account, funding_account, revenue_account
 from .errors import BillingError, check_currency, check_positive, format_amount

@@ -18,7 +18,8 @@ from billing.models import (
     Posting,
     SampleSettlement,
 )
-from sampling.models import Run, Tenant
+from sampling.models import Run
+from tenancy.models import Tenant
 
 from .errors import BillingError, IdempotencyConflict, InsufficientBalance, UnbalancedEntry
 

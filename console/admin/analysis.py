@@ -17,8 +17,8 @@ from django.utils.safestring import SafeString, mark_safe
 from analysis.models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention
 from connectors.registry import known_platforms
 from console.admin_base import FieldValueFilter, HistoryAdmin, OptionsFilter, TenantScopedAdmin
-from console.scope import scoped
 from sampling.models import Run
+from tenancy.scope import scoped
 
 
 class MentionRunFilter(admin.SimpleListFilter):

@@ -1,6 +1,6 @@
 """Finance in the console: ledger and balances (major units with the currency code), price
 lists, top-up, statements (with import), and the reconciliation report (per run and per
-period, totals, pagination) with CSV / XLSX export. Every row through console.scope."""
+period, totals, pagination) with CSV / XLSX export. Every row through tenancy.scope."""
 
 from __future__ import annotations
 
@@ -42,11 +42,12 @@ from billing.reconciliation import (
 from billing.selectors import account_balance, tenant_balances
 from billing.services import DEFAULT_CURRENCY, BillingError, format_amount, parse_amount, top_up
 from console.admin_base import ReadOnlyMixin, ScopedInline, TenantScopedAdmin
-from console.roles import TOP_UP_PERMISSION
-from console.scope import scoped, scoped_get_or_404, tenants_where
 from console.widgets import money
-from sampling.models import Attempt, Run, Tenant
+from sampling.models import Attempt, Run
 from sampling.snapshots import Quote
+from tenancy.models import Tenant
+from tenancy.roles import TOP_UP_PERMISSION
+from tenancy.scope import scoped, scoped_get_or_404, tenants_where
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 

@@ -1,7 +1,7 @@
 """Evidence in the operator console: read-only, it is history (docs/architecture.md).
 
 Answer text is upstream content and is only ever shown escaped; object keys are names, not
-permissions: every link goes through the authorised download view (console/downloads.py).
+permissions: every link goes through the authorised download view (evidence/downloads.py).
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from django.utils.safestring import SafeString, mark_safe
 from analysis.mentions import Entity, find_mentions
 from analysis.selectors import analysis_review_note
 from analysis.services import entities_from_snapshot
-from console.admin_base import HistoryAdmin, HistoryInline, OptionsFilter, TenantScopedAdmin
-from console.scope import scoped
+from console.admin_base import HistoryAdmin, HistoryInline, OptionsFilter
 from console.widgets import (
     CaptureDisplay,
     admin_link,
@@ -42,7 +41,6 @@ from evidence.models import (
     ReviewDecision,
     ReviewDecisionKind,
     ReviewSample,
-    TenantMembership,
 )
 from evidence.sanitize import (
     ALLOWED_ATTRIBUTES,
@@ -54,6 +52,7 @@ from evidence.sanitize import (
 from evidence.services import ReviewNotAllowed, decide_review
 from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
 from sampling.snapshots import RunConfig
+from tenancy.scope import scoped
 
 
 class EvidenceObjectInline(HistoryInline):
@@ -321,31 +320,6 @@ def _review_context(request: HttpRequest, sample: ReviewSample) -> dict[str, Any
         "decide_url": reverse("admin:evidence_reviewsample_decide", args=[sample.pk]),
         "sample_url": reverse("admin:sampling_sample_change", args=[sample.pk]),
     }
-
-
-@admin.register(TenantMembership)
-class TenantMembershipAdmin(TenantScopedAdmin):
-    """Only superusers manage who belongs to which tenant (or `manage.py grant_role`): a
-    member who could add memberships could make themselves a member of any tenant."""
-
-    list_display = ("id", "user", "tenant", "role", "created_at")
-    list_filter = ("role", "tenant")
-    list_select_related = ("user", "tenant")
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.is_active and request.user.is_superuser)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return self.has_module_permission(request)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
 
 
 @admin.register(ReviewDecision)

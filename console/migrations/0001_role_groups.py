@@ -1,4 +1,4 @@
-"""The operator, analyst and finance groups with their permissions (console/roles.py)."""
+"""The operator, analyst and finance groups with their permissions (tenancy/roles.py)."""
 
 from typing import Any
 
@@ -6,7 +6,7 @@ from django.db import migrations
 
 
 def create_role_groups(apps: Any, schema_editor: Any) -> None:
-    from console.roles import sync_role_groups
+    from tenancy.roles import sync_role_groups
 
     sync_role_groups(apps=apps, using=schema_editor.connection.alias, strict=False)
 

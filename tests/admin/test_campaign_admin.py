@@ -11,7 +11,8 @@ from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from sampling.models import Brand, Campaign, Question, QuestionRevision, Tenant
+from sampling.models import Brand, Campaign, Question, QuestionRevision
+from tenancy.models import Tenant
 
 OPENAI_TARGET = {"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}
 
@@ -173,7 +174,7 @@ def test_brand_of_another_tenant_is_rejected(
 
 @pytest.mark.django_db
 def test_tenant_and_brand_admin_pages_render(admin_client: Client, brand: Brand) -> None:
-    assert admin_client.get(reverse("admin:sampling_tenant_changelist")).status_code == 200
+    assert admin_client.get(reverse("admin:tenancy_tenant_changelist")).status_code == 200
     page = admin_client.get(reverse("admin:sampling_brand_change", args=[brand.pk]))
     assert page.status_code == 200
     assert "acme.com" in page.content.decode()

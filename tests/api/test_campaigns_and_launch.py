@@ -14,9 +14,10 @@ from rest_framework.test import APIClient
 from api.errors import problem_items
 from billing.models import EntryKind, JournalEntry
 from billing.services import ensure_default_price_version, top_up
-from console.services import grant_role
-from sampling.models import Campaign, Run, Tenant
+from sampling.models import Campaign, Run
 from sampling.planning import PlanError, parse_campaign_spec
+from tenancy.models import Tenant
+from tenancy.services import grant_role
 from tests.api.conftest import token_client
 from tests.conftest import BASE_CAMPAIGN
 from tests.console.conftest import TenantWorld

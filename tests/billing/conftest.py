@@ -10,8 +10,9 @@ from django.db import connection
 
 from billing.services import ensure_default_price_version
 from pipeline.launch import launch_run
-from sampling.models import Run, Sample, Tenant
+from sampling.models import Run, Sample
 from sampling.services import save_campaign
+from tenancy.models import Tenant
 from tests.conftest import make_campaign_data, spec_with_tenant
 
 COLLECTOR = {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}

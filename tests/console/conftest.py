@@ -12,9 +12,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
 from billing.reconciliation import import_statement
-from console.services import grant_role
 from evidence.models import Capture, ReviewDecision
-from sampling.models import Run, Sample, Tenant
+from sampling.models import Run, Sample
+from tenancy.models import Tenant
+from tenancy.services import grant_role
 from tests.evidence import conftest as evidence_fixtures
 from tests.evidence.helpers import COLLECTOR, OPENAI, collected_run
 

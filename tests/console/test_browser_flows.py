@@ -13,9 +13,10 @@ from django.conf import settings
 from django.db import connection
 
 from billing.models import JournalEntry
-from console.services import grant_role
 from evidence.models import ReviewDecision
-from sampling.models import Brand, Run, Sample, Tenant
+from sampling.models import Brand, Run, Sample
+from tenancy.models import Tenant
+from tenancy.services import grant_role
 from tests.chromium import chromium, log_in, needs_browser
 from tests.conftest import fund_tenant
 from tests.console.conftest import PASSWORD

@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 
 from billing.models import JournalEntry
 from billing.services import ensure_default_price_version
-from evidence.models import TenantMembership
-from sampling.models import Run, Tenant
+from sampling.models import Run
+from tenancy.models import Tenant, TenantMembership
 from tests.services import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)

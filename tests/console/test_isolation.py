@@ -15,10 +15,10 @@ from django.test import Client
 from django.urls import reverse
 
 from billing.models import JournalEntry
-from console.roles import ROLE_PERMISSIONS
-from console.scope import GLOBAL, TENANT_PATHS, model_label, permission, tenant_filter
 from evidence.models import EvidenceObject
 from sampling.models import Campaign, Sample
+from tenancy.roles import ROLE_PERMISSIONS
+from tenancy.scope import GLOBAL, TENANT_PATHS, model_label, permission, tenant_filter
 from tests.console.conftest import TenantWorld
 
 pytestmark = pytest.mark.django_db
@@ -193,7 +193,7 @@ def test_roles_outside_their_pages_get_403_or_404_never_the_content(
     assert analyst.get(reverse("admin:billing_reconciliation")).status_code == 403
     assert analyst.get(reverse("admin:billing_top_up")).status_code == 403
     operator = _client(alpha.users["operator"])
-    assert operator.get(reverse("admin:evidence_tenantmembership_changelist")).status_code == 403
-    assert operator.get(reverse("admin:evidence_tenantmembership_add")).status_code == 403
+    assert operator.get(reverse("admin:tenancy_tenantmembership_changelist")).status_code == 403
+    assert operator.get(reverse("admin:tenancy_tenantmembership_add")).status_code == 403
     page = operator.get(reverse("admin:sampling_run_change", args=[alpha.run.pk])).content.decode()
     assert re.search(r'id="report-link"', page) and 'id="run-money"' in page

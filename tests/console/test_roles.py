@@ -8,9 +8,10 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 
-from console.roles import ROLE_PERMISSIONS, sync_role_groups
-from console.services import grant_role
-from sampling.models import Brand, Tenant
+from sampling.models import Brand
+from tenancy.models import Tenant
+from tenancy.roles import ROLE_PERMISSIONS, sync_role_groups
+from tenancy.services import grant_role
 
 pytestmark = pytest.mark.django_db
 

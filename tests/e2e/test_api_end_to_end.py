@@ -15,8 +15,8 @@ from rest_framework.test import APIClient
 
 from api import webhooks
 from api.models import WebhookEndpoint
-from console.services import grant_role
 from pipeline.dispatch import dispatch_once
+from tenancy.services import grant_role
 from tests.api.conftest import token_client
 from tests.conftest import BASE_CAMPAIGN, ensure_tenant, fund_tenant
 from tests.services import QuietHandler, loopback_server

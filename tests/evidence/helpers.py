@@ -12,8 +12,9 @@ from analysis.services import analyse_sample
 from connectors.base import Attachment, Citation, NormalizedResult
 from connectors.citations import normalize_url
 from evidence import services
-from evidence.models import Capture, TenantMembership
-from sampling.models import Run, Sample, Tenant
+from evidence.models import Capture
+from sampling.models import Run, Sample
+from tenancy.models import Tenant, TenantMembership
 from tests.conftest import launch_funded, make_campaign_data
 from tests.inprocess import drive_in_process
 

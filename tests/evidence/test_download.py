@@ -11,8 +11,9 @@ from django.test import Client
 from django.urls import reverse
 
 from evidence.models import EvidenceObject
-from sampling.models import Sample, Tenant
+from sampling.models import Sample
 from simulator import SimulatorHandle
+from tenancy.models import Tenant
 from tests.evidence.helpers import COLLECTOR, collected_run, user
 
 pytestmark = pytest.mark.django_db

@@ -35,10 +35,11 @@ from billing.reconciliation import (
 from billing.services import top_up
 from connectors.adapters.collector import sign_callback
 from console.admin.evidence import highlighted_answer_html
-from sampling.models import CallbackDelivery, Campaign, Run, Tenant
+from sampling.models import CallbackDelivery, Campaign, Run
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.spreadsheets import FORMULA_STARTS
 from simulator import SimulatorHandle
+from tenancy.models import Tenant
 from tests.conftest import BASE_CAMPAIGN, ensure_tenant, fund_tenant
 from tests.reports.conftest import collected_run, simulator  # noqa: F401  (fixture)
 

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.db.utils import DatabaseError
 
 from billing.models import JournalEntry
-from sampling.models import Tenant
+from tenancy.models import Tenant
 from tests.conftest import fund_tenant
 
 pytestmark = pytest.mark.django_db

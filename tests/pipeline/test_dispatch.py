@@ -12,7 +12,8 @@ from django.db import OperationalError
 
 from pipeline.dispatch import Dispatcher, queue_for
 from pipeline.management.commands.dispatcher import tick_or_wait
-from sampling.models import Sample, Step, Tenant
+from sampling.models import Sample, Step
+from tenancy.models import Tenant
 from tests.conftest import launch_funded, make_campaign_data
 from tests.services import empty_broker
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing.services import DEFAULT_CURRENCY, BillingError, format_amount, parse_amount, top_up
-from sampling.models import Tenant
+from tenancy.models import Tenant
 
 
 class Command(BaseCommand):

@@ -36,7 +36,7 @@ from sampling.planning import PlanError, batch_sizes, normalize_text
 from sampling.services import revise_question
 from sampling.snapshots import Quote
 
-from .tenants import EntityForm
+from .brands import EntityForm
 
 
 class CampaignForm(forms.ModelForm):

@@ -51,7 +51,7 @@ class OutboxSentFilter(OptionsFilter):
 
 @admin.register(OutboxMessage)
 class OutboxMessageAdmin(HistoryAdmin):
-    """Platform plumbing, across tenants: superusers only (console.scope)."""
+    """Platform plumbing, across tenants: superusers only (tenancy.scope)."""
 
     list_display = (
         "id",

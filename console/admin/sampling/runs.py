@@ -23,8 +23,6 @@ from analysis.report_exports import FORMATS, render_report, stream_report
 from analysis.reports import ReportIntegrityError, build_run_report
 from billing.selectors import run_billing
 from console.admin_base import TenantScopedAdmin
-from console.roles import REPORT_ROLES
-from console.scope import user_scope
 from console.widgets import (
     LAYER_STATES,
     money,
@@ -43,6 +41,8 @@ from sampling.selectors import (
     run_outcomes,
 )
 from sampling.selectors import run_status as status_of_run
+from tenancy.roles import REPORT_ROLES
+from tenancy.scope import user_scope
 
 _STATUS_ATTR = "_console_status"
 CONTENT_TYPES = {

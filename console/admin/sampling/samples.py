@@ -16,7 +16,6 @@ from django.utils.safestring import SafeString
 from analysis.models import Mention
 from connectors.registry import known_platforms
 from console.admin_base import HistoryAdmin, HistoryInline, ReadOnlyMixin, ScopedStackedInline
-from console.scope import scoped
 from console.widgets import (
     CaptureDisplay,
     admin_link,
@@ -27,6 +26,7 @@ from console.widgets import (
 from evidence.models import Capture, ReviewDecision
 from pipeline.review import NotResolvable, Resolution, resolve_uncertain
 from sampling.models import AnalysisState, Attempt, Batch, CollectionState, Run, Sample, StaleWrite
+from tenancy.scope import scoped
 
 
 def _uuid_or_none(value: str) -> UUID | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from sampling.models import Tenant
+from tenancy.models import Tenant
 
 
 class Command(BaseCommand):

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from console.roles import ROLES
-from console.services import grant_role
-from sampling.models import Tenant
+from tenancy.models import Tenant
+from tenancy.roles import ROLES
+from tenancy.services import grant_role
 
 
 class Command(BaseCommand):

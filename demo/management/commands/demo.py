@@ -34,11 +34,12 @@ from geo_collect.processes import (
 from pipeline.launch import launch_run
 from pipeline.review import abandon_parked_uncertain
 from sampling.leases import end_all_leases
-from sampling.models import Run, Tenant
+from sampling.models import Run
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.selectors import Status, last_sample_change, run_status
 from sampling.services import save_campaign
 from simulator import start_simulator
+from tenancy.models import Tenant
 
 DEMO_CAMPAIGN = Path(__file__).resolve().parents[2] / "campaign.json"
 PROGRESS_EVERY_SECONDS = 5.0

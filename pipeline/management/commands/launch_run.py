@@ -15,10 +15,10 @@ from connectors import safejson
 from connectors.safejson import JsonTooDeep
 from pipeline.launch import fetch_provider_quotes, launch_run
 from pipeline.preview import quote_for_spec
-from sampling.models import Tenant
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.services import preview_plan, save_campaign
 from sampling.snapshots import Quote
+from tenancy.models import Tenant
 
 
 class Command(BaseCommand):

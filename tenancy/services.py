@@ -1,4 +1,4 @@
-"""Write operations on who may use the console."""
+"""Write operations on who belongs to a tenant (the console's and the API's users)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from evidence.models import TenantMembership
-from sampling.models import Tenant
-
+from .models import Tenant, TenantMembership
 from .roles import ROLES
 
 

@@ -9,10 +9,9 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from api.models import WebhookDelivery, WebhookEndpoint
+from api.webhooks import WebhookUrlError, check_url, new_secret
 from console.admin_base import TenantScopedAdmin
-
-from .models import WebhookDelivery, WebhookEndpoint
-from .webhooks import WebhookUrlError, check_url, new_secret
 
 
 class WebhookEndpointForm(forms.ModelForm):

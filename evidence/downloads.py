@@ -6,7 +6,7 @@ checking that the user may read evidence of the object's tenant:
     * anonymous -> 403;
     * a superuser -> allowed (platform staff);
     * otherwise the user needs a `TenantMembership` of the object's tenant with a role in
-      `console.roles.EVIDENCE_ROLES` (operator, analyst): a finance member -> 403, a user of another
+      `tenancy.roles.EVIDENCE_ROLES` (operator, analyst): a finance member -> 403, a user of another
       tenant -> 404, exactly like an unknown id or a guessed key (existence is not revealed).
 
 Local storage: the bytes are read, checked against the recorded sha256 and returned. S3: a
@@ -26,10 +26,10 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from console.roles import EVIDENCE_ROLES
-from console.scope import user_scope
 from evidence.models import EvidenceObject
 from evidence.storage import ObjectIntegrityError, presigned_url, read_verified
+from tenancy.roles import EVIDENCE_ROLES
+from tenancy.scope import user_scope
 
 INLINE_MIMES = frozenset({"image/png", "image/jpeg", "image/webp"})
 _EXTENSIONS = {
@@ -43,7 +43,7 @@ _EXTENSIONS = {
 
 def evidence_access(user: AbstractBaseUser | AnonymousUser, tenant_id: int) -> str:
     """ "allowed", "forbidden" (a member whose role may not read evidence) or "hidden".
-    The role comes from the console's one tenant-and-role scope (console/scope.py)."""
+    The role comes from the one tenant-and-role scope (tenancy/scope.py)."""
     if not user.is_authenticated:
         return "forbidden"
     scope = user_scope(user)

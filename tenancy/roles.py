@@ -1,9 +1,9 @@
 """The three roles a tenant's user can hold, as Django groups with their model permissions.
 
 A person's permissions come from the group of their role (global, what pages they may open)
-and their `evidence.TenantMembership` (per tenant, which rows): `console.scope` combines both.
+and their `tenancy.TenantMembership` (per tenant, which rows): `tenancy.scope` combines both.
 The mapping below is the source of truth; `sync_role_groups` makes the groups equal to it
-(data migration console/0001 and every `migrate`, see console/apps.py).
+(data migrations console/0001 and console/0002, and every `migrate`, see tenancy/apps.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.apps import apps as global_apps
 from django.apps.registry import Apps
 from django.contrib.auth.management import create_permissions
 
-from evidence.models import EVIDENCE_READER_ROLES
+from .models import EVIDENCE_READER_ROLES
 
 OPERATOR = "operator"
 ANALYST = "analyst"
@@ -26,7 +26,7 @@ def _perms(app: str, actions: str, *models: str) -> set[str]:
     return {f"{app}.{action}_{model}" for action in actions.split() for model in models}
 
 
-_TENANT = _perms("sampling", "view", "tenant")
+_TENANT = _perms("tenancy", "view", "tenant")
 _RUNS_AND_SAMPLES = _perms("sampling", "view", "run", "batch", "sample", "attempt", "stalewrite")
 _EVIDENCE = _perms("evidence", "view", "capture", "evidenceobject", "citation")
 _MENTIONS = _perms("analysis", "view", "mention", "analysisrevision", "analysisresult")
@@ -94,8 +94,8 @@ def sync_role_groups(
     *, apps: Apps = global_apps, using: str = "default", strict: bool = True
 ) -> None:
     """Create the three groups and set each one's permissions to exactly its mapping. Not
-    strict (the data migration): permissions of models a later migration creates are left to
-    the sync after `migrate` (console/apps.py), which is strict and names a missing one."""
+    strict (the data migrations): permissions of models a later migration creates are left
+    to the sync after `migrate` (tenancy/apps.py), which is strict and names a missing one."""
     for config in global_apps.get_app_configs():
         # On a fresh database permissions are created only after all migrations; make them now.
         create_permissions(config, verbosity=0, apps=apps, using=using)

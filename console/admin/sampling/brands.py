@@ -1,4 +1,4 @@
-"""Tenants (created by superusers or `manage.py create_tenant`) and brands."""
+"""Brands (tenants and their memberships: console/admin/tenancy.py)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,10 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
 
 from console.admin_base import TenantScopedAdmin
-from sampling.models import Brand, Tenant
+from sampling.models import Brand
 from sampling.planning import normalize_text
-
-
-@admin.register(Tenant)
-class TenantAdmin(TenantScopedAdmin):
-    list_display = ("slug", "name", "max_concurrency", "max_calls_per_second", "created_at")
-    search_fields = ("slug", "name")
-    fields = ("slug", "name", "max_concurrency", "max_calls_per_second")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.is_superuser)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return bool(request.user.is_superuser)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return bool(request.user.is_superuser)
 
 
 class LinesField(forms.Field):

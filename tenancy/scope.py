@@ -6,8 +6,8 @@ evidence downloads, reports and any API view) takes its rows from here.
     runs = scoped(Run.objects.all(), request.user)                # view permission
     run = scoped_get_or_404(Run.objects.all(), request.user, pk=run_id)
 
-A user's rows are those of the tenants where their role (their `evidence.TenantMembership`)
-grants the model's permission (`console.roles.ROLE_PERMISSIONS`). Superusers see everything.
+A user's rows are those of the tenants where their role (their `tenancy.TenantMembership`)
+grants the model's permission (`tenancy.roles.ROLE_PERMISSIONS`). Superusers see everything.
 Rows of another tenant are simply absent, so a lookup of one is a 404, never a 403 that would
 confirm it exists. Platform-wide rows (price lists, statements) have no tenant and follow the
 model permission alone; platform-internal rows (outbox, platform accounts) are superuser-only.
@@ -23,9 +23,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404
 
-from evidence.models import TenantMembership
-from sampling.models import Tenant
-
+from .models import Tenant, TenantMembership
 from .roles import ROLES, role_allows
 
 M = TypeVar("M", bound=Model)
@@ -35,7 +33,7 @@ SUPERUSER_ONLY = "-"
 
 # Model label -> the path from a row to its tenant id.
 TENANT_PATHS: dict[str, str] = {
-    "sampling.tenant": "id",
+    "tenancy.tenant": "id",
     "sampling.brand": "tenant_id",
     "sampling.campaign": "tenant_id",
     "sampling.competitor": "campaign__tenant_id",
@@ -50,6 +48,7 @@ TENANT_PATHS: dict[str, str] = {
     "sampling.schedule": "campaign__tenant_id",
     "sampling.scheduleslot": "campaign__tenant_id",
     "sampling.samplereopen": "sample__tenant_id",
+    "tenancy.tenantmembership": SUPERUSER_ONLY,
     "sampling.outboxmessage": SUPERUSER_ONLY,
     "sampling.callbackdelivery": SUPERUSER_ONLY,
     "evidence.capture": "sample__tenant_id",
@@ -57,7 +56,6 @@ TENANT_PATHS: dict[str, str] = {
     "evidence.citation": "capture__sample__tenant_id",
     "evidence.reviewsample": "tenant_id",
     "evidence.reviewdecision": "sample__tenant_id",
-    "evidence.tenantmembership": SUPERUSER_ONLY,
     "analysis.mention": "sample__tenant_id",
     "analysis.analysisrevision": "run__tenant_id",
     "analysis.analysisresult": "sample__tenant_id",
@@ -79,7 +77,7 @@ TENANT_PATHS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Scope:
-    """Who a user is for the console: superuser, or a role per tenant id."""
+    """Who a user is for the console and the API: superuser, or a role per tenant id."""
 
     user_id: int | None
     is_superuser: bool
@@ -100,7 +98,7 @@ class Scope:
         return self.roles.get(tenant_id)
 
 
-_CACHE_ATTR = "_console_scope"
+_CACHE_ATTR = "_tenancy_scope"
 
 
 def user_scope(user: Any) -> Scope:
