@@ -13,7 +13,7 @@ from billing import services as billing
 from billing.costs import book_run_attempt_costs
 from geo_collect import metrics
 from sampling import counters
-from sampling.locking import lock_run
+from sampling.locking import Level, lock_run, locked
 from sampling.models import QueueState, Run, Sample, SubmissionState
 from sampling.selectors import run_status
 from sampling.services import enqueue_outbox
@@ -76,10 +76,14 @@ def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> 
         run = lock_run(run_id)
         if run.cancelled_at is None:
             Run.objects.filter(pk=run.pk).update(cancelled_at=Now())
-        cancellable = Sample.objects.select_for_update(skip_locked=True).filter(
-            run_id=run.pk,
-            queue_state__in=[QueueState.READY, QueueState.PARKED],
-            submission_state=SubmissionState.PLANNED,
+        cancellable = locked(
+            Sample.objects.filter(
+                run_id=run.pk,
+                queue_state__in=[QueueState.READY, QueueState.PARKED],
+                submission_state=SubmissionState.PLANNED,
+            ),
+            level=Level.SAMPLE,
+            skip_locked=True,
         )
         cancelled = sum(cancel_unaccepted(sample, reason=reason) for sample in cancellable)
     billing.release_unaccepted_hold(run_id=run.pk)

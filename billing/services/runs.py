@@ -25,6 +25,7 @@ from billing.models import (
     SettlementReason,
 )
 from billing.selectors import unsettled_samples
+from sampling.locking import Level, locked
 from sampling.models import CollectionState, Run, Sample, SubmissionState
 from sampling.plainsql import insert_rows
 from sampling.transitions import PARSE_FAILED
@@ -56,7 +57,7 @@ def _lock_run(run_id: UUID | str) -> tuple[Run, Account | None]:
     if not currency or not quote.get("estimated_max"):
         return run, None
     code = account_code(AccountKind.HOLD, currency, run.pk)
-    hold = Account.objects.select_for_update().filter(code=code).first()
+    hold = locked(Account.objects.filter(code=code), level=Level.HOLD_ACCOUNT).first()
     return run, hold
 
 
@@ -69,25 +70,27 @@ def quote_and_reserve(*, run: Run) -> dict[str, Any]:
         # the ledger's chain lock (taken by the hold's entry below), while every entry checks
         # its foreign key to the tenant at commit, after the chain lock: a deadlock with any
         # entry booked for the same tenant meanwhile (seen in bench/collection.py).
-        locked = Run.objects.select_for_update(of=("self",)).select_related("tenant").get(pk=run.pk)
-        quote = locked.quote_snapshot
+        locked_run = locked(
+            Run.objects.select_related("tenant"), level=Level.RUN, of=("self",)
+        ).get(pk=run.pk)
+        quote = locked_run.quote_snapshot
         if not quote:
-            quote = build_quote(run=locked)
+            quote = build_quote(run=locked_run)
             Run.objects.filter(pk=run.pk).update(quote_snapshot=quote)
         run.quote_snapshot = quote
         amount = int(quote["estimated_max"])
         if amount == 0:
             return quote
         currency = quote["currency"]
-        tenant = locked.tenant
+        tenant = locked_run.tenant
         available = available_account(tenant, currency)
         try:
             post_entry(
                 idempotency_key=f"reserve:run:{run.pk}",
                 kind=EntryKind.RESERVE,
-                legs=[(available, -amount), (hold_account(locked, currency), amount)],
+                legs=[(available, -amount), (hold_account(locked_run, currency), amount)],
                 tenant=tenant,
-                run=locked,
+                run=locked_run,
                 memo=f"hold estimated_max of quote {quote['price_version']}",
             )
         except InsufficientBalance as short:
@@ -344,11 +347,14 @@ def release_unaccepted_hold(*, run_id: UUID | str) -> JournalEntry | None:
         if hold is None:
             return None
         planned = list(
-            _unsettled(run)
-            .select_for_update(of=("self",))
-            .filter(submission_state=SubmissionState.PLANNED)
-            .exclude(collection_state=CollectionState.COMPLETED)
-            .order_by("pk")
+            locked(
+                _unsettled(run)
+                .filter(submission_state=SubmissionState.PLANNED)
+                .exclude(collection_state=CollectionState.COMPLETED)
+                .order_by("pk"),
+                level=Level.SAMPLE,
+                of=("self",),
+            )
         )
         return _release(
             run, hold, [(s, SettlementReason.CANCELLED) for s in planned], purpose="cancel"
