@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sampling.locking import Level
+from tests.sources import python_sources
 
-ROOT = Path(__file__).resolve().parents[2]
 LOCKS_MODULE = Path("sampling/locking.py")
-NOT_PRODUCTION = {"tests", "bench", "node_modules"}
+NOT_PRODUCTION = frozenset({"tests", "bench"})
 # The typed helpers of the locks module, by the level each takes.
 HELPER_LEVELS = {
     "lock_campaign": Level.CAMPAIGN,
@@ -25,12 +25,7 @@ HELPER_LEVELS = {
 
 
 def production_sources() -> Iterator[tuple[Path, ast.Module]]:
-    for path in sorted(ROOT.rglob("*.py")):
-        relative = path.relative_to(ROOT)
-        top = relative.parts[0]
-        if top in NOT_PRODUCTION or top.startswith("."):
-            continue
-        yield relative, ast.parse(path.read_text(), filename=str(relative))
+    return python_sources(skip=NOT_PRODUCTION)
 
 
 def select_for_update_lines(tree: ast.AST) -> list[int]:
