@@ -8,7 +8,7 @@ A run's end is one explicit chain (docs/decisions.md, "Run end is an action chai
 2. do (`on_run_finished`, that outbox row's task, at least once): settle billing, book the
    attempts' upstream costs.
 3. notify: in one transaction, each follower of the run's end writes the work it needs as
-   outbox rows (api: one webhook delivery per endpoint and event, webhooks.follow_run_end),
+   outbox rows (api: one webhook delivery per endpoint and event, webhooks.record_run_end),
    relayed by the dispatcher after the commit. Followers sit above pipeline, so they register
    by name from their AppConfig.ready (`follow_run_end`); nothing else is called.
 """
