@@ -145,8 +145,10 @@ def issue_launch_token(session: SessionBase, *, campaign: Campaign, quote: dict[
 
 def _locked_tokens(session: SessionBase) -> dict[str, dict[str, Any]]:
     """The session's tokens as committed, with the session row locked until the transaction
-    ends: two concurrent POSTs of one preview serialize here, and the second sees the first's
-    run. Other session backends fall back to the copy loaded with the request."""
+    ends (level SESSION, after the campaign). Two POSTs of one token already wait on their
+    campaign's lock; this one keeps launches of two campaigns from one session from both
+    rewriting the token map, where one would drop the other's run and its token could launch
+    again. Other session backends fall back to the copy loaded with the request."""
     if isinstance(session, DbSessionStore) and session.session_key:
         row = locked(
             session.model.objects.filter(session_key=session.session_key), level=Level.SESSION
