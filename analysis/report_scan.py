@@ -4,9 +4,10 @@ Three grouped queries read the run's rows once each; nothing holds a list of the
 in Python, and no query carries an `IN (...)` of sample ids. Each groups the run's rows per
 (platform, question revision, key) once and rolls that up per platform and per question:
 
-* samples per bucket, with the bucket classifier written here as SQL, independently of the
-  counters' definitions (sampling/counters.py), which the report compares it with; in the
-  same pass, samples per evidence state and reason (analysis.evidence_summary);
+* samples per bucket, classified row by row with the buckets' one definition
+  (sampling/buckets.py), which the trigger-maintained counters (sampling/counters.py) add up
+  by another route, and which the report compares them with; in the same pass, samples per
+  evidence state and reason (analysis.evidence_summary);
 * mentions per entity of each succeeded sample's analysed capture (its latest completed one)
   in the chosen analysis revision, and in the same pass every tally that counts all of the
   succeeded samples' rows: sentiment and recommendation (analysis.report_sql), competitor
@@ -43,6 +44,7 @@ from django.db import connection
 
 from evidence.domains import extract_host, host_matches, registrable_domain
 from evidence.models import Capture, Citation
+from sampling import buckets
 from sampling.counters import run_param
 from sampling.models import Sample
 
@@ -55,20 +57,10 @@ MENTION = Mention._meta.db_table
 CITATION = Citation._meta.db_table
 FETCH = 2000
 
-# A sample's bucket, as `analysis.reports.classify` reads its layers; NULL: a finished sample
-# in no bucket (a bug the report names).
-BUCKET_CASE = """CASE
-  WHEN s.collection_state = 'completed' AND s.analysis_state = 'accepted'
-       AND s.validity = 'valid' THEN 'succeeded'
-  WHEN s.queue_state <> 'done' THEN 'pending'
-  WHEN s.collection_state = 'completed' AND s.validity = 'invalid' THEN 'invalid'
-  WHEN s.collection_state = 'completed' AND s.analysis_state = 'review' THEN 'review'
-  WHEN s.collection_state = 'failed'
-       OR (s.collection_state = 'completed' AND s.analysis_state = 'failed') THEN 'failed'
-END"""
-SUCCEEDED_SQL = (
-    "s.collection_state = 'completed' AND s.analysis_state = 'accepted' AND s.validity = 'valid'"
-)
+# A sample's bucket (sampling/buckets.py); NULL: a finished sample in no bucket (a bug the
+# report names).
+BUCKET_CASE = buckets.case_sql("s")
+SUCCEEDED_SQL = buckets.SUCCEEDED.sql("s")
 # The run's samples that are not succeeded (sample_run_unsucceeded_idx): a mention or citation
 # row of one of them does not count. Parameter: the run.
 NOT_SUCCEEDED = f"SELECT s.id FROM {SAMPLE} s WHERE s.run_id = %s AND NOT ({SUCCEEDED_SQL})"

@@ -15,8 +15,9 @@ difference)
       (`sampling.selectors.run_status`, which reads the trigger-maintained counters), for the
       record scan overall and per question, and the scan must find exactly
       `run.planned_samples` sample rows.
-    * Double count: the record scan is one grouped SQL pass over the run's samples with its
-      own bucket classifier (analysis.report_scan); its bucket counts per platform must equal
+    * Double count: the record scan is one grouped SQL pass over the run's samples that
+      classifies each row (analysis.report_scan, with the buckets of sampling/buckets.py); its
+      bucket counts per platform must equal
       the counters (sampling/counters.py, named column by column with the difference) and the
       status aggregation; the brand-mentioned count through the analysed captures must equal
       a count over the revision's mention rows of the succeeded samples (the sentiment's
@@ -64,7 +65,7 @@ from uuid import UUID
 
 from django.db import transaction
 
-from sampling import counters
+from sampling import buckets, counters
 from sampling.models import QuestionRevision, Run
 from sampling.selectors import run_status
 from sampling.snapshots import RunConfig
@@ -95,7 +96,7 @@ __all__ = [
     "build_run_report",
 ]
 
-BUCKETS = ("succeeded", "failed", "invalid", "review", "pending")
+BUCKETS = tuple(bucket.name for bucket in buckets.OUTCOMES)
 TREND_RUNS = 12
 TOP_DOMAINS = 10
 

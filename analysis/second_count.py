@@ -19,8 +19,8 @@ from django.db.models import CharField, QuerySet
 from django.db.models.functions import MD5, Cast
 
 from evidence.models import Capture
+from sampling.buckets import SUCCEEDED
 from sampling.models import Run, Sample
-from sampling.selectors import SUCCEEDED
 
 from .analysers import get_analyser
 from .models import AnalysisRevision, Mention
@@ -40,7 +40,7 @@ class SecondCount:
 
 
 def _records(run: Run) -> QuerySet[Sample]:
-    succeeded = Sample.objects.filter(SUCCEEDED, run_id=run.pk)
+    succeeded = Sample.objects.filter(SUCCEEDED.q(), run_id=run.pk)
     if run.planned_samples <= FULL_RECOUNT_LIMIT:
         return succeeded.order_by("id")
     return succeeded.annotate(h=MD5(Cast("id", CharField()))).order_by("h")[:FULL_RECOUNT_LIMIT]
@@ -71,7 +71,7 @@ def second_count(run: Run, revision: AnalysisRevision, succeeded: int | None = N
     record scan has), else counted here."""
     revision.run = run
     if succeeded is None:
-        succeeded = Sample.objects.filter(SUCCEEDED, run_id=run.pk).count()
+        succeeded = Sample.objects.filter(SUCCEEDED.q(), run_id=run.pk).count()
     analyser = get_analyser(revision.analyser)
     info = analyser.info
     if not info.deterministic or info.version != revision.analyser_version:

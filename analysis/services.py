@@ -14,6 +14,7 @@ from django.db.models import Max
 from django.db.models.functions import Now
 
 from evidence.models import Capture
+from sampling.locking import lock_run
 from sampling.models import Run, Sample
 from sampling.plainsql import insert_rows
 from sampling.services import enqueue_outbox
@@ -340,7 +341,7 @@ def start_reanalysis(
     ids (through the outbox, in the same transaction)."""
     info = get_analyser(analyser).info
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)  # one new number at a time
+        run = lock_run(run_id)  # one new number at a time
         last = AnalysisRevision.objects.filter(run_id=run.pk).aggregate(n=Max("number"))["n"]
         sample_ids = list(
             Sample.objects.filter(run_id=run.pk, captures__collection_state="completed")

@@ -7,6 +7,9 @@ class ApiConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from pipeline.runs import follow_run_end
+
         from . import schema, webhooks  # noqa: F401  (schema registers the auth extension)
 
-        webhooks.connect()
+        # What the API does after every run's end: its webhooks (pipeline/runs.py, the chain).
+        follow_run_end(name="api.webhooks", follower=webhooks.record_run_end)

@@ -1,9 +1,10 @@
 """Outgoing webhooks: `run.finished` and `run.needs_review` to a tenant's HTTPS endpoints.
 
-A run's end (pipeline/runs.py `run_ended`, itself delivered from the outbox) writes one
-`WebhookDelivery` per endpoint and event, and an outbox message carrying only its id
-(sampling/services.py `enqueue_outbox`; never the URL, the body or the secret). The Celery
-task `api.deliver_webhook` posts the JSON body with
+A run's end (pipeline/runs.py: after settlement, the run-end followers are told in one
+transaction; `record_run_end` is ours, registered by api/apps.py) writes one `WebhookDelivery`
+per endpoint and event, and an outbox message carrying only its id (sampling/services.py
+`enqueue_outbox`; never the URL, the body or the secret). The dispatcher relays it after the
+commit, and the Celery task `api.deliver_webhook` posts the JSON body with
 
     X-Geo-Event: run.finished
     X-Geo-Delivery: <delivery id>          (the same on every retry: receivers dedupe on it)
@@ -31,7 +32,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Now
 
-from pipeline.runs import run_ended
+from pipeline.runs import RunEnded
 from sampling.models import Run
 from sampling.selectors import Status
 from sampling.services import enqueue_outbox
@@ -91,10 +92,6 @@ def verify(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
 # --- events ---------------------------------------------------------------------------------
 
 
-def connect() -> None:
-    run_ended.connect(on_run_ended, dispatch_uid="api.webhooks")
-
-
 def events_for(status: Status) -> list[str]:
     events = [WebhookEvent.RUN_FINISHED.value]
     if status.review:
@@ -102,25 +99,30 @@ def events_for(status: Status) -> list[str]:
     return events
 
 
-def on_run_ended(sender: Any, run_id: str, status: Status, **kwargs: Any) -> None:
-    run = Run.objects.select_related("tenant").get(pk=run_id)
+def record_run_end(ended: RunEnded) -> None:
+    """A run-end follower (pipeline/runs.py): the deliveries of the run's events to the
+    tenant's endpoints that want them, each with its outbox message, in the caller's
+    transaction. Once per endpoint, event and round, however often the run's end is told."""
+    run = Run.objects.select_related("tenant").get(pk=ended.run_id)
     endpoints = list(WebhookEndpoint.objects.filter(tenant_id=run.tenant_id, active=True))
-    for event in events_for(status):
+    for event in events_for(ended.status):
         body = {
             "event": event,
             "run_id": str(run.pk),
             "tenant": run.tenant.slug,
             "campaign": run.campaign_id,
-            **status.as_dict(),
+            **ended.status.as_dict(),
         }
         for endpoint in endpoints:
             if endpoint.wants(event):
-                _record(endpoint, event, run, body)
+                _record(endpoint, event, run, body, round_=ended.round)
 
 
-def _record(endpoint: WebhookEndpoint, event: str, run: Run, body: dict[str, Any]) -> None:
-    key = f"{endpoint.pk}:{event}:{run.pk}:{run.resumes}"
-    with transaction.atomic():
+def _record(
+    endpoint: WebhookEndpoint, event: str, run: Run, body: dict[str, Any], *, round_: int
+) -> None:
+    key = f"{endpoint.pk}:{event}:{run.pk}:{round_}"
+    with transaction.atomic():  # the delivery and its message, also when called on its own
         delivery, created = WebhookDelivery.objects.get_or_create(
             dedupe_key=key,
             defaults={"endpoint": endpoint, "event": event, "run": run, "payload": body},

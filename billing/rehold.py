@@ -15,6 +15,7 @@ from uuid import UUID
 
 from django.db.models import F
 
+from sampling.locking import Level, locked
 from sampling.models import Run
 from sampling.snapshots import Quote
 
@@ -44,7 +45,7 @@ def rehold_released(
     *, run: Run, sample_ids: Collection[int], resume_no: int
 ) -> JournalEntry | None:
     """Hold again the released shares of `sample_ids`, in the caller's transaction (which
-    holds the run's lock; the hold account is locked here, level 3 of sampling/locking.py).
+    holds the run's lock; the hold account is locked here: HOLD_ACCOUNT, sampling/locking.py).
     Raises InsufficientFunds when the tenant's available balance cannot cover them."""
     shares = released_shares(run_id=run.pk, sample_ids=sample_ids)
     total = sum(shares.values())
@@ -55,7 +56,7 @@ def rehold_released(
         raise BillingError(f"run {run.pk} has no quote to hold its released shares by")
     currency = quote.currency
     hold = hold_account(run, currency)
-    Account.objects.select_for_update().filter(pk=hold.pk).first()
+    locked(Account.objects.filter(pk=hold.pk), level=Level.HOLD_ACCOUNT).first()
     digest = hashlib.sha256(",".join(map(str, sorted(shares))).encode()).hexdigest()[:24]
     available = available_account(run.tenant, currency)
     try:

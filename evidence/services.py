@@ -13,6 +13,7 @@ from django.db import connection, transaction
 
 from connectors.base import NormalizedResult
 from connectors.registry import adapter_class
+from sampling.locking import Level, locked
 from sampling.models import CollectionState, Sample
 from sampling.plainsql import insert_rows
 from sampling.snapshots import RunConfig
@@ -288,10 +289,10 @@ def store_screenshot(*, sample_id: int, capture_id: int, png: bytes) -> list[Evi
     if thumbnail is not None:
         stored.append(thumbnail)
     with transaction.atomic():
-        locked = Capture.objects.select_for_update().get(pk=capture_id)
-        if locked.evidence_objects.filter(kind=EvidenceKind.SCREENSHOT).exists():
+        capture = locked(Capture.objects.all(), level=Level.CAPTURE).get(pk=capture_id)
+        if capture.evidence_objects.filter(kind=EvidenceKind.SCREENSHOT).exists():
             raise EvidenceExists(f"capture {capture_id} already has a screenshot")
-        return _object_rows(locked, stored)
+        return _object_rows(capture, stored)
 
 
 def decide_review(

@@ -24,7 +24,8 @@ from analysis.models import Mention
 from analysis.reports import ReportIntegrityError, build_run_report
 from billing.models import JournalEntry, SampleSettlement
 from evidence.models import Capture
-from sampling import counters
+from sampling import buckets, counters
+from sampling.buckets import Not, all_of
 from sampling.models import Attempt, OutboxMessage, Run, Sample, SampleReopen, StaleWrite
 from sampling.selectors import run_status
 
@@ -39,26 +40,11 @@ OUTBOX = OutboxMessage._meta.db_table
 CAPTURE = Capture._meta.db_table
 MENTION = Mention._meta.db_table
 
-# A sample's outcome bucket, as SQL over `s` (sampling_sample). These restate the report
-# definitions of sampling.selectors independently, so the checker and the reports are two
-# routes to the same numbers; `check_report_counts` compares them.
-DONE = "s.queue_state = 'done'"
-BUCKETS: dict[str, str] = {
-    "succeeded": (
-        "(s.collection_state = 'completed' AND s.analysis_state = 'accepted'"
-        " AND s.validity = 'valid')"
-    ),
-    "failed": (
-        "((s.collection_state = 'failed' OR (s.collection_state = 'completed'"
-        f" AND s.analysis_state = 'failed' AND s.validity <> 'invalid')) AND {DONE})"
-    ),
-    "invalid": f"(s.collection_state = 'completed' AND s.validity = 'invalid' AND {DONE})",
-    "review": (
-        "(s.collection_state = 'completed' AND s.analysis_state = 'review'"
-        f" AND s.validity <> 'invalid' AND {DONE})"
-    ),
-    "pending": "(s.queue_state <> 'done')",
-}
+# The outcome buckets (sampling/buckets.py, their one definition) as SQL over `s`
+# (sampling_sample). The plain count here and the trigger-maintained counters behind
+# run_status are two routes to the same numbers; `check_report_counts` compares them.
+BUCKETS = tuple(bucket.name for bucket in buckets.OUTCOMES)
+_SUCCEEDED_QUEUED = all_of(buckets.SUCCEEDED.condition, Not(buckets.DONE))
 RUN_STATUS_FIELDS = ("succeeded", "failed", "invalid", "review", "pending", "uncertain", "parked")
 OUTBOX_GRACE_SECONDS = 300
 
@@ -111,10 +97,6 @@ def _capped(invariant: str, found: Sequence[Violation]) -> list[Violation]:
     return [*found[:LIMIT], more]
 
 
-def _bucket_sum(name: str) -> str:
-    return f"SUM(CASE WHEN {BUCKETS[name]} THEN 1 ELSE 0 END)"
-
-
 def _states(row: Sequence[Any]) -> str:
     """submission/collection/evidence/analysis, queue state, step and validity."""
     sub, col, ev, an, queue, step, validity = row
@@ -152,22 +134,25 @@ def check_planned_samples_accounted(run_id: UUID | str | None = None) -> list[Vi
         )
     ]
     where, params = _run_filter("s.run_id", run_id)
-    cases = [f"CASE WHEN {sql} THEN 1 ELSE 0 END" for sql in BUCKETS.values()]
-    for row in _rows(
-        f"""SELECT s.id, s.run_id, {", ".join(cases)}, {_STATE_COLUMNS}
+    # The buckets exclude each other by definition; what can go wrong is a finished sample in
+    # none of them, or a succeeded one still queued, which run_status also counts as pending.
+    unclassified = buckets.UNCLASSIFIED.sql("s")
+    for sample_id, rid, in_none, *states in _rows(
+        f"""SELECT s.id, s.run_id, {unclassified}, {_STATE_COLUMNS}
               FROM {SAMPLE} s
-             WHERE ({" + ".join(cases)}) <> 1 {where}
+             WHERE ({unclassified} OR ({_SUCCEEDED_QUEUED.sql("s")})) {where}
              ORDER BY s.id""",
         params,
     ):
-        sample_id, rid = row[0], row[1]
-        flags_set = [b for b, flag in zip(BUCKETS, row[2 : 2 + len(BUCKETS)], strict=True) if flag]
-        where_counted = ", ".join(flags_set) if flags_set else "no bucket"
+        problem = (
+            "is in no outcome bucket"
+            if in_none
+            else "is succeeded but not terminal (run_status counts it as pending too)"
+        )
         found.append(
             Violation(
                 name,
-                f"sample {sample_id} (run {rid}) is counted in {len(flags_set)} outcome buckets "
-                f"({where_counted}): {_states(row[2 + len(BUCKETS) :])}",
+                f"sample {sample_id} (run {rid}) {problem}: {_states(states)}",
                 run_id=str(rid),
                 sample_id=sample_id,
             )
@@ -180,12 +165,12 @@ def check_planned_samples_accounted(run_id: UUID | str | None = None) -> list[Vi
 
 def _sql_counts(run_id: UUID | str | None) -> dict[str, dict[str, int]]:
     where, params = _run_filter("s.run_id", run_id)
-    sums = ", ".join(_bucket_sum(b) for b in BUCKETS)
+    sums = ", ".join(
+        buckets.count_sql(b) for b in (*buckets.OUTCOMES, buckets.UNCERTAIN, buckets.PARKED)
+    )
     counts: dict[str, dict[str, int]] = {}
     for row in _rows(
-        f"""SELECT s.run_id, COUNT(*), {sums},
-                   SUM(CASE WHEN s.submission_state = 'uncertain' THEN 1 ELSE 0 END),
-                   SUM(CASE WHEN s.queue_state = 'parked' THEN 1 ELSE 0 END)
+        f"""SELECT s.run_id, COUNT(*), {sums}
               FROM {SAMPLE} s WHERE TRUE {where} GROUP BY s.run_id""",
         params,
     ):

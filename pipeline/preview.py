@@ -25,6 +25,7 @@ from django.db import transaction
 
 from billing.selectors import available_balance
 from billing.services import BillingError, format_amount, quote_groups
+from sampling.locking import Level, lock_campaign, locked
 from sampling.models import Campaign, Run
 from sampling.planning import CampaignSpec, PlanError
 from sampling.services import PlanPreview, campaign_as_spec, campaign_spec_data, preview_plan
@@ -146,14 +147,14 @@ def issue_launch_token(session: SessionBase, *, campaign: Campaign, quote: Quote
 
 def _locked_tokens(session: SessionBase) -> dict[str, dict[str, Any]]:
     """The session's tokens as committed, with the session row locked until the transaction
-    ends: two concurrent POSTs of one preview serialize here, and the second sees the first's
-    run. Other session backends fall back to the copy loaded with the request."""
+    ends (level SESSION, after the campaign). Two POSTs of one token already wait on their
+    campaign's lock; this one keeps launches of two campaigns from one session from both
+    rewriting the token map, where one would drop the other's run and its token could launch
+    again. Other session backends fall back to the copy loaded with the request."""
     if isinstance(session, DbSessionStore) and session.session_key:
-        row = (
-            session.model.objects.select_for_update()
-            .filter(session_key=session.session_key)
-            .first()
-        )
+        row = locked(
+            session.model.objects.filter(session_key=session.session_key), level=Level.SESSION
+        ).first()
         data = session.decode(row.session_data) if row is not None else {}
         return dict(data.get(TOKENS_KEY, {}))
     return dict(session.get(TOKENS_KEY, {}))
@@ -170,7 +171,7 @@ def launch_once(session: SessionBase, *, campaign: Campaign, token: str) -> tupl
     with transaction.atomic():
         # Lock order: campaign, then session. The campaign lock keeps an admin save from
         # slipping in between the fingerprint check and the snapshot launch_run takes.
-        campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+        campaign = lock_campaign(campaign.pk)
         tokens = _locked_tokens(session)
         entry = tokens.get(token)
         if entry is None or entry.get("campaign") != campaign.pk:

@@ -1,29 +1,66 @@
-"""Run lifecycle after launch: noticing the end, and what must follow it."""
+"""Run lifecycle after launch: noticing the end, and what must follow it.
+
+A run's end is one explicit chain (docs/decisions.md, "Run end is an action chain"):
+
+1. check (`finish_run_if_done`, on the commit of every sample's last step and in the
+   dispatcher's sweep): are all the run's samples terminal? If so, mark the run finished and
+   write its `pipeline.run_finished` outbox row in the same transaction: exactly once.
+2. do (`on_run_finished`, that outbox row's task, at least once): settle billing, book the
+   attempts' upstream costs.
+3. notify: in one transaction, each follower of the run's end writes the work it needs as
+   outbox rows (api: one webhook delivery per endpoint and event, webhooks.record_run_end),
+   relayed by the dispatcher after the commit. Followers sit above pipeline, so they register
+   by name from their AppConfig.ready (`follow_run_end`); nothing else is called.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from uuid import UUID
 
 from django.db import transaction
 from django.db.models.functions import Now
-from django.dispatch import Signal
 
 from billing import services as billing
 from billing.costs import book_run_attempt_costs
 from geo_collect import metrics
 from sampling import counters
-from sampling.locking import lock_run
+from sampling.locking import Level, lock_run, locked
 from sampling.models import QueueState, Run, Sample, SubmissionState
-from sampling.selectors import run_status
+from sampling.selectors import Status, run_status
 from sampling.services import enqueue_outbox
 from sampling.transitions import cancel_unaccepted
 
 log = logging.getLogger(__name__)
 
-# Sent by `on_run_finished` (at least once per finish; receivers are idempotent) with
-# `run_id` and `status` (sampling.selectors.Status). Upper layers (api/webhooks.py) listen.
-run_ended = Signal()
+
+@dataclass(frozen=True)
+class RunEnded:
+    """What a follower of a run's end is told: the run, its round (how many resumes it had:
+    each finish after a resume is its own end) and its status once settled."""
+
+    run_id: UUID
+    round: int
+    status: Status
+
+
+# A follower writes outbox rows (and the rows they point at) in the caller's transaction, and
+# does nothing else: no network I/O, no commit. It is called at least once per end, so it is
+# idempotent (dedupe keys).
+RunEndFollower = Callable[[RunEnded], None]
+_followers: dict[str, RunEndFollower] = {}
+
+
+def follow_run_end(*, name: str, follower: RunEndFollower) -> None:
+    """Register what an upper layer does after every run's end, from its AppConfig.ready. By
+    name: a second registration under the same name replaces the first."""
+    _followers[name] = follower
+
+
+def run_end_followers() -> dict[str, RunEndFollower]:
+    return dict(_followers)
 
 
 def finish_run_if_done(*, run_id: UUID) -> bool:
@@ -58,13 +95,22 @@ def finish_ended_runs() -> int:
 
 def on_run_finished(*, run_id: UUID | str) -> None:
     """What follows a run's end, delivered through the outbox (at least once, so idempotent):
-    billing charges what completed and releases the rest of the hold."""
+    billing charges what completed and releases the rest of the hold; then the followers are
+    told, so a webhook's receiver finds the run's billing final."""
     billing.settle_run(run_id=run_id)
     book_run_attempt_costs(run_id=run_id)
     status = run_status(run_id=run_id)
     log.info("run finished run=%s outcome=%s %s", run_id, status.outcome, status.as_dict())
     metrics.run_finished(outcome=status.outcome.value)
-    run_ended.send(sender=Run, run_id=str(run_id), status=status)
+    round_ = Run.objects.values_list("resumes", flat=True).get(pk=run_id)
+    notify_run_ended(ended=RunEnded(run_id=UUID(str(run_id)), round=round_, status=status))
+
+
+def notify_run_ended(*, ended: RunEnded) -> None:
+    """Every follower's outbox work in one transaction: all of it is relayed, or none."""
+    with transaction.atomic():
+        for follower in _followers.values():
+            follower(ended)
 
 
 def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> int:
@@ -76,10 +122,14 @@ def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> 
         run = lock_run(run_id)
         if run.cancelled_at is None:
             Run.objects.filter(pk=run.pk).update(cancelled_at=Now())
-        cancellable = Sample.objects.select_for_update(skip_locked=True).filter(
-            run_id=run.pk,
-            queue_state__in=[QueueState.READY, QueueState.PARKED],
-            submission_state=SubmissionState.PLANNED,
+        cancellable = locked(
+            Sample.objects.filter(
+                run_id=run.pk,
+                queue_state__in=[QueueState.READY, QueueState.PARKED],
+                submission_state=SubmissionState.PLANNED,
+            ),
+            level=Level.SAMPLE,
+            skip_locked=True,
         )
         cancelled = sum(cancel_unaccepted(sample, reason=reason) for sample in cancellable)
     billing.release_unaccepted_hold(run_id=run.pk)

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from sampling.dbtime import db_now
+from sampling.locking import Level, locked
 from sampling.models import MissedSlotPolicy, Schedule, ScheduleSlot, SlotOutcome
 from sampling.planning import PlanError
 from sampling.schedules import next_slot, parse_cron, slots_between
@@ -44,13 +45,14 @@ def launch_due_slots(*, now: datetime | None = None) -> list[ScheduleSlot]:
 
 def _handle_schedule(schedule_id: int, now: datetime) -> list[ScheduleSlot]:
     with transaction.atomic():
-        # Lock order: the schedule comes before its campaign (sampling/locking.py).
-        schedule = (
-            Schedule.objects.select_for_update(skip_locked=True)
-            .select_related("campaign")
-            .filter(pk=schedule_id, paused=False, next_slot_at__lte=now)
-            .first()
-        )
+        # select_related: the campaign row is locked with it (level CAMPAIGN, after SCHEDULE).
+        schedule = locked(
+            Schedule.objects.select_related("campaign").filter(
+                pk=schedule_id, paused=False, next_slot_at__lte=now
+            ),
+            level=Level.SCHEDULE,
+            skip_locked=True,
+        ).first()
         if schedule is None:  # another dispatcher has it, or it was handled meanwhile
             return []
         cron = parse_cron(schedule.cron)

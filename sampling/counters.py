@@ -27,31 +27,21 @@ from uuid import UUID
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from . import buckets
+
 SHARDS = 16
 TABLE = "sampling_samplecount"
 SAMPLE_TABLE = "sampling_sample"
 RUN_TABLE = "sampling_run"
 
-# Status buckets as SQL over one sample row (`{t}` is the row's alias). They follow the
-# definitions of sampling.selectors (SUCCEEDED, FAILED & TERMINAL, ...).
-_DONE = "{t}.queue_state = 'done'"
-_COMPLETED = "{t}.collection_state = 'completed'"
+# Status buckets as SQL over one sample row (`{t}` is the row's alias), from their one
+# definition (sampling/buckets.py). Pending is not a column: samples minus terminal.
+_COUNTED = (buckets.SUCCEEDED, buckets.FAILED, buckets.INVALID, buckets.REVIEW)
 BUCKET_SQL: dict[str, str] = {
     "samples": "1 = 1",
-    "succeeded": (
-        f"{_COMPLETED} AND {{t}}.analysis_state = 'accepted' AND {{t}}.validity = 'valid'"
-    ),
-    "failed": (
-        f"({{t}}.collection_state = 'failed' OR ({_COMPLETED} AND {{t}}.analysis_state = 'failed'"
-        f" AND {{t}}.validity <> 'invalid')) AND {_DONE}"
-    ),
-    "invalid": f"{_COMPLETED} AND {{t}}.validity = 'invalid' AND {_DONE}",
-    "review": (
-        f"{_COMPLETED} AND {{t}}.analysis_state = 'review' AND {{t}}.validity <> 'invalid'"
-        f" AND {_DONE}"
-    ),
-    "terminal": _DONE,
-    "parked": "{t}.queue_state = 'parked'",
+    **{bucket.name: bucket.sql("{t}") for bucket in _COUNTED},
+    "terminal": buckets.TERMINAL.sql("{t}"),
+    "parked": buckets.PARKED.sql("{t}"),
 }
 
 LAYER_STATES: dict[str, tuple[str, ...]] = {

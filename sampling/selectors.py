@@ -10,11 +10,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max
 
 from . import counters
 from .counters import Counts
-from .models import AnalysisState, Batch, CollectionState, QueueState, Run, Sample
+from .models import Batch, Run, Sample
 
 
 class Outcome(enum.StrEnum):
@@ -25,25 +25,11 @@ class Outcome(enum.StrEnum):
     EMPTY = "empty"
 
 
-# A sample's place in every report, derived from its layers. "review" is terminal for the
-# run (a person decides next) but is not yet counted as succeeded.
-SUCCEEDED = Q(
-    collection_state=CollectionState.COMPLETED,
-    analysis_state=AnalysisState.ACCEPTED,
-    validity="valid",
-)
-INVALID = Q(collection_state=CollectionState.COMPLETED, validity="invalid")
-REVIEW = (
-    Q(collection_state=CollectionState.COMPLETED, analysis_state=AnalysisState.REVIEW) & ~INVALID
-)
-FAILED = Q(collection_state=CollectionState.FAILED) | (
-    Q(collection_state=CollectionState.COMPLETED, analysis_state=AnalysisState.FAILED) & ~INVALID
-)
-TERMINAL = Q(queue_state=QueueState.DONE)
-
-
 @dataclass
 class Status:
+    """A run's (or batch's, or platform's) samples per outcome bucket (sampling/buckets.py).
+    `pending` is every sample not yet terminal."""
+
     planned: int
     succeeded: int
     failed: int

@@ -18,6 +18,7 @@ from billing.models import (
     Posting,
     SampleSettlement,
 )
+from sampling.locking import Level, locked
 from sampling.models import Run
 from tenancy.models import Tenant
 
@@ -89,12 +90,12 @@ def post_entry(
         existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
         if existing is not None:
             return _replay(existing, content_hash, idempotency_key)
-        locked = _lock_tracked(legs)
+        tracked = _lock_tracked(legs)
         # Another transaction may have committed this key while we waited for the locks.
         existing = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
         if existing is not None:
             return _replay(existing, content_hash, idempotency_key)
-        _check_balances(legs, locked)
+        _check_balances(legs, tracked)
         if guard is not None:
             guard()
         try:
@@ -138,17 +139,19 @@ def _refs(fields: dict[str, Any]) -> dict[str, Any]:
 def _lock_tracked(legs: Sequence[tuple[Account, int]]) -> dict[int, Account]:
     """Lock the balance-tracked accounts, in id order so concurrent entries cannot deadlock."""
     tracked_ids = sorted({a.pk for a, _ in legs if a.tracks_balance})
-    locked = Account.objects.select_for_update().filter(pk__in=tracked_ids).order_by("pk")
-    return {a.pk: a for a in locked}
+    accounts = locked(
+        Account.objects.filter(pk__in=tracked_ids).order_by("pk"), level=Level.LEDGER_ACCOUNTS
+    )
+    return {a.pk: a for a in accounts}
 
 
-def _check_balances(legs: Sequence[tuple[Account, int]], locked: dict[int, Account]) -> None:
+def _check_balances(legs: Sequence[tuple[Account, int]], tracked: dict[int, Account]) -> None:
     changes: dict[int, int] = defaultdict(int)
     for account, amount in legs:
         if account.tracks_balance:
             changes[account.pk] += amount
     for account_id, change in changes.items():
-        current = locked[account_id]
+        current = tracked[account_id]
         if current.balance + change < 0:
             raise InsufficientBalance(account=current, balance=current.balance, change=change)
 

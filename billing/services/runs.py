@@ -25,6 +25,7 @@ from billing.models import (
     SettlementReason,
 )
 from billing.selectors import unsettled_samples
+from sampling.locking import Level, locked
 from sampling.models import CollectionState, Run, Sample, SubmissionState
 from sampling.plainsql import insert_rows
 from sampling.snapshots import Quote, QuoteLine
@@ -64,7 +65,7 @@ def _lock_run(run_id: UUID | str) -> tuple[Run, Account | None]:
     if quote is None or not quote.holds_money:
         return run, None
     code = account_code(AccountKind.HOLD, quote.currency, run.pk)
-    hold = Account.objects.select_for_update().filter(code=code).first()
+    hold = locked(Account.objects.filter(code=code), level=Level.HOLD_ACCOUNT).first()
     return run, hold
 
 
@@ -77,26 +78,28 @@ def quote_and_reserve(*, run: Run) -> Quote:
         # the ledger's chain lock (taken by the hold's entry below), while every entry checks
         # its foreign key to the tenant at commit, after the chain lock: a deadlock with any
         # entry booked for the same tenant meanwhile (seen in bench/collection.py).
-        locked = Run.objects.select_for_update(of=("self",)).select_related("tenant").get(pk=run.pk)
-        quote = Quote.of(locked)
+        locked_run = locked(
+            Run.objects.select_related("tenant"), level=Level.RUN, of=("self",)
+        ).get(pk=run.pk)
+        quote = Quote.of(locked_run)
         if quote is None:
-            quote = build_quote(run=locked)
-            locked.quote_snapshot = quote.to_json()
-            Run.objects.filter(pk=run.pk).update(quote_snapshot=locked.quote_snapshot)
-        run.quote_snapshot = locked.quote_snapshot
+            quote = build_quote(run=locked_run)
+            locked_run.quote_snapshot = quote.to_json()
+            Run.objects.filter(pk=run.pk).update(quote_snapshot=locked_run.quote_snapshot)
+        run.quote_snapshot = locked_run.quote_snapshot
         amount = quote.estimated_max
         if amount == 0:
             return quote
         currency = quote.currency
-        tenant = locked.tenant
+        tenant = locked_run.tenant
         available = available_account(tenant, currency)
         try:
             post_entry(
                 idempotency_key=f"reserve:run:{run.pk}",
                 kind=EntryKind.RESERVE,
-                legs=[(available, -amount), (hold_account(locked, currency), amount)],
+                legs=[(available, -amount), (hold_account(locked_run, currency), amount)],
                 tenant=tenant,
-                run=locked,
+                run=locked_run,
                 memo=f"hold estimated_max of quote {quote.price_version}",
             )
         except InsufficientBalance as short:
@@ -353,11 +356,14 @@ def release_unaccepted_hold(*, run_id: UUID | str) -> JournalEntry | None:
         if hold is None:
             return None
         planned = list(
-            _unsettled(run)
-            .select_for_update(of=("self",))
-            .filter(submission_state=SubmissionState.PLANNED)
-            .exclude(collection_state=CollectionState.COMPLETED)
-            .order_by("pk")
+            locked(
+                _unsettled(run)
+                .filter(submission_state=SubmissionState.PLANNED)
+                .exclude(collection_state=CollectionState.COMPLETED)
+                .order_by("pk"),
+                level=Level.SAMPLE,
+                of=("self",),
+            )
         )
         return _release(
             run, hold, [(s, SettlementReason.CANCELLED) for s in planned], purpose="cancel"

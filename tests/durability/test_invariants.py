@@ -116,12 +116,12 @@ def test_a_missing_sample_is_named(run: Run) -> None:
     assert f"run {run.pk}: report: " in str(found["report_counts"])
 
 
-def test_a_sample_counted_in_two_buckets_is_named(run: Run) -> None:
+def test_a_succeeded_sample_still_queued_is_named(run: Run) -> None:
     sample = _succeeded(run)
-    Sample.objects.filter(pk=sample.pk).update(queue_state="ready")  # succeeded and pending
+    Sample.objects.filter(pk=sample.pk).update(queue_state="ready")  # succeeded, not terminal
     found = _found()
     message = _names_sample(found, "planned_accounted", sample)
-    assert "2 outcome buckets (succeeded, pending)" in message
+    assert "is succeeded but not terminal" in message
     # The report's own buckets then add up to more than planned.
     assert "buckets sum to 7" in _names_run(found, "report_counts", run)
 
@@ -129,7 +129,7 @@ def test_a_sample_counted_in_two_buckets_is_named(run: Run) -> None:
 def test_a_terminal_sample_in_no_bucket_is_named(run: Run) -> None:
     sample = _succeeded(run)
     Sample.objects.filter(pk=sample.pk).update(analysis_state="pending", validity="")
-    assert "0 outcome buckets (no bucket)" in _names_sample(_found(), "planned_accounted", sample)
+    assert "is in no outcome bucket" in _names_sample(_found(), "planned_accounted", sample)
 
 
 # --- 2./3. accepted upstream tasks have their records ---------------------------------------
