@@ -141,18 +141,25 @@ def two_tenants(
     try:
         with django_db_blocker.unblock():
             atomic.__enter__()
-            handle = start_simulator(seed=SIMULATOR_SEED)
-            try:
-                with override_settings(GEO_UPSTREAM_BASE_URL=handle.base_url):
-                    world = build_world()
-            finally:
-                handle.stop()
-        yield world
+        try:
+            with django_db_blocker.unblock():
+                world = _built_against_a_simulator()
+            yield world
+        finally:
+            with django_db_blocker.unblock():
+                transaction.set_rollback(True)
+                atomic.__exit__(None, None, None)
     finally:
-        with django_db_blocker.unblock():
-            transaction.set_rollback(True)
-            atomic.__exit__(None, None, None)
         storage.disable()
+
+
+def _built_against_a_simulator() -> World:
+    handle = start_simulator(seed=SIMULATOR_SEED)
+    try:
+        with override_settings(GEO_UPSTREAM_BASE_URL=handle.base_url):
+            return build_world()
+    finally:
+        handle.stop()
 
 
 @pytest.fixture
