@@ -10,7 +10,7 @@ in Python, and no query carries an `IN (...)` of sample ids. Each groups the run
   evidence state and reason (analysis.evidence_summary);
 * mentions per entity of each succeeded sample's analysed capture (its latest completed one)
   in the chosen analysis revision, and in the same pass every tally that counts all of the
-  succeeded samples' rows: sentiment and recommendation (analysis.report_sql), competitor
+  succeeded samples' rows: sentiment and recommendation (analysis.mention_metrics), competitor
   head-to-head;
 * citations of the analysed captures per cited host, fetched in batches and folded into the
   group tallies as they arrive (host rules and registrable domains stay in Python,
@@ -179,7 +179,7 @@ class Groups:
     by_question: dict[int, Tally]
     # (question revision, competitor) -> its rows of succeeded samples beside the same
     # sample's brand row: answers, both named, brand named first, brand only, competitor
-    # only; in question revision and competitor order (analysis.report_sql.HeadToHead).
+    # only; in question revision and competitor order (analysis.mention_metrics.HeadToHead).
     pairs: dict[tuple[int, str], tuple[int, int, int, int, int]] = field(default_factory=dict)
     sentiments: dict[str, Sentiments] = field(default_factory=dict)  # entity -> its rows
     # (platform, evidence state, reason or "" outside MISSING_STATES, samples), from the

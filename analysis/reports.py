@@ -43,7 +43,7 @@ and rolled up; memory grows with platforms x questions, never with samples)
       all citations of succeeded samples' analysed captures;
     * top cited registrable domains (offline public-suffix list);
     * sentiment distribution and recommendation rate per entity, and competitor
-      head-to-head per question (analysis.report_sql), counted in the mention pass of
+      head-to-head per question (analysis.mention_metrics), counted in the mention pass of
       analysis.report_scan (every mention row of the succeeded samples, not only the analysed
       capture's; head-to-head beside the same sample's brand row);
     * evidence completeness per platform (analysis.evidence_summary), counted in its sample
@@ -71,6 +71,7 @@ from sampling.selectors import run_status
 from sampling.snapshots import RunConfig
 
 from .evidence_summary import EvidenceSummary, evidence_summaries
+from .mention_metrics import HeadToHead, SentimentStat, head_to_head, sentiment_distribution
 from .models import AnalysisRevision
 from .report_scan import (
     Groups,
@@ -79,7 +80,6 @@ from .report_scan import (
     scan_settings,
     unclassified_ids,
 )
-from .report_sql import HeadToHead, SentimentStat, head_to_head, sentiment_distribution
 from .results import SENTIMENTS
 from .second_count import SecondCount, second_count
 from .services import current_revision
@@ -87,7 +87,7 @@ from .stats import Rate, rate
 
 __all__ = [
     "BUCKETS",
-    "Counts",
+    "BucketCounts",
     "Metrics",
     "RankStat",
     "ReportIntegrityError",
@@ -114,17 +114,15 @@ class ReportIntegrityError(Exception):
 
 
 @dataclass(frozen=True)
-class Counts:
+class BucketCounts:
+    """A report row's planned samples and how many of them are in each bucket (BUCKETS)."""
+
     planned: int
     succeeded: int
     failed: int
     invalid: int
     review: int
     pending: int
-
-    @property
-    def bucket_sum(self) -> int:
-        return self.succeeded + self.failed + self.invalid + self.review + self.pending
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -143,7 +141,7 @@ class RankStat:
 class Metrics:
     key: str
     label: str
-    counts: Counts
+    counts: BucketCounts
     mention_rate: Rate  # brand, over planned
     entity_mention_rates: dict[str, Rate]  # brand and competitors, over planned
     share_of_voice: dict[str, Rate]  # brand and competitors, over all mention pairs
@@ -167,9 +165,9 @@ class Metrics:
         }
 
 
-def _counts(tally: Tally) -> Counts:
+def _counts(tally: Tally) -> BucketCounts:
     b = tally.buckets
-    return Counts(
+    return BucketCounts(
         planned=sum(b.values()),
         succeeded=b["succeeded"],
         failed=b["failed"],
@@ -336,7 +334,7 @@ def _second_count_check(recount: SecondCount | None) -> Check:
 class TrendPoint:
     run_id: str
     created_at: datetime
-    counts: Counts
+    counts: BucketCounts
     mention_rate: Rate
     share_of_voice: Rate
     citation_share: Rate

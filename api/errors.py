@@ -51,11 +51,6 @@ class Conflict(APIException):
     default_code = "conflict"
 
 
-class PaymentRequired(APIException):
-    status_code = status.HTTP_402_PAYMENT_REQUIRED
-    default_code = "insufficient_funds"
-
-
 class BodyTooLarge(APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "body_too_large"

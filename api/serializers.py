@@ -73,15 +73,6 @@ class RunSerializer(serializers.Serializer):
         return "running" if run.finished_at is None else "finished"
 
 
-class EvidenceLinkSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    kind = serializers.CharField()
-    mime = serializers.CharField()
-    size = serializers.IntegerField()
-    sha256 = serializers.CharField()
-    url = serializers.CharField()
-
-
 def evidence_links(sample: Any) -> list[dict[str, Any]]:
     links = []
     for capture in sample.captures.all():

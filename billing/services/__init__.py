@@ -64,7 +64,6 @@ from .prices import (
 )
 from .runs import (
     SettleOutcome,
-    capture_sample,
     post_pending_captures,
     queue_capture,
     quote_and_reserve,
@@ -91,7 +90,6 @@ __all__ = [
     "adjust_upstream_cost",
     "available_account",
     "build_quote",
-    "capture_sample",
     "create_price_version",
     "derived_balance",
     "derived_balance_sum",

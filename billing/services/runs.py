@@ -163,33 +163,6 @@ def _post_capture(run: Run, hold: Account, sample: Sample) -> JournalEntry:
     )
 
 
-def capture_sample(*, sample_id: int) -> JournalEntry | None:
-    """Charge one completed sample by its run's quote. Repeats book nothing new. A sample whose
-    share was already released (e.g. cancelled) is not charged; that is logged."""
-    with transaction.atomic():
-        run_id = Sample.objects.values_list("run_id", flat=True).get(pk=sample_id)
-        run, hold = _lock_run(run_id)
-        if hold is None:
-            log.warning("capture: run %s holds nothing; sample %s not charged", run_id, sample_id)
-            return None
-        existing = _settled_now(SampleSettlement.objects.filter(sample_id=sample_id)).first()
-        if existing is not None:
-            if existing.reason != SettlementReason.COMPLETED:
-                log.warning(
-                    "capture: sample %s was already settled as %s; not charged",
-                    sample_id,
-                    existing.reason,
-                )
-                return None
-            return existing.entry
-        sample = Sample.objects.get(pk=sample_id)
-        if sample.collection_state != CollectionState.COMPLETED:
-            raise BillingError(
-                f"sample {sample_id} is {sample.collection_state}, not completed; nothing to charge"
-            )
-        return _post_capture(run, hold, sample)
-
-
 def _settled_now(settlements: Any) -> Any:
     """Settlements that stop a charge: charged in any round, or settled in the sample's
     current one (a resume may re-open a released sample)."""
@@ -256,7 +229,7 @@ def _post_run_captures(run_id: UUID | str, limit: int) -> tuple[int, bool]:
 def _post_captures(run: Run, hold: Account, samples: list[Sample]) -> JournalEntry:
     """One capture entry for many samples of one run: the hold gives up their reserved
     shares, revenue takes what each is charged and the tenant gets the rest back."""
-    if len(samples) == 1:  # the same entry as capture_sample's
+    if len(samples) == 1:  # keyed and tagged by its sample, as a sample's own capture
         return _post_capture(run, hold, samples[0])
     quote = _held_quote(run)
     lines = [_capture_line(quote, sample) for sample in samples]

@@ -17,6 +17,7 @@ from analysis.models import AnalysisResult, AnalysisRevision, Mention
 from analysis.reports import build_run_report
 from analysis.selectors import COMPARED_FIELDS
 from sampling.models import OutboxMessage, Run
+from tests.dispatching import tick_until
 from tests.e2e import conftest as e2e
 from tests.reports.conftest import collected_run
 
@@ -31,10 +32,8 @@ def finished_run(celery_worker: Any) -> Iterator[Callable[..., Run]]:
     threads: list[threading.Thread] = []
 
     def loop() -> None:
-        try:
-            while not stop.is_set():
-                e2e.dispatch_once(owner="test-relay")
-                stop.wait(0.2)
+        try:  # until the test ends: no deadline
+            tick_until(stop.is_set, timeout=float("inf"), owner="test-relay")
         finally:
             connection.close()
 

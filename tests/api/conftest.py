@@ -1,4 +1,4 @@
-"""Two tenants with collected runs and one user per role (tests/console/conftest.py), and
+"""Two tenants with collected runs and one user per role (tests/world.py), and
 API clients that authenticate with a token, as an integration would."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from api.auth import new_token
-from tests.console import conftest as console_fixtures
-from tests.console.conftest import TenantWorld
+from tests import world
 from tests.evidence import conftest as evidence_fixtures
+from tests.world import TenantWorld
 
-simulator = console_fixtures.simulator
-local_storage = console_fixtures.local_storage
-two_tenants = console_fixtures.two_tenants
+simulator = evidence_fixtures.simulator
+local_storage = evidence_fixtures.local_storage
+two_tenants = world.two_tenants
 moto_endpoint = evidence_fixtures.moto_endpoint
 bucket = evidence_fixtures.bucket
 s3_default_storage = evidence_fixtures.s3_default_storage

@@ -15,9 +15,9 @@ from rest_framework.test import APIClient
 from api.models import ApiToken
 from evidence.models import EvidenceObject
 from sampling.models import Sample
-from tests.console.conftest import TenantWorld
+from tests.world import TenantWorld
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 # The endpoints under one campaign and under one run: (name, method, path below the object).
@@ -161,7 +161,7 @@ def test_api_token_command_prints_a_working_token_stored_only_as_a_hash(
 def test_session_login_works_for_the_browsable_api(
     two_tenants: tuple[TenantWorld, TenantWorld],
 ) -> None:
-    from tests.console.conftest import PASSWORD
+    from tests.world import PASSWORD
 
     client = APIClient()
     assert client.login(username=two_tenants[0].users["analyst"].get_username(), password=PASSWORD)

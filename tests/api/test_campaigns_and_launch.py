@@ -20,9 +20,9 @@ from tenancy.models import Tenant
 from tenancy.services import grant_role
 from tests.api.conftest import token_client
 from tests.conftest import BASE_CAMPAIGN
-from tests.console.conftest import TenantWorld
+from tests.world import TenantWorld
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def _body(tenant: str = "alpha", **changes: Any) -> dict[str, Any]:
@@ -188,7 +188,9 @@ def test_funds_short_is_a_402_naming_the_shortfall(
 
 
 def test_a_platform_that_quotes_its_own_tasks_launches_at_the_previewed_quote(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+    client_for: Callable[..., APIClient],
+    two_tenants: tuple[TenantWorld, TenantWorld],
+    simulator: Any,  # the collector's quote comes from its upstream
 ) -> None:
     """The collector prices tasks itself; its quote joins the run's snapshot at launch
     (pipeline/launch.py) without making the operator's preview stale."""

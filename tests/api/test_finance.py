@@ -9,9 +9,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from billing.models import JournalEntry, UpstreamStatement
-from tests.console.conftest import TenantWorld
+from tests.world import TenantWorld
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def test_ledger_entries_are_the_callers_tenants_with_postings(

@@ -14,9 +14,9 @@ from evidence.models import EvidenceObject
 from sampling.models import Run, Sample
 from sampling.selectors import run_status
 from tests.conftest import launch_funded, make_campaign_data
-from tests.console.conftest import TenantWorld
+from tests.world import TenantWorld
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 OPENAI = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
 

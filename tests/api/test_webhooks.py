@@ -13,10 +13,14 @@ from api import webhooks
 from api.models import DeliveryState, WebhookDelivery, WebhookEndpoint
 from pipeline.runs import on_run_finished
 from sampling.models import OutboxMessage, Run
+from tests import world
 from tests.conftest import launch_funded, make_campaign_data
 from tests.services import QuietHandler, loopback_server
 
+# Committed transactions: a delivery is relayed from the outbox after its run's end commits.
 pytestmark = pytest.mark.django_db(transaction=True)
+# A flush after each test would empty a shared world: each test builds its own.
+two_tenants = world.two_tenants_per_test
 
 SECRET = "s3cr3t-for-tests-" + "0" * 40
 
@@ -155,7 +159,7 @@ def test_operators_register_endpoints_for_their_tenants_only(
 def test_the_console_shows_endpoints_scoped_by_tenant(two_tenants: Any) -> None:
     from django.test import Client
 
-    from tests.console.conftest import PASSWORD
+    from tests.world import PASSWORD
 
     alpha, bravo = two_tenants
     theirs = WebhookEndpoint.objects.create(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from billing.services import ensure_default_price_version
+from billing.services import ensure_default_price_version, post_pending_captures, queue_capture
 from pipeline.launch import launch_run
 from sampling.models import Run, Sample
 from sampling.services import save_campaign
@@ -79,6 +79,15 @@ def complete(sample: Sample, *, valid: bool = True, screenshot: bool = True) -> 
         upstream_id=f"task-{sample.pk}",
         queue_state="done",
     )
+
+
+def charge(sample: Sample) -> int:
+    """Charge a valid sample the way the pipeline does: its verdict queues the charge
+    (`queue_capture`, in the verdict's fenced write) and the dispatcher's bookkeeping posts the
+    queued charges (`post_pending_captures`, as `Dispatcher.tick` calls it). Returns the samples
+    charged by that posting."""
+    queue_capture(run_id=sample.run_id, sample_id=sample.pk)
+    return post_pending_captures()
 
 
 def fail(sample: Sample, *, accepted: bool = False) -> None:

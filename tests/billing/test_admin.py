@@ -6,7 +6,7 @@ from django.test import Client
 
 from billing import services
 from billing.models import JournalEntry
-from tests.billing.conftest import COLLECTOR, complete, launch, samples, tenant
+from tests.billing.conftest import COLLECTOR, charge, complete, launch, samples, tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("prices")]
 
@@ -24,7 +24,7 @@ def test_finance_pages_render_and_export(staff: Client) -> None:
     run = launch(questions=1, targets=[COLLECTOR])
     (sample,) = samples(run)
     complete(sample)
-    services.capture_sample(sample_id=sample.pk)
+    charge(sample)
     for url in [
         "/admin/billing/account/",
         "/admin/billing/journalentry/",

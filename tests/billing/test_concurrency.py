@@ -12,7 +12,7 @@ from billing import services
 from billing.models import EntryKind, JournalEntry
 from billing.selectors import available_balance, run_billing
 from sampling.services import save_campaign
-from tests.billing.conftest import COLLECTOR, complete, launch, samples, tenant
+from tests.billing.conftest import COLLECTOR, charge, complete, launch, samples, tenant
 from tests.conftest import make_campaign_data, spec_with_tenant
 
 pytestmark = pytest.mark.postgresql("concurrent writers")
@@ -40,12 +40,12 @@ def _parallel(fn: Callable[[], object], n: int = 4) -> list[BaseException]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_same_capture_delivered_in_parallel_books_once(prices: None) -> None:
+def test_the_same_charge_queued_and_posted_in_parallel_books_once(prices: None) -> None:
     services.top_up(tenant=tenant(), amount=1000, currency="USD", idempotency_key="p")
     run = launch(questions=1, targets=[COLLECTOR])
     (sample,) = samples(run)
     complete(sample)
-    assert _parallel(lambda: services.capture_sample(sample_id=sample.pk)) == []
+    assert _parallel(lambda: charge(sample)) == []
     assert JournalEntry.objects.filter(kind=EntryKind.CAPTURE).count() == 1
     assert run_billing(run_id=run.pk).captured == 90
 

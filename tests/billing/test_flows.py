@@ -10,7 +10,13 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from billing import services
-from billing.models import EntryKind, JournalEntry, SampleSettlement, SettlementReason
+from billing.models import (
+    EntryKind,
+    JournalEntry,
+    PendingCapture,
+    SampleSettlement,
+    SettlementReason,
+)
 from billing.selectors import available_balance, run_billing, tenant_balances
 from evidence.models import Capture
 from sampling.models import Run, Sample
@@ -18,6 +24,7 @@ from tests.billing.conftest import (
     COLLECTOR,
     COLLECTOR_DEEP,
     OPENAI,
+    charge,
     complete,
     fail,
     launch,
@@ -122,7 +129,7 @@ def test_a_price_change_after_launch_changes_nothing_in_the_run() -> None:
     assert services.active_price_version().name == "expensive"
     (sample,) = samples(run)
     complete(sample)
-    services.capture_sample(sample_id=sample.pk)
+    charge(sample)
     settlement = SampleSettlement.objects.get(sample=sample)
     assert (settlement.reserved, settlement.captured) == (90, 90)
     second = launch(questions=1, targets=[COLLECTOR], name="second")
@@ -169,8 +176,8 @@ def test_capture_twice_books_once_and_undelivered_screenshot_is_released() -> No
     complete(first)
     complete(second, screenshot=False)
     for _ in range(2):
-        services.capture_sample(sample_id=first.pk)
-        services.capture_sample(sample_id=second.pk)
+        charge(first)
+        charge(second)
     assert JournalEntry.objects.filter(run=run, kind=EntryKind.CAPTURE).count() == 2
     billing = run_billing(run_id=run.pk)
     assert billing.captured == 90 + 80
@@ -179,12 +186,17 @@ def test_capture_twice_books_once_and_undelivered_screenshot_is_released() -> No
     assert available_balance(run.tenant, "USD") == 10_000 - 180 + 10
 
 
-def test_capture_of_an_unfinished_sample_is_refused() -> None:
+def test_a_queued_charge_of_an_unfinished_sample_charges_nothing_and_is_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     _fund(10_000)
     run = launch(questions=1, targets=[COLLECTOR])
     (sample,) = samples(run)
-    with pytest.raises(services.BillingError, match="not completed"):
-        services.capture_sample(sample_id=sample.pk)
+    assert charge(sample) == 0
+    assert not JournalEntry.objects.filter(run=run, kind=EntryKind.CAPTURE).exists()
+    assert not PendingCapture.objects.exists()
+    assert f"sample {sample.pk} is not completed; not charged" in caplog.text
+    assert run_billing(run_id=run.pk).held == 90
 
 
 def test_settle_keeps_completed_failed_invalid_and_awaiting_apart() -> None:
@@ -192,8 +204,8 @@ def test_settle_keeps_completed_failed_invalid_and_awaiting_apart() -> None:
     run = launch(questions=5, targets=[COLLECTOR])  # 5 x 90 held
     done, missed, failed, invalid, waiting = samples(run)
     complete(done)
-    services.capture_sample(sample_id=done.pk)
-    complete(missed)  # completed and valid, but the capture call was lost
+    charge(done)
+    complete(missed)  # completed and valid, but its queued charge was lost
     fail(failed, accepted=True)
     complete(invalid, valid=False)
     Sample.objects.filter(pk=waiting.pk).update(submission_state="uncertain")
@@ -225,7 +237,7 @@ def test_cancel_releases_only_what_the_upstream_never_accepted() -> None:
     Sample.objects.filter(pk=accepted.pk).update(submission_state="accepted")
     Sample.objects.filter(pk=uncertain.pk).update(submission_state="uncertain")
     complete(done)
-    services.capture_sample(sample_id=done.pk)
+    charge(done)
 
     services.release_unaccepted_hold(run_id=run.pk)
     services.release_unaccepted_hold(run_id=run.pk)
@@ -236,11 +248,11 @@ def test_cancel_releases_only_what_the_upstream_never_accepted() -> None:
     assert SampleSettlement.objects.get(sample=planned).reason == SettlementReason.CANCELLED
     # A capture arriving for a released sample charges nothing.
     complete(planned)
-    services.capture_sample(sample_id=planned.pk)
+    charge(planned)
     assert SampleSettlement.objects.get(sample=planned).captured == 0
     # The accepted one completes after the cancel: it is charged.
     complete(accepted)
-    services.capture_sample(sample_id=accepted.pk)
+    charge(accepted)
     assert run_billing(run_id=run.pk).captured == 180
 
 
@@ -252,7 +264,7 @@ def test_refund_is_its_own_entry_and_never_exceeds_what_was_captured() -> None:
     run = launch(questions=2, targets=[COLLECTOR])
     first, _ = samples(run)
     complete(first)
-    services.capture_sample(sample_id=first.pk)
+    charge(first)
     acme = run.tenant
     with pytest.raises(services.BillingError, match="exceeds"):
         services.refund(tenant=acme, amount=91, currency="USD", idempotency_key="r1", run=run)

@@ -50,14 +50,18 @@ def test_queued_charges_post_as_one_capture_entry_with_a_line_per_sample() -> No
     assert verify_ledger().violations == []
 
 
-def test_a_sample_charged_already_is_not_charged_again_by_the_batch() -> None:
-    _, done = _queued_run()
-    services.capture_sample(sample_id=done[0].pk)  # charged on its own first
+def test_a_sample_charged_already_is_not_charged_again_by_a_later_batch() -> None:
+    run, done = _queued_run()
+    assert services.post_pending_captures() == 3
+    services.queue_capture(run_id=run.pk, sample_id=done[0].pk)  # its verdict, redelivered
+    complete(done[1])
+    services.queue_capture(run_id=run.pk, sample_id=done[1].pk)
 
-    assert services.post_pending_captures() == 2
+    assert services.post_pending_captures() == 0
 
     assert SampleSettlement.objects.filter(sample=done[0]).count() == 1
     assert SampleSettlement.objects.filter(reason="completed").count() == 3
+    assert JournalEntry.objects.filter(kind=EntryKind.CAPTURE).count() == 1
     assert not PendingCapture.objects.exists()
 
 

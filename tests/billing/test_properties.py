@@ -18,7 +18,16 @@ from billing.checks import verify_ledger
 from billing.models import AccountKind, EntryKind, JournalEntry, Posting, SampleSettlement
 from billing.selectors import available_balance, run_billing, tenant_balances
 from sampling.models import Run, Sample
-from tests.billing.conftest import COLLECTOR, COLLECTOR_DEEP, OPENAI, complete, fail, launch, tenant
+from tests.billing.conftest import (
+    COLLECTOR,
+    COLLECTOR_DEEP,
+    OPENAI,
+    charge,
+    complete,
+    fail,
+    launch,
+    tenant,
+)
 
 INDEX = st.integers(min_value=0, max_value=1000)
 
@@ -104,7 +113,7 @@ class Driver:
         complete(sample, valid=valid, screenshot=screenshot)
         if valid:
             self.last = ("capture", sample.pk)
-            services.capture_sample(sample_id=sample.pk)
+            charge(sample)
 
     def op_fail(self, r: int, s: int, accepted: bool) -> None:
         sample = self._sample(r, s)
@@ -167,7 +176,7 @@ class Driver:
             return
         kind, *args = self.last
         if kind == "capture":
-            services.capture_sample(sample_id=args[0])
+            charge(Sample.objects.get(pk=args[0]))
         elif kind == "cancel":
             services.release_unaccepted_hold(run_id=args[0])
         elif kind == "settle":

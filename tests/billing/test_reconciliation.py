@@ -24,7 +24,7 @@ from billing.reconciliation import (
     reconcile,
     settle_differences,
 )
-from tests.billing.conftest import COLLECTOR, complete, launch, samples, tenant
+from tests.billing.conftest import COLLECTOR, charge, complete, launch, samples, tenant
 from tests.factories import capture_row
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("prices")]
@@ -37,7 +37,7 @@ def _run_with_costs(costs: list[int | None]):  # type: ignore[no-untyped-def]
     run = launch(questions=len(costs), targets=[COLLECTOR])
     for sample, cost in zip(samples(run), costs, strict=True):
         complete(sample)
-        services.capture_sample(sample_id=sample.pk)
+        charge(sample)
         capture = capture_row(
             sample=sample,
             revision=1,

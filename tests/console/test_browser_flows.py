@@ -19,9 +19,9 @@ from tenancy.models import Tenant
 from tenancy.services import grant_role
 from tests.chromium import chromium, log_in, needs_browser
 from tests.conftest import fund_tenant
-from tests.console.conftest import PASSWORD
 from tests.evidence.helpers import COLLECTOR, collected_run
 from tests.inprocess import drive_in_process
+from tests.world import PASSWORD
 
 ARTEFACTS = Path(settings.BASE_DIR) / "var" / "artefacts" / "browser"
 

@@ -19,7 +19,7 @@ from evidence.models import EvidenceObject
 from sampling.models import Campaign, Sample
 from tenancy.roles import ROLE_PERMISSIONS
 from tenancy.scope import GLOBAL, TENANT_PATHS, model_label, permission, tenant_filter
-from tests.console.conftest import TenantWorld
+from tests.world import TenantWorld
 
 pytestmark = pytest.mark.django_db
 

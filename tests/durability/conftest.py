@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +29,11 @@ from geo_collect.processes import (
     stop_all,
     worker_command,
 )
-from pipeline.dispatch import dispatch_once
 from pipeline.invariants import check_all
 from sampling.models import Run, Sample
 from simulator import SimulatorHandle
 from tests.conftest import launch_funded, make_campaign_data
+from tests.dispatching import tick_until, wait_until
 from tests.services import broker_url, database_url, empty_broker, simulator_fixture
 
 LEASE_SECONDS = 3
@@ -151,24 +150,33 @@ def wait_ready(proc: Proc, *, timeout: float = 30.0) -> None:
     """Until the worker answers a control ping (it is consuming its queues)."""
     from geo_collect.celery import app
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answers() -> bool:
         if not proc.alive():
             raise AssertionError(f"{proc.name} exited with {proc.popen.returncode}:\n{proc.text()}")
-        replies = app.control.ping(destination=[f"{proc.name}@durability"], timeout=0.5)
-        if replies:
-            return
-    raise AssertionError(f"{proc.name} did not become ready:\n{proc.text()[-3000:]}")
+        return bool(app.control.ping(destination=[f"{proc.name}@durability"], timeout=0.5))
+
+    wait_until(
+        answers,
+        timeout=timeout,
+        pause=0.0,  # the ping waits half a second itself
+        describe=lambda: f"{proc.name} did not become ready:\n{proc.text()[-3000:]}",
+    )
 
 
 def wait_killed(proc: Proc, *, drive: bool = True, timeout: float = 60.0) -> None:
-    """Tick the dispatcher until `proc` dies; it must have died of SIGKILL (a failpoint)."""
-    deadline = time.monotonic() + timeout
-    while proc.alive() and time.monotonic() < deadline:
-        if drive:
-            dispatch_once(owner="test-dispatcher")
-        time.sleep(0.1)
-    assert not proc.alive(), f"{proc.name} was not killed:\n{proc.text()[-3000:]}"
+    """Until `proc` dies, ticking the dispatcher unless `drive=False`; it must have died of
+    SIGKILL (a failpoint)."""
+
+    def dead() -> bool:
+        return not proc.alive()
+
+    def log() -> str:
+        return f"{proc.name} was not killed:\n{proc.text()[-3000:]}"
+
+    if drive:
+        tick_until(dead, timeout=timeout, pause=0.1, describe=log)
+    else:
+        wait_until(dead, timeout=timeout, describe=log)
     assert proc.popen.returncode == -signal.SIGKILL, (
         f"{proc.name} exited with {proc.popen.returncode}, not SIGKILL:\n{proc.text()[-3000:]}"
     )
@@ -178,16 +186,7 @@ def drive(
     until: Callable[[], bool], *, timeout: float = 60.0, on_tick: Callable[[], None] | None = None
 ) -> None:
     """The dispatcher loop, in the test process, until `until()` holds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        report = dispatch_once(owner="test-dispatcher")
-        if on_tick is not None:
-            on_tick()
-        if until():
-            return
-        if not report.claimed:
-            time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f}s: {samples_summary()}")
+    tick_until(until, timeout=timeout, pause=0.1, on_tick=on_tick, describe=samples_summary)
 
 
 def run_finished(run: Run) -> Callable[[], bool]:

@@ -17,6 +17,7 @@ import redis
 from geo_collect.processes import redis_answers, redis_server_command
 from sampling.models import Sample
 from simulator import SimulatorHandle
+from tests.dispatching import wait_until
 
 from .conftest import (
     COLLECTOR,
@@ -84,11 +85,11 @@ def test_a_redis_restart_mid_run_loses_messages_but_no_work(
     def waiting() -> int:
         return sum(client.llen(q) for q in queues)
 
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (
-        samples.filter(queue_state="done").exists() and waiting() > 0
-    ):
-        time.sleep(0.02)
+    wait_until(
+        lambda: samples.filter(queue_state="done").exists() and waiting() > 0,
+        timeout=60,
+        pause=0.02,
+    )
     lost = waiting()
     assert lost > 0 and samples.exclude(queue_state="done").exists()
     private_redis.kill()  # queued and unacknowledged messages are gone with it
@@ -98,12 +99,14 @@ def test_a_redis_restart_mid_run_loses_messages_but_no_work(
     # The worker may exit on losing its broker (a Celery/kombu failure mode seen in chaos
     # runs); production runs workers under a supervisor, so does this test.
     restarts = 0
-    deadline = time.monotonic() + 90
-    while dispatcher.alive() and time.monotonic() < deadline:
+
+    def supervise_worker() -> None:
+        nonlocal worker, restarts
         if not worker.alive():
             restarts += 1
             worker = procs.worker(f"w1-restart{restarts}", env=env, ready=False)
-        time.sleep(0.2)
+
+    wait_until(lambda: not dispatcher.alive(), timeout=90, pause=0.2, tick=supervise_worker)
     assert dispatcher.popen.returncode == 0, dispatcher.text()[-3000:]
 
     assert run_finished(run)()

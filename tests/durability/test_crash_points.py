@@ -17,6 +17,7 @@ from analysis.models import Mention
 from evidence.models import Capture, EvidenceObject
 from sampling.models import Attempt, OutboxMessage, Run, Sample
 from simulator import SimulatorHandle
+from tests.dispatching import wait_until
 
 from .conftest import (
     COLLECTOR,
@@ -114,9 +115,7 @@ def test_dispatcher_killed_after_outbox_commit_before_publish(
     assert row.sent_at is not None
 
     # The relayed message reached a worker: the run's end was handled (once).
-    deadline = time.monotonic() + 30
-    while f"run finished run={run.pk}" not in worker.text() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: f"run finished run={run.pk}" in worker.text(), pause=0.2)
     assert worker.text().count(f"run finished run={run.pk}") == 1
     assert_invariants(run)
 
@@ -288,19 +287,14 @@ def test_worker_killed_after_complete_before_ack(
     time.sleep(max(0.0, delivered_at + VISIBILITY_TIMEOUT + 0.5 - time.time()))
     rescuer = procs.worker("w2")
     drive(run_finished(run))
-    deadline = time.monotonic() + 20
-    while task_id not in rescuer.text() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: task_id in rescuer.text(), timeout=20, pause=0.2)
 
     # The redelivered message found its token no longer current and did nothing.
     redelivered = [line for line in rescuer.text().splitlines() if task_id in line]
     assert any("succeeded" in line and "'stale-message'" in line for line in redelivered), (
         redelivered
     )
-    deadline = time.monotonic() + 10
-    while _unacked_task_ids(broker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _unacked_task_ids(broker)  # acknowledged this time
+    wait_until(lambda: not _unacked_task_ids(broker), timeout=10, pause=0.2)  # acknowledged now
     _one_accepted_attempt_each(run)
     _one_task_per_sample(simulator, run)
     assert Capture.objects.filter(sample__run=run).count() == 3

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from typing import Any
 
 import pytest
@@ -15,18 +14,11 @@ from pipeline.tasks import execute_step
 from sampling.leases import claim_ready
 from sampling.models import Attempt, Sample, StaleWrite
 from simulator import SimulatorHandle
+from tests.dispatching import wait_until
 
 from . import conftest as rig
 
 pytestmark = rig.IN_PROCESSES
-
-
-def _wait(condition: object, *, timeout: float = 30.0) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert condition()
 
 
 def test_worker_paused_past_its_lease_has_its_late_write_refused_and_recorded(
@@ -56,12 +48,12 @@ def test_worker_paused_past_its_lease_has_its_late_write_refused_and_recorded(
 
     # Resumed, the paused worker gets its (late) answer and tries to record it: refused.
     os.kill(paused.pid, signal.SIGCONT)
-    _wait(lambda: StaleWrite.objects.filter(sample=sample).exists())
+    wait_until(lambda: StaleWrite.objects.filter(sample=sample).exists())
     stale = StaleWrite.objects.get(sample=sample)
     assert stale.presented_token == first_token
     assert stale.current_token == sample.fencing_token
     assert stale.operation == "accept"
-    _wait(lambda: "stale-write-refused" in rig.outcomes(paused))
+    wait_until(lambda: "stale-write-refused" in rig.outcomes(paused))
 
     # Nothing it held was written: one task upstream, one accepted attempt, one capture.
     sample.refresh_from_db()
@@ -118,12 +110,12 @@ def test_the_same_message_delivered_twice_has_one_result(
     )
     # The late third copy does nothing.
     execute_step.apply_async(args=(sample.pk, token), queue=queue)
-    _wait(lambda: "stale-message" in rig.outcomes(worker))
+    wait_until(lambda: "stale-message" in rig.outcomes(worker))
     sample.refresh_from_db()
     # The run ends in the worker thread that ended the sample, after its commit
     # (sampling/steps.py `SampleStep._save`): on a busy machine another thread can
     # answer the late copy first.
-    _wait(rig.run_finished(run))
+    wait_until(rig.run_finished(run))
     assert list(sample.attempt_set.values_list("status", flat=True)) == ["accepted"]
     assert Capture.objects.filter(sample=sample, collection_state="completed").count() == 1
     if sample.platform == "collector":
@@ -152,15 +144,15 @@ def test_duplicate_provider_callbacks_change_nothing_twice(
     tasks = rig.collector_tasks(simulator)
     assert len(tasks) == 4
     provider: Any = simulator.sim.protocol("collector")
-    _wait(lambda: all(provider.tasks[t["task_id"]].callbacks_sent == 2 for t in tasks))
+    wait_until(lambda: all(provider.tasks[t["task_id"]].callbacks_sent == 2 for t in tasks))
     deliveries = CallbackDelivery.objects.filter(provider="collector")
     assert deliveries.count() == 4  # eight deliveries, four recorded
     assert set(deliveries.values_list("task_id", flat=True)) == {t["task_id"] for t in tasks}
     # Charges and upstream costs are queued with the verdict and posted by the dispatcher's
     # next tick (docs/decisions.md): wait for them, then count one of each per sample.
     charged = SampleSettlement.objects.filter(sample__run=run, captured__gt=0)
-    _wait(lambda: charged.count() == 4)
-    _wait(lambda: JournalEntry.objects.filter(kind="upstream_cost", run=run).count() == 4)
+    wait_until(lambda: charged.count() == 4)
+    wait_until(lambda: JournalEntry.objects.filter(kind="upstream_cost", run=run).count() == 4)
     for sample in Sample.objects.filter(run=run):
         assert list(sample.attempt_set.values_list("status", flat=True)) == ["accepted"]
         assert Capture.objects.filter(sample=sample).count() == 1

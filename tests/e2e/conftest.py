@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,10 +10,10 @@ from django.conf import settings
 
 from billing.selectors import run_billing
 from geo_collect.processes import start_worker, stop_worker
-from pipeline.dispatch import dispatch_once
 from sampling.models import OutboxMessage
 from sampling.selectors import Status, run_status
 from simulator.core import SimulatorHandle
+from tests.dispatching import tick_until
 from tests.services import broker_url, database_url, empty_broker, simulator_fixture
 
 
@@ -55,15 +54,14 @@ def celery_worker(worker_env: dict[str, str], tmp_path: Any) -> Iterator[Callabl
 
 def drive_until_finished(run_id: Any, *, timeout: float = 180.0) -> Status:
     """The dispatcher loop, in the test process, until the run is finished."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        report = dispatch_once(owner="test-dispatcher")
+
+    def finished() -> Status | None:
         status = run_status(run_id=run_id)
-        if status.finished:
-            return status
-        if not report.claimed:
-            time.sleep(0.2)
-    return run_status(run_id=run_id)
+        return status if status.finished else None
+
+    return tick_until(
+        finished, timeout=timeout, describe=lambda: str(run_status(run_id=run_id).as_dict())
+    )
 
 
 def drive_until_settled(run_id: Any, *, timeout: float = 180.0) -> Status:
@@ -71,10 +69,7 @@ def drive_until_settled(run_id: Any, *, timeout: float = 180.0) -> Status:
     dispatcher relays the event and a worker settles it after the run's end, so a run can be
     finished while its last settlement is still on the way."""
     status = drive_until_finished(run_id, timeout=timeout)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _settled(run_id):
-        dispatch_once(owner="test-dispatcher")
-        time.sleep(0.2)
+    tick_until(lambda: _settled(run_id))
     return status
 
 

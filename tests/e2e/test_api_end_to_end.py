@@ -5,7 +5,6 @@ webhook received and verified on a local server."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,10 +14,10 @@ from rest_framework.test import APIClient
 
 from api import webhooks
 from api.models import WebhookEndpoint
-from pipeline.dispatch import dispatch_once
 from tenancy.services import grant_role
 from tests.api.conftest import token_client
 from tests.conftest import BASE_CAMPAIGN, ensure_tenant, fund_tenant
+from tests.dispatching import tick_until
 from tests.services import QuietHandler, loopback_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -47,23 +46,17 @@ def _operator() -> APIClient:
 
 def _follow(client: APIClient, run_id: str, *, timeout: float = 180.0) -> dict[str, Any]:
     """The dispatcher's loop in this process; the run is observed only through the API."""
-    deadline = time.monotonic() + timeout
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        report = dispatch_once(owner="api-e2e")
-        body = client.get(f"/api/v1/runs/{run_id}/").json()
-        if body["finished"]:
-            return body
-        if not report.claimed:
-            time.sleep(0.2)
-    return body
+
+    def finished() -> dict[str, Any] | None:
+        body: dict[str, Any] = client.get(f"/api/v1/runs/{run_id}/").json()
+        return body if body["finished"] else None
+
+    return tick_until(finished, timeout=timeout, owner="api-e2e")
 
 
 def _wait_for_hook(received: list[dict[str, Any]], *, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not received and time.monotonic() < deadline:
-        dispatch_once(owner="api-e2e")  # relays the outbox: run-finished, then the webhook
-        time.sleep(0.2)
+    # Each tick relays the outbox: run-finished, then the webhook.
+    tick_until(lambda: received, timeout=timeout, owner="api-e2e")
 
 
 def test_a_campaign_runs_end_to_end_through_the_api(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 from typing import Any
 
@@ -14,9 +13,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from geo_collect.logs import messages
-from pipeline.dispatch import dispatch_once
 from sampling.models import Attempt, Sample, SubmissionState
 from tests.conftest import launch_funded, make_campaign_data
+from tests.dispatching import tick_until
 from tests.e2e.conftest import drive_until_finished
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -75,16 +74,14 @@ def _total(families: dict[str, Any], family: str, suffix: str, **labels: str) ->
 
 
 def _after_the_end_event(client: Any, before: dict[str, Any]) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        dispatch_once(owner="test-dispatcher")  # relays the run's end event
+    """The metrics once a run's end was counted: each tick relays the outbox (its end event)."""
+    finished_before = _total(before, "geo_runs_finished", "_total")
+
+    def counted() -> dict[str, Any] | None:
         after = _scrape(client)
-        if _total(after, "geo_runs_finished", "_total") > _total(
-            before, "geo_runs_finished", "_total"
-        ):
-            return after
-        time.sleep(0.5)
-    return after
+        return after if _total(after, "geo_runs_finished", "_total") > finished_before else None
+
+    return tick_until(counted, timeout=120, pause=0.5)
 
 
 def test_metrics_and_logs_after_an_end_to_end_run(

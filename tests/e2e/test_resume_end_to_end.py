@@ -6,7 +6,6 @@ again with the money conserved and each sample charged at most once."""
 from __future__ import annotations
 
 import json
-import time
 from io import StringIO
 from typing import Any
 
@@ -16,10 +15,10 @@ from django.core.management import call_command
 from billing.checks import verify_ledger
 from billing.selectors import run_billing
 from evidence.models import Capture, EvidenceObject
-from pipeline.dispatch import dispatch_once
 from pipeline.invariants import check_all
 from sampling.models import Attempt, Run, Sample, SampleReopen
 from tests.conftest import launch_funded, make_campaign_data
+from tests.dispatching import tick_until
 from tests.e2e.conftest import drive_until_finished
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -44,14 +43,12 @@ def _launch() -> Run:
 
 def _settled(run: Run, *, timeout: float = 60.0) -> Any:
     """Relay the run-finished event until the worker's `default` queue settled the run."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        dispatch_once(owner="test-dispatcher")
+
+    def settled() -> Any:
         money = run_billing(run_id=run.pk)
-        if money.held == 0:
-            return money
-        time.sleep(0.2)
-    return run_billing(run_id=run.pk)
+        return money if money.held == 0 else None
+
+    return tick_until(settled, timeout=timeout)
 
 
 def _kept_bytes(sample_ids: list[int]) -> list[Any]:

@@ -4,22 +4,16 @@ the children's last log lines once the watched work stops moving."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from geo_collect.processes import ManagedProcess, Stalled, Supervisor
+from tests.dispatching import wait_until
 
 
 def _child(tmp_path: Path, name: str, code: str) -> ManagedProcess:
     return ManagedProcess(name, [sys.executable, "-c", code], log_path=tmp_path / f"{name}.log")
-
-
-def _until(condition: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
-        time.sleep(0.05)
 
 
 def test_a_child_that_exits_is_started_again_and_the_restart_is_said(tmp_path: Path) -> None:
@@ -29,13 +23,13 @@ def test_a_child_that_exits_is_started_again_and_the_restart_is_said(tmp_path: P
     supervisor = Supervisor([child], say=said.append, on_restart=lambda c: restarted.append(c.name))
     supervisor.start()
     try:
-        _until(lambda: not child.alive())
+        wait_until(lambda: not child.alive(), pause=0.05)
         supervisor.tick()
         assert child.starts == 2 and restarted == ["worker"]
         assert said[0].startswith("started worker (pid ")
         assert said[1].startswith("worker exited with 3; restarted (pid ")
-        _until(lambda: child.text().count("working") == 2)
-        assert child.text().count("working") == 2  # both starts logged to the same file
+        # Both starts logged to the same file.
+        wait_until(lambda: child.text().count("working") == 2, pause=0.05)
     finally:
         supervisor.stop()
 
@@ -55,7 +49,7 @@ def test_no_progress_for_the_stall_limit_fails_with_the_last_log_lines(tmp_path:
     supervisor = Supervisor([child], stall_seconds=120, say=lambda _: None, clock=clock)
     supervisor.start()
     try:
-        _until(lambda: "stuck" in child.text())
+        wait_until(lambda: "stuck" in child.text(), pause=0.05)
         supervisor.progress("same")
         clock.now += 120
         supervisor.tick()  # at the limit, not past it

@@ -1,6 +1,6 @@
-"""Report metrics from the counts the report's mention pass adds up in SQL (analysis.report_scan,
-no per-sample list in Python): sentiment distribution and recommendation rate per entity, and
-competitor head-to-head per question.
+"""Report metrics of the mention rows: sentiment distribution and recommendation rate per
+entity, and competitor head-to-head per question, as rates of the tallies the report's mention
+pass adds up in SQL (analysis.report_scan; no per-sample list in Python).
 
 Only succeeded samples count, as in `analysis.reports`; each sample has one set of mention
 rows per revision (`analysis.services`).
