@@ -16,10 +16,11 @@ most every GEO_LEDGER_CHECKPOINT_MINUTES from the dispatcher (`checkpoint_if_due
 previous checkpoint's head: it logs the problem and writes nothing.
 
 Keys: `ledger/checkpoints/<lineage>/<N // 100000>/<N>.json`, names zero-padded so the newest
-sorts last. The lineage names one ledger: a keyed digest of the database name and the first
-entry (its id and idempotency key), so a test database flushed between tests, or another
-deployment sharing the bucket, starts afresh. Removing the first entry therefore starts a
-new lineage too; the age rule still reports the entries no checkpoint covers.
+sorts last. The lineage names one ledger: a keyed digest of the database (name and oid) and
+the first entry (its id and idempotency key), so a test database flushed between tests or
+created again, or another deployment sharing the bucket, starts afresh. Removing the first
+entry therefore starts a new lineage too; the age rule still reports the entries no
+checkpoint covers.
 """
 
 from __future__ import annotations
@@ -104,8 +105,18 @@ def lineage() -> str | None:
     first = JournalEntry.objects.order_by("id").values_list("id", "idempotency_key").first()
     if first is None:
         return None
-    name = json.dumps([connection.settings_dict["NAME"], *first], default=str)
+    name = json.dumps([connection.settings_dict["NAME"], _database_oid(), *first], default=str)
     return hmac.new(chain_key(), name.encode(), hashlib.sha256).hexdigest()[:16]
+
+
+def _database_oid() -> int | None:
+    """PostgreSQL's id of this database: a database created again (a fresh test database, a
+    restore into a new one) whose sequences start over is another ledger."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
 
 
 def sequence_value(table: str = "billing_journalentry") -> int:
