@@ -188,9 +188,12 @@ class AccountSerializer(serializers.Serializer):
     currency = serializers.CharField()
     tenant = serializers.CharField(source="tenant.slug", allow_null=True)
     run_id = serializers.UUIDField(allow_null=True)
-    balance = serializers.IntegerField(help_text="minor units")
+    balance = serializers.IntegerField(
+        source="ledger_balance",
+        help_text="minor units: the sum of the account's postings, for every kind of account",
+    )
     balance_display = serializers.SerializerMethodField()
 
     def get_balance_display(self, account: Any) -> str:
         """Major units with the currency code."""
-        return format_amount(account.balance, account.currency)
+        return format_amount(account.ledger_balance, account.currency)

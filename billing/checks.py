@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce
 
 from sampling.snapshots import Quote
 
+from .checkpoints import checkpoint_problems, sequence_value
 from .ledger_chain import verify_chain
 from .models import (
     Account,
@@ -41,6 +42,7 @@ PG_TRIGGERS = frozenset(
         "billing_journalentry_stamp_xact",
         "billing_posting_same_xact",
         "billing_samplesettlement_same_xact",
+        "billing_account_opens_at_zero",
     }
 )
 SQLITE_TRIGGERS = frozenset(
@@ -58,9 +60,21 @@ SQLITE_TRIGGERS = frozenset(
         "billing_samplesettlement_newest_entry",
         "billing_posting_entry_complete",
         "billing_account_balance_derived",
+        "billing_account_opens_at_zero",
     }
 )
 LIMIT = 50  # offending rows reported per check
+# pg_trigger.tgenabled: 'O' fires in the normal ("origin") mode, 'A' always; 'D' is disabled
+# and 'R' fires only in replica mode, i.e. never for the application.
+PG_FIRING = frozenset({"O", "A"})
+# Tables whose id sequence must stay at or above the largest id (setval moves it back, and the
+# next insert would then reuse an id a deleted row had).
+SEQUENCED_TABLES = (
+    "billing_journalentry",
+    "billing_posting",
+    "billing_samplesettlement",
+    "billing_account",
+)
 
 
 @dataclass
@@ -75,15 +89,51 @@ class LedgerReport:
         return not self.violations
 
 
-def _installed_triggers() -> set[str]:
+def _installed_triggers() -> dict[str, bool]:
+    """Trigger name -> whether it fires (SQLite has no way to disable one)."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute("SELECT tgname FROM pg_trigger WHERE tgname LIKE 'billing%%'")
-        elif connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT tgname, tgenabled FROM pg_trigger"
+                " WHERE tgname LIKE 'billing%%' AND NOT tgisinternal"
+            )
+            return {name: str(enabled) in PG_FIRING for name, enabled in cursor.fetchall()}
+        if connection.vendor == "sqlite":
             cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        else:
-            return set()
-        return {row[0] for row in cursor.fetchall()}
+            return {row[0]: True for row in cursor.fetchall()}
+        return {}
+
+
+def _trigger_problems() -> list[str]:
+    """Every guard trigger is present and enabled."""
+    expected = {"postgresql": PG_TRIGGERS, "sqlite": SQLITE_TRIGGERS}.get(connection.vendor)
+    if not expected:
+        return []
+    installed = _installed_triggers()
+    problems = []
+    missing = sorted(expected - set(installed))
+    if missing:
+        problems.append(f"database triggers missing: {', '.join(missing)}")
+    disabled = sorted(name for name in expected & set(installed) if not installed[name])
+    if disabled:
+        problems.append(f"database triggers disabled: {', '.join(disabled)}")
+    return problems
+
+
+def _sequence_problems() -> list[str]:
+    """No id sequence is below the largest id of its table."""
+    problems = []
+    for table in SEQUENCED_TABLES:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT max(id) FROM {table}")
+            largest = cursor.fetchone()[0]
+        value = sequence_value(table)
+        if largest is not None and value < largest:
+            problems.append(
+                f"{table}: its id sequence is at {value}, below the largest id {largest} "
+                "(moved back)"
+            )
+    return problems
 
 
 def _hold_sums() -> dict[int, int]:
@@ -98,12 +148,9 @@ def _hold_sums() -> dict[int, int]:
 def verify_ledger() -> LedgerReport:
     v: list[str] = []
 
-    # Database enforcement is in place.
-    expected = {"postgresql": PG_TRIGGERS, "sqlite": SQLITE_TRIGGERS}.get(connection.vendor)
-    if expected:
-        missing = sorted(expected - _installed_triggers())
-        if missing:
-            v.append(f"database triggers missing: {', '.join(missing)}")
+    # Database enforcement is in place and switched on; ids never went back.
+    v += _trigger_problems()
+    v += _sequence_problems()
 
     # 1. Each entry sums to zero per currency and has at least two postings.
     for row in (
@@ -130,7 +177,10 @@ def verify_ledger() -> LedgerReport:
     # 3. Cached balances equal derived balances; tracked balances are never negative.
     accounts = Account.objects.annotate(derived=Coalesce(Sum("postings__amount"), 0))
     for a in accounts.filter(tracks_balance=True).exclude(balance=F("derived"))[:LIMIT]:
-        v.append(f"account {a.code}: cached balance {a.balance} != derived {a.derived}")
+        v.append(
+            f"account {a.code}: cached balance {a.balance} != derived {a.derived} (opened with "
+            "a balance, or the cache was written directly)"
+        )
     for a in accounts.filter(tracks_balance=True, derived__lt=0)[:LIMIT]:
         v.append(f"account {a.code}: negative balance {a.derived}")
     for a in accounts.filter(tracks_balance=False).exclude(balance=0)[:LIMIT]:
@@ -218,8 +268,10 @@ def verify_ledger() -> LedgerReport:
         if refunded > captured:
             v.append(f"run {run.pk}: refunded {refunded} > captured {captured}")
 
-    # 7. Every entry still says what it said when written, linked to the one before it.
+    # 7. Every entry still says what it said when written, linked to the one before it, and
+    # the head the last checkpoint outside the database signed is still there.
     v += verify_chain()
+    v += checkpoint_problems()
 
     # 8. Reversals mirror what they reverse.
     for entry in JournalEntry.objects.filter(kind=EntryKind.REVERSAL).select_related("reverses"):

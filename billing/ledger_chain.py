@@ -11,15 +11,24 @@ Links are made one at a time: `next_link` takes a transaction-scoped PostgreSQL 
 held until COMMIT, so two transactions never chain onto the same predecessor. It is the last
 lock `post_entry` takes (after the account rows), so the lock order stays accounts → chain.
 SQLite writes one transaction at a time anyway.
+
+Version 2 links (`chain_version = 2`, every entry written since billing migration 0006) are
+an HMAC-SHA256 keyed with `chain_key()`, a secret kept in the settings, not in the database:
+someone who edits rows and recomputes the chain without the key is still caught. Entries
+written before (`chain_version` NULL) keep their unkeyed sha256 links and verify as before;
+they may only come first (a keyed entry is never followed by an unkeyed one). The newest
+link is also anchored outside the database by signed checkpoints (billing/checkpoints.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from django.conf import settings
 from django.db import connection
 
 from .models import JournalEntry
@@ -28,6 +37,9 @@ GENESIS = "0" * 64
 # pg_advisory_xact_lock key: an arbitrary constant that names "the ledger chain head".
 CHAIN_LOCK_KEY = 0x6C656467  # "ledg"
 LIMIT = 50  # broken links reported
+KEYED = 2  # chain_version of HMAC links; NULL is the unkeyed sha256 link of earlier entries
+# Domain separation: the key derived from DJANGO_SECRET_KEY is used for nothing else.
+_DERIVED_KEY_LABEL = b"geo_collect/billing/ledger-chain-key/v1"
 
 
 class SettlementShape(Protocol):
@@ -70,14 +82,29 @@ def _round(line: SettlementShape) -> list[int]:
     return [value] if value else []
 
 
-def link_hash(*, prev: str, content: str, idempotency_key: str, memo: str) -> str:
-    joined = json.dumps([prev, content, idempotency_key, memo], separators=(",", ":"))
-    return hashlib.sha256(joined.encode()).hexdigest()
+def chain_key() -> bytes:
+    """GEO_LEDGER_CHAIN_KEY, or else a key derived from DJANGO_SECRET_KEY under a label of
+    its own. Changing either without pinning the old key makes every keyed link fail."""
+    configured = getattr(settings, "GEO_LEDGER_CHAIN_KEY", "")
+    if configured:
+        return str(configured).encode()
+    return hmac.new(settings.SECRET_KEY.encode(), _DERIVED_KEY_LABEL, hashlib.sha256).digest()
+
+
+def link_hash(
+    *, prev: str, content: str, idempotency_key: str, memo: str, version: int | None = KEYED
+) -> str:
+    """The entry's link: keyed (version 2) or, for entries written before keys, sha256."""
+    if version is None:
+        joined = json.dumps([prev, content, idempotency_key, memo], separators=(",", ":"))
+        return hashlib.sha256(joined.encode()).hexdigest()
+    joined = json.dumps([version, prev, content, idempotency_key, memo], separators=(",", ":"))
+    return hmac.new(chain_key(), joined.encode(), hashlib.sha256).hexdigest()
 
 
 def next_link(*, content: str, idempotency_key: str, memo: str) -> tuple[str, str]:
-    """(chain_prev, chain_hash) for the entry about to be inserted. Call inside the entry's
-    transaction, right before the INSERT; the chain stays locked until COMMIT."""
+    """(chain_prev, chain_hash) of a keyed link for the entry about to be inserted. Call inside
+    the entry's transaction, right before the INSERT; the chain stays locked until COMMIT."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
@@ -116,8 +143,15 @@ def _entries() -> Iterator[JournalEntry]:
     )
 
 
-def _entry_problems(entry: JournalEntry, prev: str) -> list[str]:
+def _entry_problems(entry: JournalEntry, prev: str, *, keyed_before: bool) -> list[str]:
     problems = []
+    if entry.chain_version is None and keyed_before:
+        problems.append(
+            f"entry #{entry.pk}: unkeyed link after keyed entries (its chain was recomputed "
+            "without the key)"
+        )
+    elif entry.chain_version not in (None, KEYED):
+        problems.append(f"entry #{entry.pk}: unknown chain version {entry.chain_version}")
     if stored_content_hash(entry) != entry.content_hash:
         problems.append(
             f"entry #{entry.pk}: its postings, settlements or references no longer match "
@@ -133,9 +167,13 @@ def _entry_problems(entry: JournalEntry, prev: str) -> list[str]:
         content=entry.content_hash,
         idempotency_key=entry.idempotency_key,
         memo=entry.memo,
+        version=entry.chain_version,
     )
     if entry.chain_hash != expected:
-        problems.append(f"entry #{entry.pk}: chain hash does not match its stored fields")
+        problems.append(
+            f"entry #{entry.pk}: chain hash does not match its stored fields (edited, or "
+            "recomputed without the ledger's key)"
+        )
     return problems
 
 
@@ -144,12 +182,16 @@ def verify_chain() -> list[str]:
     chain_hash) may only come first; every later entry must link to the one before it."""
     problems: list[str] = []
     prev: str | None = None  # None: still in the unchained prefix
+    keyed_before = False
     for entry in _entries():
         if entry.chain_hash is None:
-            if prev is not None:
+            if entry.chain_version is not None:
+                problems.append(f"entry #{entry.pk}: keyed entry without its chain hash")
+            elif prev is not None:
                 problems.append(f"entry #{entry.pk} is not chained (inserted outside post_entry)")
             continue
-        problems += _entry_problems(entry, prev or GENESIS)
+        problems += _entry_problems(entry, prev or GENESIS, keyed_before=keyed_before)
+        keyed_before = keyed_before or entry.chain_version == KEYED
         prev = entry.chain_hash
         if len(problems) >= LIMIT:
             break

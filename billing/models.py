@@ -195,6 +195,8 @@ class JournalEntry(AppendOnlyModel):
     # chain existed, and adding a nullable column leaves SQLite's triggers in place.
     chain_prev = models.CharField(max_length=64, null=True, blank=True, editable=False)  # noqa: DJ001
     chain_hash = models.CharField(max_length=64, null=True, blank=True, editable=False)  # noqa: DJ001
+    # NULL: an unkeyed sha256 link (entries written before billing migration 0006); 2: HMAC.
+    chain_version = models.SmallIntegerField(null=True, blank=True, editable=False)
     # PostgreSQL: the creating transaction's id, set by a trigger; postings may be inserted
     # only by that transaction (billing/migrations/0003_ledger_chain.py).
     created_xact = models.BigIntegerField(null=True, blank=True, editable=False)

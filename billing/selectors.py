@@ -10,7 +10,8 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum, When
+from django.db.models.functions import Coalesce
 
 from sampling.models import Run, Sample, SubmissionState
 from sampling.snapshots import Quote
@@ -21,6 +22,26 @@ from .models import Account, AccountKind, EntryKind, Posting, SampleSettlement, 
 
 def _sum(qs: Any, column: str = "amount") -> int:
     return int(qs.aggregate(t=Sum(column))["t"] or 0)
+
+
+def with_balances(accounts: QuerySet[Account]) -> QuerySet[Account]:
+    """Each account with `ledger_balance`: the cached balance where the database keeps one
+    (available and hold accounts, written with every posting), else the sum of its postings.
+    Revenue, funding and upstream accounts keep no cache: every capture would otherwise lock
+    the tenant's revenue row (docs/decisions.md)."""
+    posted = (
+        Posting.objects.filter(account=OuterRef("pk"))
+        .order_by()
+        .values("account")
+        .annotate(total=Sum("amount"))
+        .values("total")
+    )
+    return accounts.annotate(
+        ledger_balance=Case(
+            When(tracks_balance=True, then=F("balance")),
+            default=Coalesce(Subquery(posted), 0),
+        )
+    )
 
 
 def account_balance(account: Account) -> int:

@@ -13,6 +13,9 @@
 -- * SET session_replication_role (superuser only), so the ledger's triggers always fire;
 -- * TRUNCATE (not granted; the triggers guard UPDATE and DELETE row by row, TRUNCATE
 --   bypasses row triggers), DROP or ALTER any table (owner only), CREATE in the schema.
+-- * setval / ALTER SEQUENCE: sequences get USAGE (nextval) and SELECT, not UPDATE, so ids
+--   never go back (an id a deleted ledger row had would be handed out again);
+-- * ALTER TABLE ... DISABLE TRIGGER (owner only); `check_ledger` also reports a disabled one.
 
 DO $$
 BEGIN
@@ -28,9 +31,12 @@ REVOKE CREATE ON SCHEMA public FROM geo_app;
 GRANT USAGE ON SCHEMA public TO geo_app;
 REVOKE TRUNCATE, REFERENCES, TRIGGER ON ALL TABLES IN SCHEMA public FROM geo_app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO geo_app;
-GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO geo_app;
+REVOKE UPDATE ON ALL SEQUENCES IN SCHEMA public FROM geo_app;
+GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO geo_app;
 
 ALTER DEFAULT PRIVILEGES IN SCHEMA public
     GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO geo_app;
 ALTER DEFAULT PRIVILEGES IN SCHEMA public
-    GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO geo_app;
+    REVOKE UPDATE ON SEQUENCES FROM geo_app;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public
+    GRANT USAGE, SELECT ON SEQUENCES TO geo_app;

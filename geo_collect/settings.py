@@ -378,6 +378,15 @@ GEO_MAX_STEP_CLAIMS = int(os.environ.get("GEO_MAX_STEP_CLAIMS", "8"))
 # Shared secret of the collection provider's signed callbacks (POST /callbacks/collector/).
 GEO_COLLECTOR_CALLBACK_SECRET = os.environ.get("GEO_COLLECTOR_CALLBACK_SECRET", "")
 
+# The ledger chain's HMAC key and the checkpoints' signing key (billing/ledger_chain.py,
+# billing/checkpoints.py): kept out of the database so that someone who can write the ledger's
+# tables cannot recompute the chain. Empty: derived from DJANGO_SECRET_KEY under a label of its
+# own; set it explicitly in production so that rotating DJANGO_SECRET_KEY leaves it alone.
+GEO_LEDGER_CHAIN_KEY = os.environ.get("GEO_LEDGER_CHAIN_KEY", "")
+# A signed checkpoint of the chain's head goes to the evidence store on every top-up, every
+# run's settlement and at most this often from the dispatcher; check_ledger reports entries
+# older than twice this that no checkpoint covers.
+GEO_LEDGER_CHECKPOINT_MINUTES = float(os.environ.get("GEO_LEDGER_CHECKPOINT_MINUTES", "5"))
 # Evidence downloads: presigned URLs (S3) live this long, issued after the tenant/role check.
 GEO_EVIDENCE_URL_SECONDS = int(os.environ.get("GEO_EVIDENCE_URL_SECONDS", "60"))
 # Evidence pages of direct-API answers are photographed with Debian's Chromium.

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models.functions import Now
 
+from billing.checkpoints import checkpoint_if_due
 from billing.costs import book_pending_attempt_costs
 from billing.services import post_pending_captures
 from connectors.platforms import platform_queue
@@ -203,6 +204,7 @@ class Dispatcher:
             report.charged = post_pending_captures()
             book_pending_attempt_costs()
             finish_ended_runs()
+            checkpoint_if_due()  # the ledger head, signed outside the database (billing)
         return report
 
     def _claim_and_publish(

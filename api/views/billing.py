@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from billing.models import Account, JournalEntry
 from billing.reconciliation import MAX_STATEMENT_BYTES, StatementError, import_statement, reconcile
+from billing.selectors import with_balances
 from tenancy.scope import require_somewhere
 
 from .. import schema_docs as docs
@@ -50,7 +51,8 @@ class LedgerEntries(ScopedList):
 class Accounts(ScopedList):
     serializer_class = AccountSerializer
     filterset_fields = ["kind", "currency", "tenant"]
-    queryset = Account.objects.select_related("tenant")
+    # Balances of every kind: cached where kept, summed from postings where not.
+    queryset = with_balances(Account.objects.select_related("tenant"))
     view_permission = "billing.view_account"
 
 

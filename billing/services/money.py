@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.models import Sum
 
+from billing.checkpoints import checkpoint_quietly
 from billing.models import Account, AccountKind, EntryKind, JournalEntry, Posting, SampleSettlement
 from sampling.models import Run
 from tenancy.models import Tenant
@@ -17,16 +19,19 @@ def top_up(
     *, tenant: Tenant, amount: int, currency: str, idempotency_key: str, memo: str = ""
 ) -> JournalEntry:
     """Credit the tenant's available balance. The key is the caller's (e.g. the payment id);
-    it is scoped to the tenant."""
+    it is scoped to the tenant. Once committed, the chain's head is checkpointed outside
+    the database (billing/checkpoints.py)."""
     currency = check_currency(currency)
     check_positive(amount, "a top-up")
-    return post_entry(
+    entry = post_entry(
         idempotency_key=f"top-up:{tenant.pk}:{idempotency_key}",
         kind=EntryKind.TOP_UP,
         legs=[(funding_account(currency), -amount), (available_account(tenant, currency), amount)],
         tenant=tenant,
         memo=memo,
     )
+    transaction.on_commit(checkpoint_quietly)
+    return entry
 
 
 def refund(

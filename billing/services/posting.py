@@ -174,6 +174,7 @@ def _insert(
             content_hash=content_hash,
             chain_prev=chain_prev,
             chain_hash=chain_hash,
+            chain_version=ledger_chain.KEYED,
             **fields,
         )
         # One INSERT for all postings: balanced at the end of the statement, so it also

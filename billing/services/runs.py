@@ -14,6 +14,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import F, Q
 
+from billing.checkpoints import checkpoint_quietly
 from billing.models import (
     Account,
     AccountKind,
@@ -290,7 +291,8 @@ def _unsettled(run: Run) -> Any:
 def settle_run(*, run_id: UUID | str) -> SettleOutcome:
     """After the run finished: charge completed valid samples not yet charged (a missed
     capture), release failed and invalid samples, keep the rest held as awaiting
-    reconciliation. Safe to call any number of times, and again once those are resolved."""
+    reconciliation. Safe to call any number of times, and again once those are resolved.
+    Once committed, the chain's head is checkpointed outside the database."""
     outcome = SettleOutcome()
     post_pending_captures(run_id=run_id)  # charges still queued are charges, not misses
     with transaction.atomic():
@@ -317,6 +319,7 @@ def settle_run(*, run_id: UUID | str) -> SettleOutcome:
         if entry is not None:
             for line in entry.settlements.all():
                 outcome.released[line.reason] = outcome.released.get(line.reason, 0) + line.released
+    transaction.on_commit(checkpoint_quietly)  # now, or after the caller's transaction
     return outcome
 
 

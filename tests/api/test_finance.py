@@ -8,7 +8,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
-from billing.models import JournalEntry, UpstreamStatement
+from billing.models import Account, JournalEntry, UpstreamStatement
+from billing.services import derived_balance
 from tests.world import TenantWorld
 
 pytestmark = pytest.mark.django_db
@@ -40,6 +41,18 @@ def test_accounts_show_balances_in_minor_and_major_units(
     assert accounts and {a["tenant"] for a in accounts} == {"alpha"}
     available = next(a for a in accounts if a["kind"] == "available")
     assert available["balance_display"].endswith(available["currency"])
+
+
+def test_every_kind_of_account_shows_the_sum_of_its_postings(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> None:
+    """Revenue keeps no cached balance; the API sums its postings instead of showing 0."""
+    accounts = client_for("finance").get("/api/v1/accounts/").json()["results"]
+    posted = {
+        a.pk: derived_balance(a) for a in Account.objects.filter(tenant=two_tenants[0].tenant)
+    }
+    assert {a["id"]: a["balance"] for a in accounts} == posted
+    assert any(a["kind"] == "revenue" and a["balance"] > 0 for a in accounts)
 
 
 def test_reconciliation_of_a_run_joins_charges_costs_and_the_statement(
