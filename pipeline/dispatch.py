@@ -40,6 +40,7 @@ from geo_collect.failpoints import failpoint
 from pipeline.limits import CallBudget
 from pipeline.runs import finish_ended_runs
 from pipeline.schedules import launch_due_slots
+from pipeline.sweeps import run_sweeps
 from pipeline.tasks import execute_step, execute_submit_batch
 from sampling.dbtime import now_sql
 from sampling.leases import Claim, claim_ready, requeue_expired_leases
@@ -203,6 +204,7 @@ class Dispatcher:
             report.charged = post_pending_captures()
             book_pending_attempt_costs()
             finish_ended_runs()
+            run_sweeps()  # what upper layers registered (pipeline/sweeps.py)
         return report
 
     def _claim_and_publish(
