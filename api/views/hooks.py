@@ -176,7 +176,9 @@ class WebhookDetail(ApiView):
     queryset = ENDPOINTS
 
     @extend_schema(
-        summary="Read a webhook endpoint", examples=[OpenApiExample("One", value=EXAMPLE)]
+        summary="Read a webhook endpoint",
+        description="One endpoint of the caller's tenants (operators); the secret is not shown.",
+        examples=[OpenApiExample("One", value=EXAMPLE)],
     )
     def get(self, request: Request, pk: int) -> Response:
         return Response(WebhookEndpointSerializer(self.checked_object(pk, perm=VIEW)).data)
@@ -208,7 +210,15 @@ class WebhookDetail(ApiView):
     @extend_schema(
         summary="Delete a webhook endpoint",
         description="The endpoint and its delivery log are gone; nothing more is sent to it.",
-        responses={204: None},
+        responses={204: None, 404: docs.ERROR},
+        examples=[
+            OpenApiExample(
+                "Not one of yours",
+                value={"detail": "No webhook endpoint matches the given query."},
+                response_only=True,
+                status_codes=["404"],
+            )
+        ],
     )
     def delete(self, request: Request, pk: int) -> Response:
         self.checked_object(pk, perm=DELETE).delete()
@@ -277,6 +287,8 @@ class WebhookRedeliver(ApiView):
             OpenApiExample(
                 "Queued",
                 value={**DELIVERY_EXAMPLE, "state": "pending", "attempts": 0, "redeliveries": 1},
+                response_only=True,
+                status_codes=["202"],
             )
         ],
     )
