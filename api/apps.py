@@ -8,8 +8,11 @@ class ApiConfig(AppConfig):
 
     def ready(self) -> None:
         from pipeline.runs import follow_run_end
+        from pipeline.sweeps import register_sweep
 
         from . import schema, webhooks  # noqa: F401  (schema registers the auth extension)
 
         # What the API does after every run's end: its webhooks (pipeline/runs.py, the chain).
         follow_run_end(name="api.webhooks", follower=webhooks.record_run_end)
+        # Deliveries whose broker message was lost, sent again (the dispatcher's sweeps).
+        register_sweep(name="api.webhook_deliveries", sweep=webhooks.sweep_stuck_deliveries)

@@ -91,6 +91,7 @@ class WebhookDelivery(models.Model):
         max_length=16, choices=DeliveryState.choices, default=DeliveryState.PENDING
     )
     attempts = models.PositiveIntegerField(default=0)
+    redeliveries = models.PositiveIntegerField(default=0)  # sent again on request
     log = models.JSONField(default=list, blank=True)  # [{at, status, error}]
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)

@@ -20,6 +20,17 @@ run = [
     path("reconciliation", billing.RunReconciliation.as_view(), name="reconciliation"),
 ]
 
+webhook = [
+    path("", hooks.WebhookDetail.as_view(), name="webhook"),
+    path("rotate-secret", hooks.WebhookRotateSecret.as_view(), name="webhook-rotate-secret"),
+    path("deliveries/", hooks.WebhookDeliveries.as_view(), name="webhook-deliveries"),
+    path(
+        "deliveries/<int:delivery_id>/redeliver",
+        hooks.WebhookRedeliver.as_view(),
+        name="webhook-redeliver",
+    ),
+]
+
 v1: list[URLPattern | URLResolver] = [
     path("campaigns/", campaigns.CampaignList.as_view(), name="campaigns"),
     path("campaigns/<int:pk>/", include(campaign)),
@@ -30,6 +41,7 @@ v1: list[URLPattern | URLResolver] = [
     path("accounts/", billing.Accounts.as_view(), name="accounts"),
     path("statements/", billing.Statements.as_view(), name="statements"),
     path("webhooks/", hooks.Webhooks.as_view(), name="webhooks"),
+    path("webhooks/<int:pk>/", include(webhook)),
     path(
         "evidence/<int:pk>/download", evidence.EvidenceDownload.as_view(), name="evidence-download"
     ),

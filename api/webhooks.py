@@ -11,31 +11,41 @@ commit, and the Celery task `api.deliver_webhook` posts the JSON body with
     X-Geo-Timestamp: <unix seconds>
     X-Geo-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" with the secret>
 
-and records every attempt in the delivery's log. A 2xx is delivered; anything else is retried
-with exponential backoff until GEO_WEBHOOK_MAX_ATTEMPTS, then the delivery is failed.
+A receiver recomputes the signature and refuses a timestamp further than a tolerance from its
+clock (`verify`; README "Webhooks"), so a captured request cannot be replayed later.
+
+Endpoint URLs go through connectors/outbound.py at registration and again at every attempt,
+and the request is pinned to the address checked then (no DNS rebinding, no redirects); the
+log records a status, "refused: ..." or "connection failed", never the network error's text.
+A 2xx is delivered; anything else is retried with exponential backoff until
+GEO_WEBHOOK_MAX_ATTEMPTS, then the delivery is failed. A delivery whose message was lost is
+sent again by `sweep_stuck_deliveries` (the dispatcher's sweeps); a finished one can be sent
+again on request (`redeliver`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
 import time
+from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
-import requests
 from django.conf import settings
 from django.db import transaction
-from django.db.models.functions import Now
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce, Now
 
+from connectors.outbound import OutboundRefused, post_pinned
+from connectors.outbound import check_url as check_outbound_url
 from pipeline.runs import RunEnded
 from sampling.models import Run
 from sampling.selectors import Status
 from sampling.services import enqueue_outbox
+from tenancy.models import Tenant
 
 from .models import DeliveryState, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
@@ -44,9 +54,14 @@ log = logging.getLogger(__name__)
 TASK = "api.deliver_webhook"
 LOG_KEPT = 20
 ERROR_CHARS = 200
+SWEEP_BATCH = 200
 
 
 class WebhookUrlError(ValueError):
+    pass
+
+
+class NotRedeliverable(ValueError):
     pass
 
 
@@ -55,28 +70,15 @@ def new_secret() -> str:
 
 
 def check_url(url: str) -> str:
-    """HTTPS only; plain HTTP only to a loopback address when GEO_ALLOW_HTTP=1 (tests)."""
-    parts = urlsplit(url)
-    if parts.scheme == "https" and parts.hostname:
-        return url
-    if parts.scheme == "http" and _loopback(parts.hostname or "") and _http_allowed():
-        return url
-    raise WebhookUrlError(f"url: {url[:80]!r} is not an https:// URL")
-
-
-def _http_allowed() -> bool:
-    import os
-
-    return os.environ.get("GEO_ALLOW_HTTP", "0") == "1"
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+    """`url` when it may receive webhooks (connectors/outbound.py: public addresses only,
+    https:// except to GEO_OUTBOUND_ALLOW); WebhookUrlError naming the problem otherwise."""
+    if len(url) > WebhookEndpoint._meta.get_field("url").max_length:  # type: ignore[operator]
+        raise WebhookUrlError("url: longer than 500 characters")
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        check_outbound_url(url)
+    except OutboundRefused as error:
+        raise WebhookUrlError(str(error)) from None
+    return url.strip()
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -84,9 +86,97 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return "sha256=" + mac.hexdigest()
 
 
-def verify(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
-    """What a receiver does (and the tests do): recompute and compare in constant time."""
-    return hmac.compare_digest(sign(secret, int(timestamp), body), signature)
+def verify(
+    secret: str,
+    timestamp: str,
+    body: bytes,
+    signature: str,
+    *,
+    tolerance_seconds: int | None = None,
+    now: float | None = None,
+) -> bool:
+    """What a receiver does (and the tests do): refuse a timestamp outside the tolerance
+    (default GEO_WEBHOOK_TOLERANCE_SECONDS) of its clock, so a replay fails, then recompute
+    the signature and compare in constant time."""
+    tolerance = (
+        settings.GEO_WEBHOOK_TOLERANCE_SECONDS if tolerance_seconds is None else tolerance_seconds
+    )
+    try:
+        sent_at = int(timestamp)
+    except ValueError:
+        return False
+    if abs((time.time() if now is None else now) - sent_at) > tolerance:
+        return False
+    return hmac.compare_digest(sign(secret, sent_at, body), signature)
+
+
+# --- endpoints (API and console) --------------------------------------------------------------
+
+
+def register_endpoint(*, tenant: Tenant, url: str, events: list[str]) -> WebhookEndpoint:
+    return WebhookEndpoint.objects.create(
+        tenant=tenant, url=check_url(url), events=events, secret=new_secret()
+    )
+
+
+def update_endpoint(
+    *,
+    endpoint: WebhookEndpoint,
+    url: str | None = None,
+    events: list[str] | None = None,
+    active: bool | None = None,
+) -> WebhookEndpoint:
+    """The fields given, changed; a new URL is checked like a registration's."""
+    changes: dict[str, Any] = {}
+    if url is not None and url != endpoint.url:
+        changes["url"] = check_url(url)
+    if events is not None:
+        changes["events"] = events
+    if active is not None:
+        changes["active"] = active
+    for field, value in changes.items():
+        setattr(endpoint, field, value)
+    if changes:
+        endpoint.save(update_fields=list(changes))
+    return endpoint
+
+
+def rotate_secret(*, endpoint: WebhookEndpoint) -> str:
+    """A new signing secret, used from the next attempt on (the old one stops at once)."""
+    endpoint.secret = new_secret()
+    endpoint.save(update_fields=["secret"])
+    return endpoint.secret
+
+
+def redeliver(*, delivery: WebhookDelivery, by: str) -> WebhookDelivery:
+    """A delivered or failed delivery, pending again with a fresh set of attempts and a new
+    outbox message. Its id (X-Geo-Delivery) stays: it is the same event. Refused while it is
+    still pending (its attempts are under way)."""
+    with transaction.atomic():
+        mark = {"redelivered_by": by[:80], "after_attempts": delivery.attempts}
+        claimed = WebhookDelivery.objects.filter(
+            pk=delivery.pk, state__in=[DeliveryState.DELIVERED, DeliveryState.FAILED]
+        ).update(
+            state=DeliveryState.PENDING,
+            attempts=0,
+            next_attempt_at=None,
+            delivered_at=None,
+            redeliveries=F("redeliveries") + 1,
+            log=[*delivery.log, mark][-LOG_KEPT:],
+        )
+        if claimed != 1:
+            raise NotRedeliverable("the delivery is still pending: its attempts are under way")
+        delivery.refresh_from_db()
+        _enqueue(delivery, reason=f"redeliver:{delivery.redeliveries}")
+    return delivery
+
+
+def _enqueue(delivery: WebhookDelivery, *, reason: str) -> None:
+    enqueue_outbox(
+        task=TASK,
+        payload={"delivery_id": delivery.pk},
+        dedupe_key=f"webhook:{delivery.pk}:{reason}",
+    )
 
 
 # --- events ---------------------------------------------------------------------------------
@@ -127,7 +217,7 @@ def _record(
             dedupe_key=key,
             defaults={"endpoint": endpoint, "event": event, "run": run, "payload": body},
         )
-        if created:
+        if created:  # the first message keeps its old dedupe key, "webhook:<id>"
             enqueue_outbox(
                 task=TASK, payload={"delivery_id": delivery.pk}, dedupe_key=f"webhook:{delivery.pk}"
             )
@@ -170,6 +260,8 @@ def deliver(*, delivery_id: int) -> float | None:
         state=state,
         log=[*delivery.log, entry][-LOG_KEPT:],
         delivered_at=Now() if ok else None,
+        # When the retry is due: the sweep sends again a delivery left far past it.
+        next_attempt_at=None if delay is None else Now() + timedelta(seconds=delay),
     )
     if updated != 1:
         return None  # another worker recorded this attempt
@@ -187,10 +279,6 @@ def deliver(*, delivery_id: int) -> float | None:
 def _post(
     endpoint: WebhookEndpoint, delivery: WebhookDelivery, body: bytes, timestamp: int
 ) -> tuple[int | None, str]:
-    try:
-        url = check_url(endpoint.url)
-    except WebhookUrlError as error:
-        return None, str(error)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "geo-collect-webhooks/1",
@@ -199,14 +287,57 @@ def _post(
         "X-Geo-Timestamp": str(timestamp),
         "X-Geo-Signature": sign(endpoint.secret, timestamp, body),
     }
-    try:
-        response = requests.post(
-            url,
-            data=body,
-            headers=headers,
-            timeout=float(settings.GEO_WEBHOOK_TIMEOUT_SECONDS),
-            allow_redirects=False,
-        )
-    except requests.RequestException as error:
-        return None, type(error).__name__
-    return response.status_code, "" if response.ok else f"HTTP {response.status_code}"
+    # Checked again now and pinned to the address checked (connectors/outbound.py).
+    status, error = post_pinned(
+        endpoint.url,
+        body=body,
+        headers=headers,
+        timeout=float(settings.GEO_WEBHOOK_TIMEOUT_SECONDS),
+    )
+    if status is None:
+        return None, error
+    return status, "" if 200 <= status < 300 else f"HTTP {status}"
+
+
+# --- the sweep (pipeline/sweeps.py, every dispatcher bookkeeping tick) -------------------------
+
+
+def sweep_stuck_deliveries(*, limit: int = SWEEP_BATCH) -> int:
+    """Send again the pending deliveries whose message was lost: never attempted, or their
+    retry due, for longer than GEO_WEBHOOK_SWEEP_SECONDS. Each is claimed by a conditional
+    update that moves its due time on, so the next sweep leaves it alone for as long again;
+    a duplicate message is harmless (`deliver` records one attempt per attempt number)."""
+    grace = timedelta(seconds=float(settings.GEO_WEBHOOK_SWEEP_SECONDS))
+    due = Coalesce("next_attempt_at", "created_at")
+    stuck = (
+        WebhookDelivery.objects.annotate(due=due)
+        .filter(state=DeliveryState.PENDING, due__lt=Now() - grace)
+        .order_by("id")
+        .values_list("pk", "attempts", "next_attempt_at")[:limit]
+    )
+    resent = 0
+    for pk, attempts, next_attempt_at in stuck:
+        with transaction.atomic():
+            claimed = WebhookDelivery.objects.filter(
+                Q(next_attempt_at=next_attempt_at)
+                if next_attempt_at is not None
+                else Q(next_attempt_at=None),
+                pk=pk,
+                state=DeliveryState.PENDING,
+                attempts=attempts,
+            ).update(next_attempt_at=Now() + grace)
+            if claimed == 1:
+                _enqueue_sweep(pk, attempts)
+                resent += 1
+    if resent:
+        log.warning("webhook sweep: %s stuck deliveries sent again", resent)
+    return resent
+
+
+def _enqueue_sweep(pk: int, attempts: int) -> None:
+    stamp = int(time.time())
+    enqueue_outbox(
+        task=TASK,
+        payload={"delivery_id": pk},
+        dedupe_key=f"webhook:{pk}:sweep:{attempts}:{stamp}",
+    )

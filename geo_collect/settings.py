@@ -293,6 +293,19 @@ GEO_API_MAX_BODY_BYTES = int(os.environ.get("GEO_API_MAX_BODY_BYTES", str(1024 *
 GEO_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("GEO_WEBHOOK_MAX_ATTEMPTS", "8"))
 GEO_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("GEO_WEBHOOK_BACKOFF_SECONDS", "30"))
 GEO_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("GEO_WEBHOOK_TIMEOUT_SECONDS", "10"))
+# A delivery still pending this long past its due time (its broker message was lost) is sent
+# again by the dispatcher's sweep (api/webhooks.py `sweep_stuck_deliveries`).
+GEO_WEBHOOK_SWEEP_SECONDS = float(os.environ.get("GEO_WEBHOOK_SWEEP_SECONDS", "300"))
+# A receiver refuses a signature whose timestamp is further than this from its clock.
+GEO_WEBHOOK_TOLERANCE_SECONDS = int(os.environ.get("GEO_WEBHOOK_TOLERANCE_SECONDS", "300"))
+# Outbound requests to customer-given URLs (connectors/outbound.py) reach public addresses
+# only, except these CIDRs and host names (comma-separated), for tests and private
+# deployments; plain http:// only to them. The cloud metadata endpoints are refused even here.
+GEO_OUTBOUND_ALLOW = [
+    entry.strip() for entry in os.environ.get("GEO_OUTBOUND_ALLOW", "").split(",") if entry.strip()
+]
+# {host name: [addresses]} answered before DNS (as curl --resolve), still checked; tests.
+GEO_OUTBOUND_RESOLVE: dict[str, list[str]] = {}
 SPECTACULAR_SETTINGS = {
     "TITLE": "geo-collect API",
     "DESCRIPTION": (

@@ -41,6 +41,7 @@ from geo_collect.failpoints import failpoint
 from pipeline.limits import CallBudget
 from pipeline.runs import finish_ended_runs
 from pipeline.schedules import launch_due_slots
+from pipeline.sweeps import run_sweeps
 from pipeline.tasks import execute_step, execute_submit_batch
 from sampling.dbtime import now_sql
 from sampling.leases import Claim, claim_ready, requeue_expired_leases
@@ -204,6 +205,7 @@ class Dispatcher:
             report.charged = post_pending_captures()
             book_pending_attempt_costs()
             finish_ended_runs()
+            run_sweeps()  # what upper layers registered (pipeline/sweeps.py)
             checkpoint_if_due()  # the ledger head, signed outside the database (billing)
         return report
 

@@ -1,21 +1,35 @@
 """Webhook endpoints and their deliveries in the console, scoped like every page
-(console/admin_base.py): operators manage their tenants' endpoints."""
+(console/admin_base.py): operators manage their tenants' endpoints. The actions call the
+API's services (api/webhooks.py) on the selected rows of tenants where the user's role grants
+the change, never on the union of their roles."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from api.models import WebhookDelivery, WebhookEndpoint
-from api.webhooks import WebhookUrlError, check_url, new_secret
+from api.webhooks import (
+    NotRedeliverable,
+    WebhookUrlError,
+    check_url,
+    new_secret,
+    redeliver,
+    rotate_secret,
+    update_endpoint,
+)
 from console.admin_base import TenantScopedAdmin
+from tenancy.scope import scoped
 
 
 class WebhookEndpointForm(forms.ModelForm):
-    url = forms.URLField(max_length=500, assume_scheme="https")
+    # A plain text field, not a URLField: that one turns a bare `169.254.169.254/x` into
+    # https://169.254.169.254/x; here the scheme must be written (connectors/outbound.py).
+    url = forms.CharField(max_length=500, help_text="https://… on a public host")
 
     class Meta:
         model = WebhookEndpoint
@@ -25,7 +39,7 @@ class WebhookEndpointForm(forms.ModelForm):
         try:
             return check_url(self.cleaned_data["url"])
         except WebhookUrlError as error:
-            raise forms.ValidationError(str(error)) from None
+            raise forms.ValidationError(str(error).removeprefix("url: ")) from None
 
 
 @admin.register(WebhookEndpoint)
@@ -34,6 +48,7 @@ class WebhookEndpointAdmin(TenantScopedAdmin):
     list_display = ("url", "tenant", "active", "created_at")
     list_filter = ("active", "tenant")
     list_select_related = ("tenant",)
+    actions = ("deactivate", "activate", "rotate_secrets")
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if not obj.secret:
@@ -44,18 +59,73 @@ class WebhookEndpointAdmin(TenantScopedAdmin):
         # The signing secret, for the receiver to verify X-Geo-Signature (api/webhooks.py).
         return ("secret",) if obj is not None else ()
 
+    @admin.action(description="Deactivate the selected endpoints (no new deliveries)")
+    def deactivate(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        self._set_active(request, queryset, active=False)
+
+    @admin.action(description="Activate the selected endpoints")
+    def activate(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        self._set_active(request, queryset, active=True)
+
+    @admin.action(description="Rotate the signing secret of the selected endpoints")
+    def rotate_secrets(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        endpoints = list(_changeable(request, queryset))
+        for endpoint in endpoints:
+            rotate_secret(endpoint=endpoint)
+        self.message_user(
+            request,
+            f"{len(endpoints)} secret(s) rotated; each endpoint's page shows its new secret",
+            messages.SUCCESS,
+        )
+
+    def _set_active(
+        self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint], *, active: bool
+    ) -> None:
+        endpoints = list(_changeable(request, queryset))
+        for endpoint in endpoints:
+            update_endpoint(endpoint=endpoint, active=active)
+        verb = "activated" if active else "deactivated"
+        self.message_user(request, f"{len(endpoints)} endpoint(s) {verb}", messages.SUCCESS)
+
+
+def _changeable(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """The selected rows of the tenants where the user's own role there grants the change."""
+    return scoped(queryset, request.user, action="change")
+
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(TenantScopedAdmin):
     list_display = ("id", "event", "endpoint", "run", "state", "attempts", "delivered_at")
     list_filter = ("state", "event")
     readonly_fields = (
-        "endpoint", "event", "run", "dedupe_key", "payload", "state", "attempts", "log",
-        "delivered_at", "created_at",
+        "endpoint", "event", "run", "dedupe_key", "payload", "state", "attempts",
+        "redeliveries", "log", "next_attempt_at", "delivered_at", "created_at",
     )  # fmt: skip
+    actions = ("redeliver",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.action(description="Send the selected deliveries again", permissions=["redeliver"])
+    def redeliver(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
+        # Sending again is a change of the endpoint's traffic: the endpoint's change
+        # permission, by the role in the delivery's own tenant.
+        endpoints = _changeable(request, WebhookEndpoint.objects.all())
+        mine = queryset.filter(endpoint__in=endpoints).select_related("endpoint")
+        sent, pending = 0, 0
+        for delivery in mine:
+            try:
+                redeliver(delivery=delivery, by=str(request.user))
+                sent += 1
+            except NotRedeliverable:
+                pending += 1
+        text = f"{sent} delivery(ies) queued again" + (
+            f"; {pending} still pending" if pending else ""
+        )
+        self.message_user(request, text, messages.SUCCESS)
+
+    def has_redeliver_permission(self, request: HttpRequest) -> bool:
+        return _changeable(request, WebhookEndpoint.objects.all()).exists()

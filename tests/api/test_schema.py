@@ -25,6 +25,10 @@ PATHS = [
     "/api/v1/statements/",
     "/api/v1/evidence/{id}/download",
     "/api/v1/webhooks/",
+    "/api/v1/webhooks/{id}/",
+    "/api/v1/webhooks/{id}/rotate-secret",
+    "/api/v1/webhooks/{id}/deliveries/",
+    "/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver",
 ]
 
 

@@ -60,9 +60,13 @@ def _wait_for_hook(received: list[dict[str, Any]], *, timeout: float = 60.0) -> 
 
 
 def test_a_campaign_runs_end_to_end_through_the_api(
-    simulator: Any, celery_worker: Any, hook_server: tuple[list[dict[str, Any]], str]
+    simulator: Any,
+    worker_env: dict[str, str],
+    celery_worker: Any,
+    hook_server: tuple[list[dict[str, Any]], str],
 ) -> None:
     received, url = hook_server
+    worker_env["GEO_OUTBOUND_ALLOW"] = "127.0.0.1/32"  # the receiver is on loopback
     client = _operator()
     WebhookEndpoint.objects.create(
         tenant=ensure_tenant("apiflow"), url=url, secret=SECRET, events=["run.finished"]
