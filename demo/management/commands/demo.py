@@ -39,6 +39,7 @@ from sampling.planning import PlanError, parse_campaign_spec
 from sampling.selectors import Status, last_sample_change, run_status
 from sampling.services import save_campaign
 from simulator import start_simulator
+from simulator.content import entities_of_campaign
 from tenancy.models import Tenant
 
 DEMO_CAMPAIGN = Path(__file__).resolve().parents[2] / "campaign.json"
@@ -76,8 +77,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", verbosity=0)
         data = json.loads(options["campaign"].read_text(encoding="utf-8"))
-        world = [data["brand"], *data.get("competitors", [])]
-        simulator = start_simulator(seed=options["seed"], world=world, profile=DEMO_FAULTS)
+        simulator = start_simulator(seed=options["seed"], profile=DEMO_FAULTS)
+        # What `POST /_sim/entities` does: the answers are about this campaign's entities.
+        simulator.register_entities(*entities_of_campaign(data), replace=True)
         os.environ["GEO_UPSTREAM_BASE_URL"] = simulator.base_url
         settings.GEO_UPSTREAM_BASE_URL = simulator.base_url
         supervisor = demo_supervisor(
