@@ -330,8 +330,10 @@ def _intro(question: str, names: list[str], chinese: bool) -> str:
     answer whatever the answer says about it."""
     topic = question.strip().rstrip("?？")[:60]
     if any(name.casefold() in topic.casefold() for name in names):
-        return "关于这个问题，以下是常见的情况。" if chinese else "Here is an overview of the options."
-    return f"关于“{topic}”，以下是一些常见的选择。" if chinese else f"Here is an overview: {topic}."
+        generic = "关于这个问题，以下是常见的情况。"
+        return generic if chinese else "Here is an overview of the options."
+    echoed = f"关于“{topic}”，以下是一些常见的选择。"
+    return echoed if chinese else f"Here is an overview: {topic}."
 
 
 def compose_answer(
