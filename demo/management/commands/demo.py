@@ -185,10 +185,7 @@ class Command(BaseCommand):
             f"{amount(money.released_invalid)}, cancelled {amount(money.released_cancelled)}"
         )
         costs = ", ".join(format_amount(v, c) for c, v in money.upstream_costs.items()) or "none"
-        out(
-            f"  samples charged {money.samples_charged} (review ones wait for a decision); "
-            f"upstream costs reported: {costs}"
-        )
+        out(f"  samples charged {money.samples_charged}; upstream costs reported: {costs}")
 
     def _status(self, run: Run, status: Status) -> None:
         out = self.stdout.write
@@ -196,9 +193,10 @@ class Command(BaseCommand):
         out(f"Run {run.pk} — {status.outcome.value}")
         out(f"  planned {status.planned} = {_buckets(status, joiner=' + ')}")
         if status.review:
+            waits = "answer waits" if status.review == 1 else "answers wait"
             out(
-                f"  review: {status.review} answers wait for a person (Evidence › Review queue "
-                "in the console); they count once decided"
+                f"  review: {status.review} {waits} for a person (Evidence › Review queue in "
+                "the console, `manage.py resolve_uncertain` for uncertain ones)"
             )
         out(
             "Samples per layer (each sample has a state in every layer; a sample that failed "
