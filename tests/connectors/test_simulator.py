@@ -16,7 +16,7 @@ from analysis.results import (
     RECOMMENDED,
 )
 from simulator import SimulatorHandle, start_simulator
-from simulator.content import Brand, is_cjk, names_in_question, visibility
+from simulator.content import Brand, names_in_question, visibility
 from simulator.png import png_size, screenshot_png
 
 
@@ -108,9 +108,9 @@ def test_answers_are_about_the_registered_entities_in_every_role_the_analyser_re
     assert {RECOMMENDED, LISTED, COMPARED, NEGATIVE, ABSENCE, OTHER_SENSE} <= seen
     lumenfold = [c["Lumenfold"] in COUNTED for c in contexts]
     assert 0 < sum(lumenfold) < len(lumenfold)  # mentioned in some answers, not all
-    chinese = [a["answer_text"] for a in answers if "第" in a["question"]]
-    assert all(is_cjk(text) for text in chinese)
-    assert not any(is_cjk(a["answer_text"]) for a in answers if "team" in a["question"][-12:])
+    # Each answer is in its question's language (an English one may add a Chinese aside).
+    assert {a["answer_text"][:2] for a in answers if "第" in a["question"]} == {"关于"}
+    assert {a["answer_text"][:7] for a in answers if "team" in a["question"]} == {"Here is"}
 
 
 def test_names_a_question_asks_about_are_answered_about_without_a_registry(
