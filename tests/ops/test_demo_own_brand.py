@@ -37,6 +37,10 @@ NEVER_SEEN = {
     "screenshot_policy": "none",
 }
 _JSON_REPORT = re.compile(r"The same as JSON: (\S+)")
+_PROGRESS = re.compile(
+    r"(\d+)/(\d+) done — succeeded (\d+), failed (\d+), invalid (\d+), review (\d+), "
+    r"pending (\d+)"
+)
 
 
 def test_a_brand_the_simulator_never_saw_gets_a_report_that_says_something(
@@ -53,6 +57,7 @@ def test_a_brand_the_simulator_never_saw_gets_a_report_that_says_something(
         timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    _summary_adds_up(done.stdout)
     found = _JSON_REPORT.search(done.stdout)
     assert found, done.stdout
     report = json.loads(Path(found.group(1)).read_text(encoding="utf-8"))
@@ -70,3 +75,15 @@ def test_a_brand_the_simulator_never_saw_gets_a_report_that_says_something(
     assert len(shown) >= 2, brand  # praise and criticism both occur, not one flat verdict
     assert any(row["both"] > 0 for row in report["head_to_head"]), report["head_to_head"]
     assert "Head-to-head of Lumenfold" in done.stdout
+
+
+def _summary_adds_up(stdout: str) -> None:
+    """Issue 29, finding 11: every progress line names each bucket and they add up; money is
+    in major units with its currency."""
+    lines = _PROGRESS.findall(stdout)
+    assert lines, stdout
+    for terminal, planned, succeeded, failed, invalid, review, pending in lines:
+        done = int(succeeded) + int(failed) + int(invalid) + int(review)
+        assert (done, done + int(pending)) == (int(terminal), int(planned)), stdout
+    assert re.search(r"held at launch \d+\.\d\d USD = charged \d+\.\d\d USD", stdout), stdout
+    assert "minor units" not in stdout
