@@ -235,30 +235,35 @@ _FEATURES_EN = ("fast setup", "transparent pricing", "strong support", "good int
 _FEATURES_ZH = ("部署快捷", "价格透明", "售后服务好", "集成能力强")
 # Each sentence is written so the rule analyser reads the role intended: a recommendation word
 # aimed at the name, a neutral mention, two names compared, criticism, an absence phrase,
-# everyday-sense cues (analysis/lexicon.py).
+# everyday-sense cues (analysis/lexicon.py). Every sentence about the brand also carries a
+# brand-sense cue (product, vendor, 产品, 公司...), so a name that is an everyday word too is
+# read as the brand without a person deciding.
 _SENTENCES_EN = {
     RECOMMENDED: (
-        "{x} is often recommended thanks to {feature}.",
-        "For this, I would recommend {x}: {feature}.",
+        "The {x} platform is often recommended thanks to {feature}.",
+        "For this product category, I would recommend {x}: {feature}.",
     ),
-    LISTED: ("{x} also offers a product for this use case.", "{x} is another name in this space."),
+    LISTED: (
+        "{x} also offers a product for this use case.",
+        "{x} is another vendor in this space.",
+    ),
     COMPARED: (
         "Compared with {y}, {x} covers a similar feature set at a different price.",
-        "{x} versus {y}: the two cover much the same ground.",
+        "{x} versus {y}: the two products cover much the same ground.",
     ),
     NEGATIVE: (
-        "Some users complain that {x} is slow and overpriced.",
-        "Reviews of {x} mention outages and poor support.",
+        "Some customers complain that {x} is slow and overpriced.",
+        "Reviews of the {x} platform mention outages and poor support.",
     ),
-    NOT_FOUND: ("I could not find reliable information about {x}.",),
+    NOT_FOUND: ("I could not find reliable information about the company {x}.",),
     OTHER_SENSE: ('Outside this topic, "{x}" is an everyday word, as in recipes or the weather.',),
 }
 _SENTENCES_ZH = {
-    RECOMMENDED: ("{x}在这方面口碑较好，推荐{x}，{feature}。", "我们推荐{x}，{feature}。"),
+    RECOMMENDED: ("{x}的产品口碑较好，推荐{x}，{feature}。", "我们推荐{x}这款软件，{feature}。"),
     LISTED: ("{x}也是常被提到的一款产品。", "{x}在国内也有不少用户。"),
-    COMPARED: ("{x}和{y}相比，功能相近，价格各有不同。",),
-    NEGATIVE: ("不少用户投诉{x}不稳定，客服响应慢。", "{x}的缺点是费用很高，而且经常卡顿。"),
-    NOT_FOUND: ("关于{x}，我没有找到可靠的信息。",),
+    COMPARED: ("{x}和{y}的产品相比，功能相近，价格各有不同。",),
+    NEGATIVE: ("不少用户投诉{x}不稳定，客服响应慢。", "{x}的产品缺点是费用很高，而且经常卡顿。"),
+    NOT_FOUND: ("关于{x}这家公司，我没有找到可靠的信息。",),
     OTHER_SENSE: ("题外话：“{x}”在日常生活里也是个常用词，例如天气预报和菜谱里。",),
 }
 _PATHS = ("pricing", "docs/getting-started", "blog/comparison", "customers", "features")

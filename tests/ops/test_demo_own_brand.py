@@ -30,8 +30,14 @@ NEVER_SEEN = {
         "哪个开票软件最适合自由职业者？",
     ],
     "targets": [
-        {"platform": platform, "device": "desktop", "region": "us", "mode": "web_search"}
-        for platform in ("openai", "anthropic", "gemini", "perplexity", "kimi")
+        {"platform": platform, "device": "desktop", "region": region, "mode": "web_search"}
+        for platform, region in (
+            ("openai", "us"),
+            ("anthropic", "us"),
+            ("gemini", "global"),
+            ("perplexity", "us"),
+            ("kimi", "cn"),
+        )
     ],
     "repeats": 3,
     "screenshot_policy": "none",
