@@ -97,12 +97,13 @@ def second_count(run: Run, revision: AnalysisRevision, succeeded: int | None = N
                 differences.append(f"sample {sample.pk}: succeeded without a completed capture")
                 continue
             derived = derive(sample=sample, capture=capture, revision=revision, analyser=analyser)
-            differences += mention_differences(
-                sample.pk, stored.get(sample.pk, []), derived.mentions
-            )
+            # The cause before its consequences: the report shows the first differences only.
             if any(m.capture_id != capture.pk for m in stored.get(sample.pk, [])):
                 differences.append(
                     f"sample {sample.pk}: stored mentions are not on its latest capture "
                     f"{capture.pk}"
                 )
+            differences += mention_differences(
+                sample.pk, stored.get(sample.pk, []), derived.mentions
+            )
     return SecondCount(records=records, of=succeeded, differences=differences)

@@ -5,6 +5,10 @@ Routing: `/<platform>/<real path>` goes to the protocol its declaration names
     GET  /_sim/health
     POST /_sim/config   {"seed": int, "world": [...] | {...}, "profile": {...}} (all optional)
     POST /_sim/script   {"faults": [script entries], "replace": false}
+    POST /_sim/entities {"entities": [{name, aliases, domains, mention_rate?, everyday?}],
+                         "replace": false}: the entities answers are about (a harness fills
+                         it from a campaign file before a run; `replace` drops the others)
+    GET  /_sim/entities the registry's entities
     GET  /_sim/stats    {"platforms": {name: {"requests": n, "paths": {"POST /v1/x": n}}}}
     GET  /_sim/log      every answer the simulator generated, with its intended citation spans
     POST /_sim/reset    forget counters, scripts, stats, log and platform state (config stays)
@@ -25,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .content import DEFAULT_WORLD, SimAnswer, World, compose_answer
+from .content import DEFAULT_WORLD, Brand, SimAnswer, World, compose_answer
 from .faults import (
     Draw,
     ScriptedFault,
@@ -73,6 +77,11 @@ class Simulator:
                 self._world = World.from_value(world)
             if profile is not None:
                 self.profile = validate_profile(profile)
+
+    def register_entities(self, entities: list[dict[str, Any]], *, replace: bool = False) -> None:
+        brands = [Brand.from_dict(entity) for entity in entities]
+        with self.lock:
+            self._world = self._world.with_brands(brands, replace=replace)
 
     def add_scripts(self, entries: list[dict[str, Any]], *, replace: bool = False) -> None:
         parsed = [ScriptedFault.from_dict(entry) for entry in entries]
@@ -127,7 +136,7 @@ class Simulator:
                 fault = random_fault(profile.get("rates", {}), allowed, rng)
         low, high = (float(v) for v in profile.get("latency_ms", [0, 0]))
         latency = rng.uniform(low, high) / 1000.0 if high > 0 else 0.0
-        return Draw(rng, call_no, fault, params, profile, latency)
+        return Draw(rng, call_no, fault, params, profile, latency, platform)
 
     def _scripted(
         self, platform: str, text: str, allowed: frozenset[str]
@@ -146,6 +155,7 @@ class Simulator:
             question,
             self.world,
             draw.rng,
+            platform=draw.platform,
             emoji_rate=float(draw.profile["emoji_rate"]),
             cjk_rate=float(draw.profile["cjk_rate"]),
             citation_rate=float(draw.profile["citation_rate"]),
@@ -275,6 +285,13 @@ def _control(sim: Simulator, request: SimRequest) -> SimResponse:
             replace = isinstance(payload, dict) and bool(payload.get("replace"))
             sim.add_scripts(entries, replace=replace)
             return SimResponse.json(200, {"ok": True, "scripts": len(sim.scripts)})
+        if request.path == "/entities" and request.method == "POST":
+            entities = payload if isinstance(payload, list) else payload.get("entities", [])
+            replace = isinstance(payload, dict) and bool(payload.get("replace"))
+            sim.register_entities(entities, replace=replace)
+            return SimResponse.json(200, {"ok": True, "entities": sim.world.as_dict()["brands"]})
+        if request.path == "/entities":
+            return SimResponse.json(200, {"entities": sim.world.as_dict()["brands"]})
         if request.path == "/stats":
             return SimResponse.json(200, sim.stats())
         if request.path == "/log":
@@ -311,6 +328,9 @@ class SimulatorHandle:
         self, *, seed: int | None = None, world: Any = None, profile: dict[str, Any] | None = None
     ) -> None:
         self.sim.configure(seed=seed, world=world, profile=profile)
+
+    def register_entities(self, *entities: dict[str, Any], replace: bool = False) -> None:
+        self.sim.register_entities(list(entities), replace=replace)
 
     def script(self, *entries: dict[str, Any], replace: bool = False) -> None:
         self.sim.add_scripts(list(entries), replace=replace)

@@ -131,6 +131,7 @@ class Draw:
     params: dict[str, Any]
     profile: dict[str, Any]
     latency_seconds: float
+    platform: str = ""  # the platform asked: answers differ per platform (content.visibility)
 
 
 def random_fault(

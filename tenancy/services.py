@@ -14,7 +14,11 @@ from .roles import ROLES
 
 def grant_role(*, username: str, tenant: Tenant, role: str, password: str | None = None) -> str:
     """Make `username` a staff user with `role` in `tenant` (one role per tenant: a different
-    earlier role is replaced). Returns a one-line account of what changed."""
+    earlier role is replaced). Returns a one-line account of what changed.
+
+    The password of an existing user is set only when it differs from theirs: setting it
+    rehashes it, and Django ends every session of a user whose password hash changed, so
+    repeating the same command must not log them out. A changed password says so."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
     user_model = get_user_model()
@@ -22,17 +26,20 @@ def grant_role(*, username: str, tenant: Tenant, role: str, password: str | None
         user, created = user_model.objects.get_or_create(
             username=username, defaults={"is_staff": True, "is_active": True}
         )
+        password_changed = False
         if created:
             if password:
                 user.set_password(password)
             else:
                 user.set_unusable_password()
             user.save()
-        elif not user.is_staff or password:
-            user.is_staff = True
-            if password:
-                user.set_password(password)
-            user.save()
+        else:
+            password_changed = bool(password) and not user.check_password(password or "")
+            if not user.is_staff or password_changed:
+                user.is_staff = True
+                if password_changed:
+                    user.set_password(password)
+                user.save()
         user.groups.add(Group.objects.get(name=role))
         membership, new_membership = TenantMembership.objects.get_or_create(
             user=user, tenant=tenant, defaults={"role": role}
@@ -44,10 +51,14 @@ def grant_role(*, username: str, tenant: Tenant, role: str, password: str | None
             _drop_unused_groups(user)
     what = "created user" if created else "user"
     if new_membership:
-        return f"{what} {username}: {role} in {tenant.slug}"
-    if previous != role:
-        return f"{what} {username}: {role} in {tenant.slug} (was {previous})"
-    return f"{what} {username} is already {role} in {tenant.slug}"
+        outcome = f"{what} {username}: {role} in {tenant.slug}"
+    elif previous != role:
+        outcome = f"{what} {username}: {role} in {tenant.slug} (was {previous})"
+    else:
+        outcome = f"{what} {username} is already {role} in {tenant.slug}"
+    if password_changed:
+        outcome += "; password changed: their open sessions are logged out"
+    return outcome
 
 
 def _drop_unused_groups(user: Any) -> None:

@@ -3,8 +3,12 @@
 Starts the platform simulator (with injected faults), launches the demo campaign, runs a real
 Celery worker process and the dispatcher process under a supervisor until the run is finished
 (a child that dies is restarted; no progress for --stall-seconds fails with the children's
-last log lines), then prints the run's status and a mention-rate table per platform with its
-denominators.
+last log lines), then prints the run's status, a mention-rate table per platform with its
+denominators, the brand's sentiment and head-to-head, and its money in major units.
+
+`--campaign FILE` runs any campaign file the same way: the simulator's answers are about that
+campaign's brand and competitors (simulator/content.py), so a brand of one's own gets a report
+that says something (demo/your_brand.json is an example).
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from analysis.report_exports import render_report
-from analysis.reports import build_run_report
+from analysis.reports import RunReport, build_run_report
 from billing.selectors import run_billing
-from billing.services import ensure_default_price_version, top_up
+from billing.services import ensure_default_price_version, format_amount, top_up
 from geo_collect.processes import (
     ManagedProcess,
     Stalled,
@@ -33,12 +37,14 @@ from geo_collect.processes import (
 )
 from pipeline.launch import launch_run
 from pipeline.review import abandon_parked_uncertain
+from sampling.buckets import OUTCOMES
 from sampling.leases import end_all_leases
 from sampling.models import Run
 from sampling.planning import PlanError, parse_campaign_spec
 from sampling.selectors import Status, last_sample_change, run_status
 from sampling.services import save_campaign
 from simulator import start_simulator
+from simulator.content import entities_of_campaign
 from tenancy.models import Tenant
 
 DEMO_CAMPAIGN = Path(__file__).resolve().parents[2] / "campaign.json"
@@ -76,8 +82,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", verbosity=0)
         data = json.loads(options["campaign"].read_text(encoding="utf-8"))
-        world = [data["brand"], *data.get("competitors", [])]
-        simulator = start_simulator(seed=options["seed"], world=world, profile=DEMO_FAULTS)
+        simulator = start_simulator(seed=options["seed"], profile=DEMO_FAULTS)
+        # What `POST /_sim/entities` does: the answers are about this campaign's entities.
+        simulator.register_entities(*entities_of_campaign(data), replace=True)
         os.environ["GEO_UPSTREAM_BASE_URL"] = simulator.base_url
         settings.GEO_UPSTREAM_BASE_URL = simulator.base_url
         supervisor = demo_supervisor(
@@ -135,10 +142,7 @@ class Command(BaseCommand):
             self._act_as_reviewer(run)
             status = run_status(run_id=run.pk)
             if status.finished or time.monotonic() >= next_print:
-                self.stdout.write(
-                    f"  {status.terminal}/{status.planned} done — succeeded {status.succeeded}, "
-                    f"failed {status.failed}, invalid {status.invalid}, pending {status.pending}"
-                )
+                self.stdout.write(f"  {status.terminal}/{status.planned} done — {_buckets(status)}")
                 next_print = time.monotonic() + PROGRESS_EVERY_SECONDS
             settled = status.finished and not run_billing(run_id=run.pk).held
             return settled, (status.terminal, last_sample_change(run_id=run.pk))
@@ -163,29 +167,41 @@ class Command(BaseCommand):
 
     def _billing(self, run: Run) -> None:
         money = run_billing(run_id=run.pk)
-        cur = money.currency or ""
+        currency = money.currency or ensure_default_price_version().currency
+
+        def amount(minor: int) -> str:
+            return format_amount(minor, currency)
+
         out = self.stdout.write
         out("")
-        out(f"Billing ({money.price_version}, {cur} minor units)")
+        out(f"Billing (price list {money.price_version})")
         out(
-            f"  held at launch {money.reserved} = charged {money.captured} + released "
-            f"{money.released} + still held {money.held}"
+            f"  held at launch {amount(money.reserved)} = charged {amount(money.captured)}"
+            f" + released {amount(money.released)} + still held {amount(money.held)}"
         )
         out(
-            f"  released: unused parts {money.released_unused}, failed "
-            f"{money.released_failed}, invalid {money.released_invalid}, cancelled "
-            f"{money.released_cancelled}"
+            f"  released: parts of answers not delivered {amount(money.released_unused)}, "
+            f"failed {amount(money.released_failed)}, invalid "
+            f"{amount(money.released_invalid)}, cancelled {amount(money.released_cancelled)}"
         )
-        costs = ", ".join(f"{c} {v}" for c, v in money.upstream_costs.items()) or "none"
+        costs = ", ".join(format_amount(v, c) for c, v in money.upstream_costs.items()) or "none"
         out(f"  samples charged {money.samples_charged}; upstream costs reported: {costs}")
 
     def _status(self, run: Run, status: Status) -> None:
         out = self.stdout.write
         out("")
         out(f"Run {run.pk} — {status.outcome.value}")
+        out(f"  planned {status.planned} = {_buckets(status, joiner=' + ')}")
+        if status.review:
+            waits = "answer waits" if status.review == 1 else "answers wait"
+            out(
+                f"  review: {status.review} {waits} for a person (Evidence › Review queue in "
+                "the console, `manage.py resolve_uncertain` for uncertain ones)"
+            )
         out(
-            f"  planned {status.planned} = succeeded {status.succeeded} + failed {status.failed}"
-            f" + invalid {status.invalid} + review {status.review} + pending {status.pending}"
+            "Samples per layer (each sample has a state in every layer; a sample that failed "
+            "before a layer keeps that layer's first state, e.g. submission planned = never "
+            "sent to the platform):"
         )
         for layer, counts in status.layers.items():
             out(f"  {layer:<11} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
@@ -209,8 +225,39 @@ class Command(BaseCommand):
                     f"  {row.label:<12}{c.planned:>8}{c.succeeded:>5}{c.failed:>7}{c.invalid:>8}"
                     f"{c.review:>7}{r.successes:>10}{value:>8}  [{r.low:.1%}, {r.high:.1%}]"
                 )
+        self._brand_summary(report)
         html = settings.VAR_DIR / f"report-{run.pk}.html"
         html.write_bytes(render_report(report, "html"))
+        data = settings.VAR_DIR / f"report-{run.pk}.json"
+        data.write_bytes(render_report(report, "json"))
         out("")
         out(f"Checks passed: {', '.join(c.name for c in report.checks)}")
         out(f"Full report (share of voice, ranks, cited domains): {html}")
+        out(f"The same as JSON: {data}")
+
+    def _brand_summary(self, report: RunReport) -> None:
+        out = self.stdout.write
+        for stat in report.sentiment:
+            shares = ", ".join(
+                f"{name} {share.value:.0%}" for name, share in stat.shares.items() if share.value
+            )
+            out("")
+            out(f"Sentiment of {stat.entity} (n={stat.mentioned} mentions): {shares or 'n/a'}")
+        pairs: dict[str, list[int]] = {}
+        for row in report.head_to_head:
+            both, brand_only, competitor_only = pairs.setdefault(row.competitor, [0, 0, 0])
+            pairs[row.competitor] = [
+                both + row.both,
+                brand_only + row.brand_only,
+                competitor_only + row.competitor_only,
+            ]
+        if pairs:
+            out("")
+            out(f"Head-to-head of {report.brand} (answers naming both / only the brand / only it)")
+        for competitor, (both, brand_only, competitor_only) in pairs.items():
+            out(f"  vs {competitor:<20} {both:>5} / {brand_only:>5} / {competitor_only:>5}")
+
+
+def _buckets(status: Status, *, joiner: str = ", ") -> str:
+    """Every outcome bucket (sampling/buckets.py) by name: they add up to the planned count."""
+    return joiner.join(f"{bucket.name} {getattr(status, bucket.name)}" for bucket in OUTCOMES)
