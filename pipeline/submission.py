@@ -277,7 +277,7 @@ def _write_inbox(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> 
     failed = result.collection_state != CollectionState.COMPLETED
     # An answer the parser did not understand was still an answer: the attempt was accepted.
     unparsed = failed and error_class_of(result) == ErrorClass.PARSE_FAILED
-    with locked_step(ctx, "keep-answer") as step:
+    with locked_step(ctx, "answer") as step:
         failpoint("inbox_write_fails")
         if failed and not unparsed:  # truncated, or an error mid-stream: asked again
             step.close_attempt(
@@ -324,7 +324,7 @@ def _archive_answer(
     rendered = wants_rendered_screenshot(sample)
     ahead = None if failed or rendered else analyse_inline(sample, result)
     failpoint("after_store_before_complete")
-    with locked_step(ctx, "answer") as step:
+    with locked_step(ctx, "archive") as step:
         capture = evidence_services.record_capture(
             sample=step.sample,
             attempt_no=attempt.attempt_no,
@@ -362,7 +362,7 @@ def _archive_failed(ctx: StepContext, entry: AnswerInbox, error: Exception) -> s
     else:
         log.exception("archive of sample %s failed", ctx.sample_id)
     age = (db_now() - entry.received_at).total_seconds()
-    with locked_step(ctx, "archive") as step:
+    with locked_step(ctx, "archive-later") as step:
         decision = retry_policy().after_archive_error(
             error, outage=outage, claims=step.sample.claims, age_seconds=age
         )
