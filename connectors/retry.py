@@ -180,7 +180,9 @@ class RetryPolicy:
         parked for a person, the answer still kept."""
         if outage:
             delay = max(self.evidence_delay_seconds, min(self.max_delay, age_seconds / 4))
-            return RetryDecision(RETRY, delay, f"evidence store unavailable: archive again ({error})")
+            return RetryDecision(
+                RETRY, delay, f"evidence store unavailable: archive again ({error})"
+            )
         if claims >= self.max_step_claims:
             return RetryDecision(
                 REVIEW, 0.0, f"archive failed {claims} times, answer kept: {error}"[:200]

@@ -4,11 +4,12 @@
 lease) and yields a `SampleStep`. Inside, the caller records what the step produced (captures,
 analysis rows), then says what happened by calling one outcome: `accepted`, `answer_kept`,
 `answered`, `archive_later`, `submit_failed`, `uncertain`, `park`, `hold_unparsed`, `fail`,
-`retry_later`, `poll_again`, ... Each outcome applies its FSM transitions and the queue release (step, queue state, due
-time, lease, claims) and ends in one compare-and-set write of the fields it changed, computed
-against the row as locked (`plainsql.changed_fields`; conditional on the fencing token, row
-count checked, StaleToken otherwise). Each emits its metric and log line where it happens, so
-nobody reads the sample again to find out what a step did (geo_collect/metrics.py).
+`retry_later`, `poll_again`, ... Each outcome applies its FSM transitions and the queue
+release (step, queue state, due time, lease, claims) and ends in one compare-and-set write of
+the fields it changed, computed against the row as locked (`plainsql.changed_fields`;
+conditional on the fencing token, row count checked, StaleToken otherwise). Each emits its
+metric and log line where it happens, so nobody reads the sample again to find out what a
+step did (geo_collect/metrics.py).
 
 Network I/O never happens here: the caller does it before entering, outside any transaction.
 """

@@ -5,15 +5,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('evidence', '0003_tenantmembership_to_tenancy'),
+        ("evidence", "0003_tenantmembership_to_tenancy"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='capture',
-            name='captured_at',
+            model_name="capture",
+            name="captured_at",
             field=models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
         ),
     ]

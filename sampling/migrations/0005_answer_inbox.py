@@ -6,31 +6,64 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sampling', '0004_tenant_to_tenancy'),
+        ("sampling", "0004_tenant_to_tenancy"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='sample',
-            name='step',
-            field=models.CharField(choices=[('submit', 'Submit'), ('archive', 'Archive'), ('verify', 'Verify'), ('poll', 'Poll'), ('evidence', 'Evidence'), ('analyze', 'Analyse'), ('none', 'None')], default='submit', max_length=16),
+            model_name="sample",
+            name="step",
+            field=models.CharField(
+                choices=[
+                    ("submit", "Submit"),
+                    ("archive", "Archive"),
+                    ("verify", "Verify"),
+                    ("poll", "Poll"),
+                    ("evidence", "Evidence"),
+                    ("analyze", "Analyse"),
+                    ("none", "None"),
+                ],
+                default="submit",
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='AnswerInbox',
+            name="AnswerInbox",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('raw', models.BinaryField()),
-                ('raw_mime', models.CharField(blank=True, default='', max_length=200)),
-                ('sha256', models.CharField(max_length=64)),
-                ('status_code', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('request_id', models.CharField(blank=True, default='', max_length=200)),
-                ('upstream_id', models.CharField(blank=True, default='', max_length=200)),
-                ('result', models.JSONField()),
-                ('received_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('attempt', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='sampling.attempt')),
-                ('sample', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='sampling.sample')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("raw", models.BinaryField()),
+                ("raw_mime", models.CharField(blank=True, default="", max_length=200)),
+                ("sha256", models.CharField(max_length=64)),
+                ("status_code", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("request_id", models.CharField(blank=True, default="", max_length=200)),
+                ("upstream_id", models.CharField(blank=True, default="", max_length=200)),
+                ("result", models.JSONField()),
+                (
+                    "received_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "attempt",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="sampling.attempt",
+                    ),
+                ),
+                (
+                    "sample",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="sampling.sample",
+                    ),
+                ),
             ],
         ),
     ]
