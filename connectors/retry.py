@@ -46,7 +46,9 @@ class RetryDecision:
 class RetryPolicy:
     """Submit: bounded by attempts and a total time budget (`decide`). Poll, verify and
     evidence fetches: bounded by how often the step was claimed (`max_step_claims`, the poison
-    cap), since they never re-ask a question. Any step that raised: `after_step_error`."""
+    cap), since they never re-ask a question. Archiving a kept answer: `after_archive_error`
+    (an outage is waited out), keeping it: `after_inbox_write_error`. Any step that raised:
+    `after_step_error`."""
 
     max_attempts: int = 5
     base: float = 1.0

@@ -135,11 +135,17 @@ def keep_leases(held: list[tuple[int, int]]) -> Iterator[None]:
         live = list(held)
         try:
             while live and not stop.wait(lease / 3):
-                live = [
-                    (sample_id, token)
-                    for sample_id, token in live
-                    if renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
-                ]
+                try:
+                    live = [
+                        (sample_id, token)
+                        for sample_id, token in live
+                        if renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
+                    ]
+                except (OperationalError, InterfaceError) as error:
+                    # The database is away: keep renewing once it is back, so a worker holding
+                    # an answer (retrying to keep it) does not lose its lease to the outage.
+                    log.warning("lease renewal failed, retrying: %s", error)
+                    connection.close()
                 upstream_wait()
         finally:
             connection.close()
