@@ -46,7 +46,9 @@ class RetryDecision:
 class RetryPolicy:
     """Submit: bounded by attempts and a total time budget (`decide`). Poll, verify and
     evidence fetches: bounded by how often the step was claimed (`max_step_claims`, the poison
-    cap), since they never re-ask a question. Any step that raised: `after_step_error`."""
+    cap), since they never re-ask a question. Archiving a kept answer: `after_archive_error`
+    (an outage is waited out), keeping it: `after_inbox_write_error`. Any step that raised:
+    `after_step_error`."""
 
     max_attempts: int = 5
     base: float = 1.0
@@ -59,6 +61,8 @@ class RetryPolicy:
     verify_delay_seconds: float = 5.0
     evidence_delay_seconds: float = 2.0
     max_step_claims: int = 8
+    # How long a worker holding an answer keeps trying to write it to the inbox.
+    inbox_write_seconds: float = 60.0
 
     def backoff(self, attempt_no: int, rng: random.Random) -> float:
         """min(max_delay, base·2^(n-1)) plus up to `base` of jitter so workers spread out."""
@@ -167,6 +171,38 @@ class RetryPolicy:
                 REVIEW, 0.0, "uncertain: platform cannot confirm acceptance; needs review"
             )
         return RetryDecision(RETRY, self.verify_delay_seconds, f"verify failed: {error}")
+
+    def after_archive_error(
+        self, error: BaseException, *, outage: bool, claims: int, age_seconds: float
+    ) -> RetryDecision:
+        """Archiving an answer already kept in the answer inbox failed. Its answer is never
+        asked again: the archive step is done again. An outage (the evidence store or the
+        database unreachable) is waited out, however long, with a delay growing with the
+        answer's age up to `max_delay`; any other error is bounded by the poison cap and then
+        parked for a person, the answer still kept."""
+        if outage:
+            delay = max(self.evidence_delay_seconds, min(self.max_delay, age_seconds / 4))
+            return RetryDecision(
+                RETRY, delay, f"evidence store unavailable: archive again ({error})"
+            )
+        if claims >= self.max_step_claims:
+            return RetryDecision(
+                REVIEW, 0.0, f"archive failed {claims} times, answer kept: {error}"[:200]
+            )
+        delay = min(self.max_delay, 2.0**claims)
+        return RetryDecision(RETRY, delay, f"archive failed: retry after {delay:.0f}s")
+
+    def after_inbox_write_error(self, *, tries: int, elapsed_seconds: float) -> RetryDecision:
+        """The database failed the write that keeps an answer just read. The worker holds the
+        answer, so it tries again itself, with backoff (0.25 s doubling to 8 s), for up to
+        `inbox_write_seconds`; past that the answer is lost with the worker's attempt (the
+        sample is verified, as for a worker that died mid-call)."""
+        delay = min(8.0, 0.25 * 2 ** max(0, tries - 1))
+        if elapsed_seconds + delay > self.inbox_write_seconds:
+            return RetryDecision(
+                FAIL, 0.0, f"answer not kept: the database failed for {elapsed_seconds:.0f}s"
+            )
+        return RetryDecision(RETRY, delay, f"keep the answer again after {delay:.2f}s")
 
     def after_step_error(self, *, claims: int) -> RetryDecision:
         """A step raised (a bug, an unexpected upstream shape): give the lease back with an

@@ -37,7 +37,9 @@ class Capture(models.Model):
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     upstream_cost = models.BigIntegerField(null=True, blank=True)
     upstream_cost_currency = models.CharField(max_length=3, blank=True, default="")
-    captured_at = models.DateTimeField()
+    # When the answer was received (the answer inbox's time) or recorded: database time,
+    # never a worker's clock. The upstream's own timestamps stay in the raw, as reported.
+    captured_at = models.DateTimeField(db_default=Now())
     created_at = models.DateTimeField(db_default=Now())
     # Written once with the row by evidence.services.record_capture (docs/decisions.md, "The
     # report reads mentions and citations per run"): the sample's run, and for a completed

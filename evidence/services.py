@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 
 from django.db import connection, transaction
 
@@ -120,10 +121,18 @@ def archive_objects(
 
 
 def record_capture(
-    *, sample: Sample, attempt_no: int | None, archived: ArchivedResult, token: int | None = None
+    *,
+    sample: Sample,
+    attempt_no: int | None,
+    archived: ArchivedResult,
+    token: int | None = None,
+    captured_at: datetime | None = None,
 ) -> Capture:
     """The rows for archived objects. Call inside the transaction that changes sample state;
-    the rows copy the sample's run, platform and question revision (fixed at planning)."""
+    the rows copy the sample's run, platform and question revision (fixed at planning).
+    `captured_at`: when the answer was received, in database time (the answer inbox's
+    `received_at`); None: now, the database's time of this write. Never the result's own
+    `captured_at`, which is the clock of the worker that parsed it."""
     result = archived.result
     identity = {
         "run_id": sample.run_id,
@@ -145,9 +154,10 @@ def record_capture(
         status_code=result.status_code,
         upstream_cost=result.cost,
         upstream_cost_currency=result.cost_currency or "",
-        captured_at=result.captured_at,
         supersedes_id=_latest_completed(sample.pk, archived.revision) if completed else None,
     )
+    if captured_at is not None:
+        capture.captured_at = captured_at
     # Plain statements (sampling/plainsql.py): these rows are written for every answer.
     insert_rows([capture])
     _object_rows(capture, archived.objects)

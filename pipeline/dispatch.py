@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 # step -> (operation for rate limits, concurrency group)
 _STEP_KIND: dict[str, tuple[str, str]] = {
     Step.SUBMIT: ("submit", "upstream"),
+    Step.ARCHIVE: ("archive", "evidence"),  # a kept answer to the evidence store: no upstream
     Step.VERIFY: ("poll", "upstream"),
     Step.POLL: ("poll", "upstream"),
     Step.EVIDENCE: ("screenshot", "evidence"),

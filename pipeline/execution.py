@@ -48,7 +48,13 @@ from pipeline.step_context import (
     verdict_for,
 )
 from pipeline.step_context import frozen_model as frozen_model
-from pipeline.submission import Begun, begin_in_batch, handle_submit, submit_together
+from pipeline.submission import (
+    Begun,
+    begin_in_batch,
+    handle_archive,
+    handle_submit,
+    submit_together,
+)
 from sampling import inputs
 from sampling.dbtime import db_now
 from sampling.leases import renew_lease
@@ -248,6 +254,7 @@ def handle_analyse(ctx: StepContext, sample: Sample) -> str:
 
 _HANDLERS: dict[str, Callable[[StepContext, Sample], str]] = {
     Step.SUBMIT: handle_submit,
+    Step.ARCHIVE: handle_archive,
     Step.VERIFY: handle_verify,
     Step.POLL: handle_poll,
     Step.EVIDENCE: handle_evidence,

@@ -494,9 +494,12 @@ def check_queue_states(run_id: UUID | str | None = None) -> list[Violation]:
             "s.queue_state = 'done' AND s.collection_state = 'failed'"
             " AND (s.evidence_state = 'pending' OR s.analysis_state = 'pending')"
         ),
+        # Or at `archive`: an unusable answer kept in the inbox is archived before it is asked
+        # again (and may wait there for a person if archiving keeps failing).
         "submitting outside a submit step": (
             "s.submission_state = 'submitting'"
-            " AND (s.step <> 'submit' OR s.queue_state NOT IN ('leased', 'ready'))"
+            " AND NOT (s.step = 'submit' AND s.queue_state IN ('leased', 'ready'))"
+            " AND NOT (s.step = 'archive' AND s.queue_state IN ('leased', 'ready', 'parked'))"
         ),
     }
     found: list[Violation] = []

@@ -15,8 +15,10 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as StoreConnectionError
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
 from analysis.services import AnalysisAhead, Verdict, analyse_ahead
 from billing import services as billing
@@ -133,11 +135,17 @@ def keep_leases(held: list[tuple[int, int]]) -> Iterator[None]:
         live = list(held)
         try:
             while live and not stop.wait(lease / 3):
-                live = [
-                    (sample_id, token)
-                    for sample_id, token in live
-                    if renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
-                ]
+                try:
+                    live = [
+                        (sample_id, token)
+                        for sample_id, token in live
+                        if renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
+                    ]
+                except (OperationalError, InterfaceError) as error:
+                    # The database is away: keep renewing once it is back, so a worker holding
+                    # an answer (retrying to keep it) does not lose its lease to the outage.
+                    log.warning("lease renewal failed, retrying: %s", error)
+                    connection.close()
                 upstream_wait()
         finally:
             connection.close()
@@ -206,6 +214,17 @@ def error_class_of(result: NormalizedResult) -> ErrorClass:
 
 def error_message_of(result: NormalizedResult, default: str = "") -> str:
     return str((result.error or {}).get("message", default))[:2000]
+
+
+def store_unavailable(error: BaseException) -> bool:
+    """The evidence store (S3 or its filesystem) or the database could not be reached, or
+    said it is overloaded: an outage to wait out, not a step that keeps failing."""
+    if isinstance(error, ClientError):  # the store answered: only its 5xx mean "try later"
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return int(status) >= 500
+    return isinstance(
+        error, StoreConnectionError | HTTPClientError | OSError | OperationalError | InterfaceError
+    )
 
 
 def archive(sample: Sample, result: NormalizedResult) -> evidence_services.ArchivedResult:

@@ -5,15 +5,17 @@ when the analyser is local); an asynchronous one accepts a task to poll.
 
 from __future__ import annotations
 
+import logging
 import random
+import time
 from functools import partial
 from uuid import UUID
 
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
 from billing.costs import apply_cost, price_usage, queue_attempt_cost
 from connectors.base import ErrorClass, NormalizedResult, SubmitOutcome, UpstreamError
-from connectors.retry import VERIFY, RetryDecision
+from connectors.retry import REVIEW, VERIFY, RetryDecision
 from connectors.usage import extract_usage
 from evidence import services as evidence_services
 from geo_collect.failpoints import failpoint
@@ -32,13 +34,24 @@ from pipeline.step_context import (
     queue_charge,
     request_for,
     retry_policy,
+    store_unavailable,
     upstream_wait,
     verdict_for,
     wants_rendered_screenshot,
 )
-from sampling import inputs
+from sampling import inbox, inputs
 from sampling.dbtime import db_now
-from sampling.models import Attempt, AttemptStatus, CollectionState, Run, Sample, SubmissionState
+from sampling.models import (
+    AnswerInbox,
+    Attempt,
+    AttemptStatus,
+    CollectionState,
+    Run,
+    Sample,
+    SubmissionState,
+)
+
+log = logging.getLogger("pipeline.execution")
 
 # --- batch submit -------------------------------------------------------------------------
 
@@ -135,7 +148,9 @@ def handle_submit(ctx: StepContext, loaded: Sample) -> str:
     if outcome.result is None:
         return _record_accepted(ctx, attempt, outcome)
     _price_attempt(attempt, outcome.result.raw)
-    return _record_direct_answer(ctx, sample, attempt, outcome)
+    entry = _keep_answer(ctx, attempt, outcome)
+    failpoint("after_inbox_before_archive")
+    return _archive_answer(ctx, sample, attempt, entry, outcome.result)
 
 
 def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
@@ -195,7 +210,15 @@ def _error_capture(sample: Sample, error: UpstreamError) -> evidence_services.Ar
 def _record_submit_error(
     ctx: StepContext, sample: Sample, attempt: Attempt, error: UpstreamError
 ) -> str:
-    archived = _error_capture(sample, error)  # `sample` was loaded with its run for the call
+    try:
+        archived = _error_capture(sample, error)  # `sample` was loaded with its run for the call
+    except Exception as failure:
+        if not store_unavailable(failure):
+            raise
+        # The attempt's outcome is what must not be lost (its status, its cost, the decision):
+        # an error body the store cannot take now is left out, and said so.
+        log.warning("error body of sample %s not archived: %s", sample.pk, failure)
+        archived = None
     with locked_step(ctx, "submit") as step:
         if archived is not None:
             evidence_services.record_capture(
@@ -223,20 +246,39 @@ def _record_accepted(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome)
         return step.accepted(upstream_id=outcome.upstream_id, poll_in=first_poll)
 
 
-def _record_direct_answer(
-    ctx: StepContext, sample: Sample, attempt: Attempt, outcome: SubmitOutcome
-) -> str:
-    """A direct model API answered in the submit call itself."""
+# --- a direct answer: kept, then archived ------------------------------------------------
+
+
+def _keep_answer(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> AnswerInbox:
+    """The answer just read, kept in the database before anything else can fail: one fenced
+    write of the inbox row, the attempt's outcome and cost, and the sample's move to
+    `archive`. A database failure here is retried in the worker with the answer in hand
+    (`RetryPolicy.after_inbox_write_error`); only past that is the answer lost, as with a
+    worker that dies holding it (the next claim verifies)."""
+    policy, tries, started = retry_policy(), 0, time.monotonic()
+    while True:
+        try:
+            return _write_inbox(ctx, attempt, outcome)
+        except (OperationalError, InterfaceError) as error:
+            tries += 1
+            elapsed = time.monotonic() - started  # a duration in this worker, not a record
+            decision = policy.after_inbox_write_error(tries=tries, elapsed_seconds=elapsed)
+            log.warning("keeping the answer of sample %s failed: %s", ctx.sample_id, error)
+            if not decision.retry:
+                raise
+            if not connection.in_atomic_block:
+                connection.close()  # a broken connection is never used again
+            time.sleep(decision.delay_seconds)
+
+
+def _write_inbox(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> AnswerInbox:
     result = outcome.result
     assert result is not None
-    archived = archive(sample, result)
     failed = result.collection_state != CollectionState.COMPLETED
     # An answer the parser did not understand was still an answer: the attempt was accepted.
     unparsed = failed and error_class_of(result) == ErrorClass.PARSE_FAILED
-    rendered = wants_rendered_screenshot(sample)
-    ahead = None if failed or rendered else analyse_inline(sample, result)
-    failpoint("after_store_before_complete")
     with locked_step(ctx, "answer") as step:
+        failpoint("inbox_write_fails")
         if failed and not unparsed:  # truncated, or an error mid-stream: asked again
             step.close_attempt(
                 attempt,
@@ -248,28 +290,82 @@ def _record_direct_answer(
         else:
             step.close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
         _queue_cost(attempt)
+        entry = inbox.keep(attempt=attempt, result=result, upstream_id=outcome.upstream_id)
+        step.answer_kept(upstream_id=outcome.upstream_id, answered=not failed or unparsed)
+    return entry
+
+
+def handle_archive(ctx: StepContext, loaded: Sample) -> str:
+    """The archive step claimed on its own: the worker that kept the answer died, or the
+    evidence store refused. The answer comes from the inbox; the upstream is not asked."""
+    entry = inbox.kept_answer(sample_id=loaded.pk)
+    if entry is None:
+        raise RuntimeError(f"sample {loaded.pk} is at the archive step without a kept answer")
+    attempt = Attempt.objects.get(pk=entry.attempt_id)
+    return _archive_answer(ctx, loaded, attempt, entry, inbox.result_of(entry))
+
+
+def _archive_answer(
+    ctx: StepContext,
+    sample: Sample,
+    attempt: Attempt,
+    entry: AnswerInbox,
+    result: NormalizedResult,
+) -> str:
+    """The kept answer to the evidence store, then its capture, analysis and outcome in one
+    fenced write that consumes the inbox row. A failure before that write is the archive
+    step's to retry (`RetryPolicy.after_archive_error`), never a submit's."""
+    try:
+        archived = archive(sample, result)
+    except Exception as error:
+        return _archive_failed(ctx, entry, error)
+    failed = result.collection_state != CollectionState.COMPLETED
+    unparsed = failed and error_class_of(result) == ErrorClass.PARSE_FAILED
+    rendered = wants_rendered_screenshot(sample)
+    ahead = None if failed or rendered else analyse_inline(sample, result)
+    failpoint("after_store_before_complete")
+    with locked_step(ctx, "archive") as step:
         capture = evidence_services.record_capture(
-            sample=step.sample, attempt_no=attempt.attempt_no, archived=archived, token=ctx.token
+            sample=step.sample,
+            attempt_no=attempt.attempt_no,
+            archived=archived,
+            token=ctx.token,
+            captured_at=entry.received_at,
         )
+        inbox.consumed(entry)
         if unparsed:
-            return step.hold_unparsed(
-                upstream_id=outcome.upstream_id, error=error_message_of(result)
-            )
+            return step.hold_unparsed(upstream_id=entry.upstream_id, error=error_message_of(result))
         if failed:
-            # The raw of this attempt is already archived as its own capture revision.
+            # The raw of this attempt is archived as its own capture revision.
             decision = _submit_decision(step.sample, error_class_of(result), attempt.attempt_no)
             return step.submit_failed(
-                decision, error_class=error_class_of(result), message=attempt.error_message
+                decision, error_class=error_class_of(result), message=error_message_of(result)
             )
         if rendered:
             # The page is photographed on the evidence queue, so screenshots never hold an
             # answer-collection slot; evidence stays pending until then.
-            return step.answered(upstream_id=outcome.upstream_id, evidence=None, verdict=None)
+            return step.answered(upstream_id=entry.upstream_id, evidence=None, verdict=None)
         verdict = verdict_for(ahead, capture)
         answered = step.answered(
-            upstream_id=outcome.upstream_id,
+            upstream_id=entry.upstream_id,
             evidence=evidence_of(step.sample, result),
             verdict=verdict,
         )
         queue_charge(step.sample, verdict)
     return answered
+
+
+def _archive_failed(ctx: StepContext, entry: AnswerInbox, error: Exception) -> str:
+    outage = store_unavailable(error)
+    if outage:
+        log.warning("archive of sample %s waits for the store: %s", ctx.sample_id, error)
+    else:
+        log.exception("archive of sample %s failed", ctx.sample_id)
+    age = (db_now() - entry.received_at).total_seconds()
+    with locked_step(ctx, "archive-later") as step:
+        decision = retry_policy().after_archive_error(
+            error, outage=outage, claims=step.sample.claims, age_seconds=age
+        )
+        if decision.action == REVIEW:
+            return step.park(reason=decision.reason)
+        return step.archive_later(decision, outage=outage)

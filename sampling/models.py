@@ -286,6 +286,8 @@ class Step(models.TextChoices):
     """The next piece of work a sample needs; the dispatcher routes it to a queue."""
 
     SUBMIT = "submit"
+    # A direct answer kept in the answer inbox, to be archived to the evidence store
+    ARCHIVE = "archive"
     VERIFY = "verify"  # resolve an uncertain submission with the upstream
     POLL = "poll"
     EVIDENCE = "evidence"
@@ -603,6 +605,31 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.attempt_no} of sample {self.sample_id}"
+
+
+class AnswerInbox(models.Model):
+    """A direct API's answer, kept in the database the moment it was read: committed in the
+    write that closes its attempt (status, cost) and moves the sample to `archive`, before the
+    evidence store is asked (docs/decisions.md, "An answer in hand is kept before it is
+    archived"). The archive step reads it, writes the evidence objects and the capture, and
+    deletes it in that write: the evidence store is the answer's long-term home."""
+
+    sample = models.ForeignKey(Sample, on_delete=models.CASCADE, related_name="+")
+    attempt = models.OneToOneField(Attempt, on_delete=models.CASCADE, related_name="+")
+    raw = models.BinaryField()  # exactly as received on the wire
+    raw_mime = models.CharField(max_length=200, blank=True, default="")
+    sha256 = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    request_id = models.CharField(max_length=200, blank=True, default="")
+    upstream_id = models.CharField(max_length=200, blank=True, default="")
+    # The rest of the connector's normalised result (answer text, citations, warnings, error,
+    # states, the upstream's reported cost): what the archive step records. The attempt's
+    # usage and cost are on the attempt, written in the same transaction.
+    result = models.JSONField()
+    received_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"answer of attempt {self.attempt_id} (sample {self.sample_id})"
 
 
 class SampleReopen(models.Model):

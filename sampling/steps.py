@@ -2,13 +2,14 @@
 
 `fenced_step(...)` locks the sample (`sampling.transitions.fenced`: the claim's token, a live
 lease) and yields a `SampleStep`. Inside, the caller records what the step produced (captures,
-analysis rows), then says what happened by calling one outcome: `accepted`, `answered`,
-`submit_failed`, `uncertain`, `park`, `hold_unparsed`, `fail`, `retry_later`, `poll_again`,
-... Each outcome applies its FSM transitions and the queue release (step, queue state, due
-time, lease, claims) and ends in one compare-and-set write of the fields it changed, computed
-against the row as locked (`plainsql.changed_fields`; conditional on the fencing token, row
-count checked, StaleToken otherwise). Each emits its metric and log line where it happens, so
-nobody reads the sample again to find out what a step did (geo_collect/metrics.py).
+analysis rows), then says what happened by calling one outcome: `accepted`, `answer_kept`,
+`answered`, `archive_later`, `submit_failed`, `uncertain`, `park`, `hold_unparsed`, `fail`,
+`retry_later`, `poll_again`, ... Each outcome applies its FSM transitions and the queue
+release (step, queue state, due time, lease, claims) and ends in one compare-and-set write of
+the fields it changed, computed against the row as locked (`plainsql.changed_fields`;
+conditional on the fencing token, row count checked, StaleToken otherwise). Each emits its
+metric and log line where it happens, so nobody reads the sample again to find out what a
+step did (geo_collect/metrics.py).
 
 Network I/O never happens here: the caller does it before entering, outside any transaction.
 """
@@ -247,6 +248,31 @@ class SampleStep:
             self.sample.platform, response, attempt.error_class or "ok"
         ).inc()
 
+    def answer_kept(self, *, upstream_id: str, answered: bool) -> str:
+        """A direct API's answer was read and is kept in the answer inbox, written in this
+        transaction with its attempt's outcome: it is archived next (`Step.ARCHIVE`), by this
+        worker at once, or by the next claim should this one die or the evidence store refuse.
+        `answered`: an answer, understood or not (accepted now); otherwise one that came back
+        unusable (truncated, failed mid-stream), asked again once its raw is archived. The
+        lease is kept: the archive follows."""
+        s = self.sample
+        if answered:
+            s.accept()
+            s.upstream_id = upstream_id
+            s.accepted_at = Now()
+        s.step = Step.ARCHIVE
+        s.claims = 0
+        self._save("")
+        return "answer-kept"
+
+    def archive_later(self, decision: RetryDecision, *, outage: bool) -> str:
+        """Archiving the kept answer failed: archived again after the policy's delay, from the
+        inbox, never asked again. An outage of the evidence store (or of the database) is not
+        a step that keeps failing: its claims do not count towards the poison cap."""
+        if outage:
+            self.sample.claims = 0
+        return self._retry(f"retry-later:{Step.ARCHIVE}", Step.ARCHIVE, decision, "archive")
+
     def accepted(self, *, upstream_id: str, poll_in: float) -> str:
         """An asynchronous upstream accepted the task: poll it next."""
         s = self.sample
@@ -262,9 +288,10 @@ class SampleStep:
         to be rendered (the evidence step). `verdict`: analysed in this write; None sends the
         sample to the analysis queue."""
         s = self.sample
-        s.accept()
+        if s.submission_state == SubmissionState.SUBMITTING:  # not yet accepted by answer_kept
+            s.accept()
+            s.accepted_at = Now()
         s.upstream_id = upstream_id
-        s.accepted_at = Now()
         s.start_collection()
         if evidence is None:
             s.complete_collection()
@@ -378,9 +405,9 @@ class SampleStep:
         """Stop automatic work; a person decides. It stays in every denominator as pending."""
         s = self.sample
         step = s.step
-        if s.submission_state == SubmissionState.SUBMITTING:
+        if s.submission_state == SubmissionState.SUBMITTING and step != Step.ARCHIVE:
             # A request may have gone out: parked as uncertain, so it is shown and resolved
-            # as such, never re-sent blindly.
+            # as such, never re-sent blindly. (At `archive` its answer is in the inbox.)
             s.mark_uncertain()
             step = Step.VERIFY
         s.failure_reason = reason[:REASON_LENGTH]

@@ -204,3 +204,47 @@ def test_rate_limiter_keeps_platforms_and_operations_apart() -> None:
 def test_unconfigured_pairs_without_default_are_unlimited() -> None:
     limiter = RateLimiter()
     assert all(limiter.try_acquire("x", "screenshot") for _ in range(100))
+
+
+# --- an answer already kept in the inbox -------------------------------------------------------
+
+
+def test_an_evidence_store_outage_is_waited_out_past_the_poison_cap() -> None:
+    outage = ConnectionRefusedError("store down")
+    for claims, age in ((0, 0.0), (POLICY.max_step_claims + 5, 3600.0)):
+        decision = POLICY.after_archive_error(outage, outage=True, claims=claims, age_seconds=age)
+        assert decision.action == RETRY
+        assert POLICY.evidence_delay_seconds <= decision.delay_seconds <= POLICY.max_delay
+
+
+def test_an_archive_delay_grows_with_the_answers_age_during_an_outage() -> None:
+    delays = [
+        POLICY.after_archive_error(OSError(), outage=True, claims=0, age_seconds=age).delay_seconds
+        for age in (0.0, 20.0, 30.0, 600.0)
+    ]
+    assert delays == sorted(delays) and delays[0] < delays[-1] == POLICY.max_delay
+
+
+def test_an_archive_that_keeps_failing_is_parked_at_the_poison_cap_never_resubmitted() -> None:
+    bug = ValueError("malformed attachment")
+    early = POLICY.after_archive_error(bug, outage=False, claims=1, age_seconds=5.0)
+    capped = POLICY.after_archive_error(
+        bug, outage=False, claims=POLICY.max_step_claims, age_seconds=5.0
+    )
+    assert early.action == RETRY
+    assert capped.action == REVIEW and "answer kept" in capped.reason
+
+
+def test_a_database_failure_while_keeping_an_answer_is_retried_with_backoff_for_a_minute() -> None:
+    policy = RetryPolicy()
+    delays, elapsed, tries = [], 0.0, 0
+    while True:
+        tries += 1
+        decision = policy.after_inbox_write_error(tries=tries, elapsed_seconds=elapsed)
+        if not decision.retry:
+            break
+        delays.append(decision.delay_seconds)
+        elapsed += decision.delay_seconds
+    assert delays[:3] == [0.25, 0.5, 1.0] and max(delays) == 8.0
+    assert policy.inbox_write_seconds - 8.0 <= elapsed <= policy.inbox_write_seconds
+    assert decision.action == FAIL

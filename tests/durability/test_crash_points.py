@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from django.conf import settings as django_settings
 
 from analysis.models import Mention
 from evidence.models import Capture, EvidenceObject
-from sampling.models import Attempt, OutboxMessage, Run, Sample
+from sampling.models import AnswerInbox, Attempt, OutboxMessage, Run, Sample
 from simulator import SimulatorHandle
 from tests.dispatching import wait_until
 
@@ -230,28 +231,39 @@ def test_worker_killed_after_store_before_complete(
     assert_invariants(run)
 
 
-def test_direct_answer_stored_before_complete_is_kept_for_review(
-    procs: Procs, simulator: SimulatorHandle
+@pytest.mark.parametrize("point", ["after_inbox_before_archive", "after_store_before_complete"])
+def test_a_direct_answer_kept_before_a_worker_died_is_archived_from_the_inbox(
+    procs: Procs, simulator: SimulatorHandle, point: str
 ) -> None:
-    """A direct API answered in the submit call; the process died after archiving the answer
-    and before recording it. Whether the upstream ran it is known only from storage, which
-    the system does not trust as a record: the sample is uncertain, parked, not re-asked."""
+    """A direct API answered in the submit call; the worker kept the answer in the inbox
+    (committed with its attempt's outcome and cost) and died before archiving it, or after
+    archiving and before recording it. The next claim archives the kept answer: the sample
+    succeeds and the upstream is not asked again."""
     run = launch(targets=[OPENAI], questions=2)
-    doomed = procs.worker(
-        "w1", concurrency=1, env={"GEO_FAILPOINTS": "after_store_before_complete"}
-    )
+    doomed = procs.worker("w1", concurrency=1, env={"GEO_FAILPOINTS": point})
     wait_killed(doomed)
-    victim = Sample.objects.get(run=run, submission_state="submitting")
+    [victim] = Sample.objects.filter(run=run, step="archive")
+    assert victim.submission_state == "accepted"
+    assert AnswerInbox.objects.filter(sample=victim).count() == 1
+    assert list(victim.attempt_set.values_list("status", flat=True)) == ["accepted"]
+
     procs.worker("w2")
-    drive(lambda: not Sample.objects.filter(run=run, queue_state__in=["ready", "leased"]).exists())
+    drive(run_finished(run))
+
     victim.refresh_from_db()
-    assert (victim.submission_state, victim.queue_state) == ("uncertain", "parked")
-    assert not Capture.objects.filter(sample=victim).exists()
-    asked = [
-        a for a in simulator.answers("openai") if a["question"] == victim.question_revision.text
-    ]
-    assert len(asked) == 1
-    assert run_status_json(run)["parked"] == 1
+    assert (victim.collection_state, victim.evidence_state, victim.analysis_state) == (
+        "completed",
+        "stored",
+        "accepted",
+    )
+    assert Capture.objects.filter(sample=victim).count() == 1
+    assert not AnswerInbox.objects.filter(sample__run=run).exists()
+    # The simulator's own log: each question asked once, the victim's included.
+    asked = Counter(a["question"] for a in simulator.answers("openai"))
+    assert sorted(asked.values()) == [1, 1]
+    assert victim.question_revision.text in asked
+    _one_accepted_attempt_each(run)
+    assert run_status_json(run)["outcome"] == "all_succeeded"
     assert_invariants(run)
 
 
