@@ -240,7 +240,7 @@ def test_the_console_form_refuses_a_bare_metadata_address_and_inside_urls(
 ) -> None:
     from django.test import Client
 
-    from tests.console.conftest import PASSWORD
+    from tests.world import PASSWORD
 
     settings.GEO_OUTBOUND_ALLOW = []
     alpha, _ = two_tenants
@@ -505,7 +505,7 @@ def test_operators_list_deliveries_and_redeliver_a_finished_one(
 def test_the_console_actions_deactivate_rotate_and_redeliver(two_tenants: Any) -> None:
     from django.test import Client
 
-    from tests.console.conftest import PASSWORD
+    from tests.world import PASSWORD
 
     alpha, bravo = two_tenants
     ours = WebhookEndpoint.objects.create(
