@@ -107,7 +107,11 @@ class Leadership:
             f"EXISTS (SELECT 1 FROM {_TABLE} WHERE name = %(leader_name)s"
             f" AND holder = %(leader_holder)s AND epoch = %(leader_epoch)s{lock})"
         )
-        params = {"leader_name": self.name, "leader_holder": self.holder, "leader_epoch": -1}
+        params: dict[str, str | int] = {
+            "leader_name": self.name,
+            "leader_holder": self.holder,
+            "leader_epoch": -1,
+        }
         if self.epoch is not None:
             params["leader_epoch"] = self.epoch
         return Fence(sql, params)
@@ -186,7 +190,7 @@ class Leadership:
             f" backend_pid = {_backend_pid()}"
             f" WHERE name = %(name)s AND epoch = %(old_epoch)s AND {_takeover_due()}"
         )
-        params = {
+        params: dict[str, str | int | float] = {
             "name": self.name,
             "holder": self.holder,
             "old_epoch": old_epoch,
@@ -220,7 +224,7 @@ class Leadership:
                 {"name": self.name},
             )
 
-    def _mine(self) -> dict[str, object]:
+    def _mine(self) -> dict[str, str | int | float | None]:
         return {"name": self.name, "holder": self.holder, "epoch": self.epoch}
 
     def _step_down(self) -> None:

@@ -29,7 +29,7 @@ class Fence:
     leader that lost its lease matches no row. Its parameters are named (`%(name)s`)."""
 
     sql: str = "1 = 1"
-    params: Mapping[str, object] = field(default_factory=dict)
+    params: Mapping[str, str | int] = field(default_factory=dict)
 
 
 NO_FENCE = Fence()  # a caller that is the only dispatcher (tests, the in-process bench)
@@ -39,6 +39,8 @@ def fence_holds(fence: Fence) -> bool:
     """Whether the fence still holds, for a transaction that then writes: on PostgreSQL the
     fence locks the leader row (FOR SHARE) until the transaction ends, so a takeover waits
     for it and a write after a takeover is refused."""
+    if fence == NO_FENCE:
+        return True
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT 1 WHERE {fence.sql}", dict(fence.params))
         return cursor.fetchone() is not None
@@ -118,7 +120,7 @@ def claim_ready(
     leases nothing."""
     if limit <= 0:
         return []
-    params: dict[str, object] = {
+    params: dict[str, str | int] = {
         "lease": lease_seconds,
         "owner": owner,
         "platform": platform,
