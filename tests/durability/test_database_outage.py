@@ -19,9 +19,17 @@ from simulator import SimulatorHandle
 from tests.services import database_url
 from tests.tcp_proxy import TcpProxy, proxy_to
 
-from .conftest import COLLECTOR, IN_PROCESSES, OPENAI, Proc, Procs, assert_invariants, drive
+from .conftest import (
+    COLLECTOR,
+    IN_PROCESSES,
+    OPENAI,
+    Proc,
+    Procs,
+    assert_invariants,
+    drive,
+    run_finished,
+)
 from .conftest import launch as launch_run
-from .conftest import run_finished
 
 pytestmark = IN_PROCESSES
 
@@ -54,9 +62,9 @@ def _count(proc: Proc, text: str) -> int:
 
 def _under_way(run: object) -> bool:
     samples = Sample.objects.filter(run=run)
-    return samples.filter(queue_state="done").exists() and samples.exclude(
-        queue_state="done"
-    ).exists()
+    return (
+        samples.filter(queue_state="done").exists() and samples.exclude(queue_state="done").exists()
+    )
 
 
 def _wait(condition: object, *, timeout: float) -> None:

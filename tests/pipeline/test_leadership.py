@@ -18,7 +18,7 @@ from django.db.models.functions import Now
 
 from geo_collect import metrics
 from geo_collect.processes import ManagedProcess, dispatcher_command, stop_all
-from pipeline.dispatch import Dispatcher, relay_outbox
+from pipeline.dispatch import relay_outbox
 from pipeline.leadership import Leadership
 from pipeline.models import LeaderLease
 from sampling.leases import claim_ready, requeue_expired_leases
@@ -84,9 +84,12 @@ def test_the_old_leaders_late_writes_are_refused_and_it_stands_down(caplog: Any)
     time.sleep(LEASE + 0.05)
     assert standby.hold()
 
-    assert claim_ready(
-        platform="collector", limit=10, owner="old", lease_seconds=60, fence=fence_from_before
-    ) == []
+    assert (
+        claim_ready(
+            platform="collector", limit=10, owner="old", lease_seconds=60, fence=fence_from_before
+        )
+        == []
+    )
     Sample.objects.update(queue_state="leased", lease_until=Now())  # leases run out now
     assert requeue_expired_leases(fence=fence_from_before) == 0
     message = OutboxMessage.objects.create(task="pipeline.run_finished", payload={"run_id": "x"})
@@ -155,8 +158,9 @@ def test_a_stopped_dispatcher_process_is_replaced_by_the_standby_which_dispatche
         assert time.monotonic() - stopped < lease + check + 5  # default 15 s + 2 s: under 30 s
         run = _launch(questions=3)
         _wait_for(
-            lambda: Sample.objects.filter(run=run, lease_owner__endswith=f":{second.pid}").count()
-            == 3,
+            lambda: (
+                Sample.objects.filter(run=run, lease_owner__endswith=f":{second.pid}").count() == 3
+            ),
             timeout=30,
             what="the standby's claims",
         )
