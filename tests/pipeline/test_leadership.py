@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from geo_collect import metrics
@@ -101,6 +101,40 @@ def test_the_old_leaders_late_writes_are_refused_and_it_stands_down(caplog: Any)
     assert "leadership lost: old no longer holds the dispatcher lease (epoch 1)" in caplog.text
     assert requeue_expired_leases(fence=standby.fence()) == 3  # the new leader's writes pass
     assert len(_claim(standby)) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_takeover_waits_for_a_write_the_old_leader_has_in_progress() -> None:
+    old, standby = _leader("old"), _leader("standby")
+    assert old.hold()
+    _launch(questions=3)
+    time.sleep(LEASE + 0.05)  # the lease ran out: a takeover is due
+    in_write, done = threading.Event(), threading.Event()
+    claimed: list[Any] = []
+
+    def write_slowly() -> None:  # a fenced claim whose transaction stays open a while
+        try:
+            with transaction.atomic():
+                claimed.extend(_claim(old))
+                in_write.set()
+                done.wait(10)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=write_slowly)
+    writer.start()
+    assert in_write.wait(10)
+    started = time.monotonic()
+    assert not standby.hold()  # it waited for the write's lock on the leader row, then gave up
+    assert time.monotonic() - started >= 2.5
+    done.set()
+    writer.join()
+
+    time.sleep(CHECK + 0.05)
+    assert standby.hold()  # the write committed first: it was made while `old` led
+    assert len(claimed) == 3
+    Sample.objects.update(queue_state="ready")
+    assert _claim(old) == []  # and from now on `old` writes nothing
 
 
 @pytest.mark.django_db(transaction=True)
