@@ -169,12 +169,17 @@ class Leadership:
         if not taken:
             return False  # another standby was first, or the leader renewed meanwhile
         self.epoch, self.valid_until = old_epoch + 1, started + self.lease_seconds
+        why = (
+            f"lease stale for {stale_seconds:.1f}s"
+            if stale_seconds >= 0
+            else f"old holder's session gone, {-stale_seconds:.1f}s of lease left"
+        )
         log.warning(
-            "leadership taken over: holder=%s old_holder=%s epoch=%s lease stale for %.1fs",
+            "leadership taken over: holder=%s old_holder=%s epoch=%s %s",
             self.holder,
             old_holder or "-",
             self.epoch,
-            stale_seconds,
+            why,
         )
         metrics.leadership_taken(role=self.name)
         metrics.leading(role=self.name, leads=True)

@@ -203,7 +203,7 @@ def test_a_stopped_dispatcher_process_is_replaced_by_the_standby_which_dispatche
         _wait_for(lambda: "leadership lost" in first.text(), timeout=30, what="the old one to stop")
         assert first.alive() and second.alive()
         assert not Sample.objects.filter(lease_owner__endswith=f":{first.pid}").exists()
-        assert "leadership taken over" in second.text()
+        assert "leadership taken over" in second.text() and "lease stale for" in second.text()
         assert LeaderLease.objects.get().epoch == 2
     finally:
         os.kill(first.pid, signal.SIGCONT)
