@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
@@ -27,9 +28,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 AGAIN_AT_ONCE = 2
+PROBE_TIMEOUT_SECONDS = 2.0
 
 # What a lost or refused connection raises (Django wraps psycopg's and sqlite3's errors).
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+# A probe through the pool meets psycopg's own errors (a pool timeout), unwrapped by Django.
+_PROBE_ERRORS: tuple[type[Exception], ...] = (
+    *CONNECTION_ERRORS,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
 
 
 class Outage:
@@ -81,12 +89,20 @@ def reset_connection() -> None:
 
 
 def answers() -> bool:
-    """Whether the database answers now, on a fresh connection if need be."""
+    """Whether the database answers now, on a fresh connection if need be. With a pool the
+    probe takes a pooled connection of its own and waits for one at most
+    PROBE_TIMEOUT_SECONDS: the pool's own wait (GEO_WORKER_DB_POOL_TIMEOUT) would hide the
+    outage behind a minute of blocking."""
+    pool = getattr(connection, "pool", None)
     try:
+        if pool is not None and not connection.in_atomic_block:
+            with pool.connection(timeout=PROBE_TIMEOUT_SECONDS) as pooled:
+                pooled.execute("SELECT 1")
+            return True
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         return True
-    except CONNECTION_ERRORS:
+    except _PROBE_ERRORS:
         reset_connection()
         return False
 
@@ -124,7 +140,7 @@ def ride_out(work: Callable[[], T], *, outage: Outage, within_seconds: float) ->
     at_once = 0
     while True:
         try:
-            return work()
+            result = work()
         except CONNECTION_ERRORS as error:
             if connection.in_atomic_block:
                 raise
@@ -133,3 +149,7 @@ def ride_out(work: Callable[[], T], *, outage: Outage, within_seconds: float) ->
             if failed is None or at_once > AGAIN_AT_ONCE:
                 raise
             log.info("database error in %s, doing the work again: %s", outage.process, error)
+            continue
+        if outage.active:  # an outage another thread gave up on ends with this success
+            outage.ended()
+        return result

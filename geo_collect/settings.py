@@ -152,6 +152,9 @@ def _database() -> dict[str, Any]:
         if GEO_WORKER_DB_POOL and database["ENGINE"] == "django.db.backends.postgresql":
             timeout = float(os.environ.get("GEO_WORKER_DB_POOL_TIMEOUT", "60"))
             database["CONN_MAX_AGE"] = 0  # the pool keeps the connections
+            # Each checkout is checked (psycopg_pool's check_connection, one empty round trip):
+            # a connection the server dropped in a restart is replaced, not handed to a step.
+            database["CONN_HEALTH_CHECKS"] = True
             options = dict(database.get("OPTIONS") or {})
             options["pool"] = {"min_size": 1, "max_size": GEO_WORKER_DB_POOL, "timeout": timeout}
             database["OPTIONS"] = options
