@@ -75,6 +75,31 @@ class Outage:
             )
 
 
+_process_outage: Outage | None = None
+
+
+def process_outage(process: str) -> Outage:
+    """This process's outage record (one per process, named by its first caller)."""
+    global _process_outage
+    if _process_outage is None:
+        _process_outage = Outage(process)
+    return _process_outage
+
+
+class PoolErrorsAsOutage(logging.Filter):
+    """On psycopg_pool's logger (settings.LOGGING): a worker's step waits in the pool while the
+    database is down, and the pool logs every failed reconnection. The first one starts the
+    process's outage (logged once); the rest are dropped; the next step that succeeds ends it
+    (`ride_out`, logged with its duration)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        if _process_outage is not None and "error connecting" in record.getMessage():
+            _process_outage.began(ConnectionError(record.getMessage()))
+        return False
+
+
 def reset_connection() -> None:
     """Close this thread's connection, which may be broken; with a pool, also drop the idle
     pooled connections that broke with it (psycopg_pool checks each one)."""

@@ -290,8 +290,9 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": os.environ.get("GEO_LOG_LEVEL", "WARNING")},
     # The pool logs every failed reconnection while the database is down; the outage is logged
-    # once when it starts and once when it ends (geo_collect/db_outage.py).
-    "loggers": {"psycopg.pool": {"level": "ERROR"}},
+    # once when it starts and once when it ends instead (geo_collect/db_outage.py).
+    "filters": {"pool_outage": {"()": "geo_collect.db_outage.PoolErrorsAsOutage"}},
+    "loggers": {"psycopg.pool": {"filters": ["pool_outage"]}},
 }
 
 REST_FRAMEWORK = {

@@ -10,21 +10,20 @@ import socket
 from celery import shared_task
 from django.conf import settings
 
-from geo_collect.db_outage import Outage, ride_out
+from geo_collect.db_outage import process_outage, ride_out
 from geo_collect.failpoints import failpoint
 
 from . import execution, runs
 from .recording import observe_batch, observe_step
 
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"
-_OUTAGE = Outage("worker")  # one per process: its threads log an outage once between them
 
 
 @shared_task(name="pipeline.execute_step")
 def execute_step(sample_id: int, token: int) -> str:
     outcome = ride_out(
         lambda: observe_step(execution.run_step, sample_id=sample_id, token=token, worker=_WORKER),
-        outage=_OUTAGE,
+        outage=process_outage("worker"),  # one per process, shared by its threads
         within_seconds=settings.GEO_LEASE_SECONDS,
     )
     failpoint("after_complete_before_ack")
@@ -40,7 +39,7 @@ def execute_submit_batch(held: list[list[int]]) -> dict[int, str]:
             held=[(sample_id, token) for sample_id, token in held],
             worker=_WORKER,
         ),
-        outage=_OUTAGE,
+        outage=process_outage("worker"),  # one per process, shared by its threads
         within_seconds=settings.GEO_LEASE_SECONDS,
     )
     failpoint("after_complete_before_ack")

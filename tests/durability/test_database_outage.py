@@ -110,7 +110,7 @@ def test_a_worker_rides_out_a_database_outage_and_the_run_finishes(
     simulator.configure(profile={"collector": {"polls_until_done": 6}})
     run = launch_run(targets=[COLLECTOR], questions=12)
     # Leases longer than the outage (the worker renews them for this long), so a step that
-    # waited the outage out still holds its token and is done again, not taken over.
+    # waited the outage out (in the pool, or backing off) still holds its token.
     env = {"DATABASE_URL": _through(database_proxy), "GEO_LEASE_SECONDS": "30"}
     worker = procs.worker("w1", env=env)
     polling = Sample.objects.filter(run=run, step="poll")
@@ -125,6 +125,5 @@ def test_a_worker_rides_out_a_database_outage_and_the_run_finishes(
     assert worker.alive(), worker.tail(40)
     assert _count(worker, "database unreachable (worker)") == 1, worker.tail(40)
     assert _count(worker, "database reachable again (worker)") == 1, worker.tail(40)
-    assert _count(worker, "doing the work again") >= 1, worker.tail(40)
     assert set(Sample.objects.filter(run=run).values_list("queue_state", flat=True)) == {"done"}
     assert_invariants(run)

@@ -16,7 +16,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError
 
-from geo_collect.db_outage import Outage, answers, reset_connection, wait_for_database
+from geo_collect.db_outage import (
+    Outage,
+    answers,
+    process_outage,
+    reset_connection,
+    wait_for_database,
+)
 from pipeline.dispatch import Dispatcher, DispatchReport, relay_outbox
 from pipeline.leadership import Leadership
 from sampling.models import Run
@@ -39,7 +45,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         owner = f"dispatcher:{socket.gethostname()}:{os.getpid()}"
         dispatcher = Dispatcher(owner=owner, leadership=Leadership(holder=owner))
-        outage = Outage("dispatcher")
+        outage = process_outage("dispatcher")
         try:
             self._loop(dispatcher, outage, options)
         finally:  # a clean exit hands the lease over (a killed one: its session ends with it)
