@@ -14,7 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
+
+from . import metric_files
+
+metric_files.preallocate()  # before the first family: no metrics file may ever SIGBUS us
 
 _WAIT_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 _CALL_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -67,6 +71,34 @@ EVIDENCE_RECORDED = Counter(
     ["platform", "state"],
 )
 
+LEADER_TAKEOVERS = Counter(
+    "geo_leader_takeovers",
+    "Leader leases taken over by a standby (the leader stopped renewing, or its session ended).",
+    ["role"],
+)
+LEADERSHIP_LOST = Counter(
+    "geo_leadership_lost",
+    "Times a leader found at its renewal that its lease had been taken over (it stood down).",
+    ["role"],
+)
+LEADING = Gauge(
+    "geo_leading",
+    "1 in the process that holds the role's leader lease, 0 in a standby (one series per pid).",
+    ["role"],
+    multiprocess_mode="liveall",
+)
+METRICS_UNRECORDED = Counter(
+    "geo_metrics_unrecorded",
+    "Times a process found no room under PROMETHEUS_MULTIPROC_DIR for a new series and went on "
+    "without it (geo_collect/metric_files.py; logged once per process).",
+)
+metric_files.on_unrecorded.append(METRICS_UNRECORDED.inc)
+DATABASE_OUTAGES = Counter(
+    "geo_database_outages",
+    "Database outages a process rode out (the database unreachable, then reachable again).",
+    ["process"],
+)
+
 
 class ClaimLike(Protocol):
     @property
@@ -94,3 +126,19 @@ def leases_expired(count: int) -> int:
 
 def run_finished(*, outcome: str) -> None:
     RUNS_FINISHED.labels(outcome).inc()
+
+
+def leadership_taken(*, role: str) -> None:
+    LEADER_TAKEOVERS.labels(role).inc()
+
+
+def leadership_lost(*, role: str) -> None:
+    LEADERSHIP_LOST.labels(role).inc()
+
+
+def leading(*, role: str, leads: bool) -> None:
+    LEADING.labels(role).set(1 if leads else 0)
+
+
+def database_outage(*, process: str) -> None:
+    DATABASE_OUTAGES.labels(process).inc()

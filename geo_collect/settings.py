@@ -133,13 +133,29 @@ def _celery_worker() -> bool:
 GEO_WORKER_DB_POOL = int(os.environ.get("GEO_WORKER_DB_POOL", "8")) if _celery_worker() else 0
 
 
+def _dispatcher_process() -> bool:
+    """Whether this process is the dispatcher (`manage.py dispatcher`)."""
+    return sys.argv[1:2] == ["dispatcher"]
+
+
 def _database() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")
     if url:
         database: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60))
+        if _dispatcher_process() and database["ENGINE"] == "django.db.backends.postgresql":
+            # A transaction a stopped dispatcher left open ends (PostgreSQL ends the session)
+            # after the leader lease, so its lock on the leader row cannot hold up a takeover.
+            lease_ms = int(float(os.environ.get("GEO_LEADER_LEASE_SECONDS", "15")) * 1000)
+            options = dict(database.get("OPTIONS") or {})
+            idle_limit = f"-c idle_in_transaction_session_timeout={lease_ms}"
+            options["options"] = f"{options.get('options', '')} {idle_limit}".strip()
+            database["OPTIONS"] = options
         if GEO_WORKER_DB_POOL and database["ENGINE"] == "django.db.backends.postgresql":
             timeout = float(os.environ.get("GEO_WORKER_DB_POOL_TIMEOUT", "60"))
             database["CONN_MAX_AGE"] = 0  # the pool keeps the connections
+            # Each checkout is checked (psycopg_pool's check_connection, one empty round trip):
+            # a connection the server dropped in a restart is replaced, not handed to a step.
+            database["CONN_HEALTH_CHECKS"] = True
             options = dict(database.get("OPTIONS") or {})
             options["pool"] = {"min_size": 1, "max_size": GEO_WORKER_DB_POOL, "timeout": timeout}
             database["OPTIONS"] = options
@@ -274,6 +290,10 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("GEO_LOG_LEVEL", "WARNING")},
+    # The pool logs every failed reconnection while the database is down; the outage is logged
+    # once when it starts and once when it ends instead (geo_collect/db_outage.py).
+    "filters": {"pool_outage": {"()": "geo_collect.db_outage.PoolErrorsAsOutage"}},
+    "loggers": {"psycopg.pool": {"filters": ["pool_outage"]}},
 }
 
 REST_FRAMEWORK = {
@@ -378,6 +398,17 @@ GEO_DISPATCH_BOOKKEEPING_SECONDS = float(os.environ.get("GEO_DISPATCH_BOOKKEEPIN
 # between are claimed in one tick: a tick costs about ten statements however much it claims.
 # The price is at most this long before a freed slot is used again.
 GEO_DISPATCH_MIN_TICK_SECONDS = float(os.environ.get("GEO_DISPATCH_MIN_TICK_SECONDS", "0.05"))
+# The active dispatcher holds a leader lease (pipeline/leadership.py) for this long past its
+# last tick (database time); a standby looks every GEO_LEADER_CHECK_SECONDS and takes over once
+# it has run out (at once when the holder's PostgreSQL session is gone). A stopped or cut-off
+# leader is replaced within lease + check (17 s by default).
+GEO_LEADER_LEASE_SECONDS = float(os.environ.get("GEO_LEADER_LEASE_SECONDS", "15"))
+GEO_LEADER_CHECK_SECONDS = float(os.environ.get("GEO_LEADER_CHECK_SECONDS", "2"))
+# A process that loses the database (a restart, an outage) closes the broken connection and
+# tries again after a backoff doubling from the first to the second figure (seconds); it logs
+# once when the outage starts and once when it ends (geo_collect/db_outage.py).
+GEO_DB_RETRY_MIN_SECONDS = float(os.environ.get("GEO_DB_RETRY_MIN_SECONDS", "0.5"))
+GEO_DB_RETRY_MAX_SECONDS = float(os.environ.get("GEO_DB_RETRY_MAX_SECONDS", "10"))
 # Requests per second per platform and operation (submit / poll / screenshot), e.g.
 # GEO_RATE_LIMITS='{"openai": {"submit": 5, "poll": 20}}'; others get the default rate.
 GEO_RATE_LIMITS: dict[str, dict[str, float]] = json.loads(os.environ.get("GEO_RATE_LIMITS", "{}"))

@@ -13,6 +13,11 @@ Admission control, per tick:
 Publishing happens after the claim commits. If it fails, or the process dies first, the
 lease expires and the sample becomes claimable again: nothing is lost, and the fencing token
 keeps a late duplicate from writing.
+
+Leadership (pipeline/leadership.py): a dispatcher given a `Leadership` renews its leader lease
+at the start of every tick and does nothing else unless it leads; its writes (claims, outbox
+marks, lease sweeps, schedule launches) carry the lease's fence, so a leader that lost the
+lease while it was stopped writes nothing when it wakes up.
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
-from django.db.models.functions import Now
 
 from billing.checkpoints import checkpoint_if_due
 from billing.costs import book_pending_attempt_costs
@@ -38,13 +42,14 @@ from connectors.registry import get_connector
 from connectors.retry import OPERATIONS, RateLimit, RateLimiter
 from geo_collect.celery import app
 from geo_collect.failpoints import failpoint
+from pipeline.leadership import Leadership
 from pipeline.limits import CallBudget
 from pipeline.runs import finish_ended_runs
 from pipeline.schedules import launch_due_slots
 from pipeline.sweeps import run_sweeps
 from pipeline.tasks import execute_step, execute_submit_batch
 from sampling.dbtime import now_sql
-from sampling.leases import Claim, claim_ready, requeue_expired_leases
+from sampling.leases import NO_FENCE, Claim, Fence, claim_ready, requeue_expired_leases
 from sampling.models import OutboxMessage, QueueState, Sample, Step
 from tenancy.models import Tenant
 
@@ -84,17 +89,28 @@ class DispatchReport:
     scheduled: int = 0  # schedule slots handled (launched, caught up, skipped, refused)
     charged: int = 0  # queued sample charges posted
     published: Counter[str] = field(default_factory=Counter)
+    leading: bool = True  # False: a standby, or a leader that lost its lease; nothing was done
 
     @property
     def claimed(self) -> int:
         return sum(self.published.values())
 
 
-def relay_outbox(*, limit: int = 500) -> int:
+_MARK_SENT = f"""UPDATE {OutboxMessage._meta.db_table} SET sent_at = {{now}}
+ WHERE id = %(id)s AND sent_at IS NULL AND {{fence}}"""
+
+
+def relay_outbox(
+    *, limit: int = 500, fence: Fence = NO_FENCE, may_act: Callable[[], bool] = lambda: True
+) -> int:
     """Publish unsent outbox rows, then mark them sent. A crash in between publishes again
-    (consumers are idempotent); a row is never marked sent before it was published."""
+    (consumers are idempotent); a row is never marked sent before it was published. Under a
+    `fence` the mark is refused once the lease is lost; `may_act` stops publishing as soon
+    as the leader cannot be sure it still leads."""
     sent = 0
     for message in OutboxMessage.objects.filter(sent_at=None).order_by("id")[:limit]:
+        if not may_act():
+            break
         failpoint("after_commit_before_publish")
         try:
             app.send_task(message.task, kwargs=message.payload, queue=message.queue)
@@ -104,8 +120,16 @@ def relay_outbox(*, limit: int = 500) -> int:
             )
             log.warning("outbox publish failed id=%s: %s", message.pk, exc)
             break
-        sent += OutboxMessage.objects.filter(pk=message.pk, sent_at=None).update(sent_at=Now())
+        sent += _mark_sent(message.pk, fence)
     return sent
+
+
+def _mark_sent(message_id: int, fence: Fence) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _MARK_SENT.format(now=now_sql(), fence=fence.sql), {"id": message_id, **fence.params}
+        )
+        return cursor.rowcount
 
 
 @dataclass
@@ -168,13 +192,20 @@ def _fair_shares(free: int, tenants: list[int], load: _Load) -> dict[int, int]:
 
 
 class Dispatcher:
-    """Holds the rate limiters between ticks; one per dispatching process."""
+    """Holds the rate limiters between ticks; one per dispatching process. With a
+    `leadership` it dispatches only while it holds the leader lease, and fences its writes
+    with it; without one it is the only dispatcher (tests, the in-process bench)."""
 
     def __init__(
-        self, *, owner: str = "dispatcher", clock: Callable[[], datetime] | None = None
+        self,
+        *,
+        owner: str = "dispatcher",
+        clock: Callable[[], datetime] | None = None,
+        leadership: Leadership | None = None,
     ) -> None:
         self.owner = owner
         self.clock = clock  # None: database time (a test passes a fake clock for schedules)
+        self.leadership = leadership
         self.booked_at = -math.inf  # monotonic time of the last bookkeeping
         self.calls = CallBudget()  # global and per-tenant, alongside the per-platform limiter
         self.limiter = RateLimiter(
@@ -191,17 +222,26 @@ class Dispatcher:
 
     def tick(self) -> DispatchReport:
         report = DispatchReport()
-        report.relayed = relay_outbox()
-        report.requeued = requeue_expired_leases()
-        report.scheduled = len(launch_due_slots(now=self.clock() if self.clock else None))
+        if self.leadership is not None and not self.leadership.hold():  # one statement
+            report.leading = False
+            return report
+        fence = self.fence()
+        report.relayed = relay_outbox(fence=fence, may_act=self.may_act)
+        report.requeued = requeue_expired_leases(fence=fence)
+        now = self.clock() if self.clock else None
+        report.scheduled = len(launch_due_slots(now=now, fence=fence))
         load = _load()
         for (platform, step), tenants in load.due.items():
+            if not self.may_act():  # stopped mid-tick long enough to maybe have lost the lease
+                return report
             self._claim_and_publish(platform, step, tenants, load, report)
         # After the claims, so freed slots are filled first, and at most every
         # GEO_DISPATCH_BOOKKEEPING_SECONDS (the first tick always). Charges and upstream costs
         # the workers queued: one capture entry per run batch, so no sample waits on its run's
-        # and tenant's account rows (docs/decisions.md).
-        if time.monotonic() - self.booked_at >= settings.GEO_DISPATCH_BOOKKEEPING_SECONDS:
+        # and tenant's account rows (docs/decisions.md). Not fenced: each is idempotent and
+        # correct whoever runs it (row locks), so a late run by an old leader does no harm.
+        due = time.monotonic() - self.booked_at >= settings.GEO_DISPATCH_BOOKKEEPING_SECONDS
+        if due and self.may_act():
             self.booked_at = time.monotonic()
             report.charged = post_pending_captures()
             book_pending_attempt_costs()
@@ -209,6 +249,12 @@ class Dispatcher:
             run_sweeps()  # what upper layers registered (pipeline/sweeps.py)
             checkpoint_if_due()  # the ledger head, signed outside the database (billing)
         return report
+
+    def fence(self) -> Fence:
+        return NO_FENCE if self.leadership is None else self.leadership.fence()
+
+    def may_act(self) -> bool:
+        return self.leadership is None or self.leadership.may_act()
 
     def _claim_and_publish(
         self, platform: str, step: str, tenants: list[int], load: _Load, report: DispatchReport
@@ -232,6 +278,7 @@ class Dispatcher:
                 owner=self.owner,
                 lease_seconds=settings.GEO_LEASE_SECONDS,
                 only_tenant=tenant_id,
+                fence=self.fence(),
             )
             if upstream:
                 self.calls.give_back_tenant(tenant_id, share - len(mine))
@@ -304,23 +351,3 @@ def dispatch_once(*, owner: str = "dispatcher") -> DispatchReport:
     if _default is None or _default.owner != owner:
         _default = Dispatcher(owner=owner)
     return _default.tick()
-
-
-_LEADER_KEY = 0x6765_6F64  # "geod": one advisory lock id for the active dispatcher
-
-
-def hold_leadership() -> bool:
-    """Only one dispatcher runs admission control at a time (its caps and rates are
-    per-process). On PostgreSQL a session advisory lock elects it; a standby keeps trying."""
-    if connection.vendor != "postgresql":
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
-            " AND objid = %s",
-            [_LEADER_KEY],
-        )
-        if cursor.fetchone()[0]:
-            return True
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [_LEADER_KEY])
-        return bool(cursor.fetchone()[0])

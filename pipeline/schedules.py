@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from sampling.dbtime import db_now
+from sampling.leases import NO_FENCE, Fence, fence_holds
 from sampling.locking import Level, locked
 from sampling.models import MissedSlotPolicy, Schedule, ScheduleSlot, SlotOutcome
 from sampling.planning import PlanError
@@ -33,17 +34,18 @@ log = logging.getLogger(__name__)
 MAX_SLOTS_RECORDED = 1000  # a long outage of a per-minute schedule: the latest ones
 
 
-def launch_due_slots(*, now: datetime | None = None) -> list[ScheduleSlot]:
-    """Handle every due slot of every active schedule; returns the slots recorded now."""
+def launch_due_slots(*, now: datetime | None = None, fence: Fence = NO_FENCE) -> list[ScheduleSlot]:
+    """Handle every due slot of every active schedule; returns the slots recorded now. Under
+    a dispatcher's `fence`, a schedule is handled only while the fence holds."""
     now = now or db_now()
     due = Schedule.objects.filter(paused=False, next_slot_at__lte=now).values_list("pk", flat=True)
     handled: list[ScheduleSlot] = []
     for schedule_id in list(due):
-        handled += _handle_schedule(schedule_id, now)
+        handled += _handle_schedule(schedule_id, now, fence)
     return handled
 
 
-def _handle_schedule(schedule_id: int, now: datetime) -> list[ScheduleSlot]:
+def _handle_schedule(schedule_id: int, now: datetime, fence: Fence) -> list[ScheduleSlot]:
     with transaction.atomic():
         # select_related: the campaign row is locked with it (level CAMPAIGN, after SCHEDULE).
         schedule = locked(
@@ -54,6 +56,8 @@ def _handle_schedule(schedule_id: int, now: datetime) -> list[ScheduleSlot]:
             skip_locked=True,
         ).first()
         if schedule is None:  # another dispatcher has it, or it was handled meanwhile
+            return []
+        if not fence_holds(fence):  # a leader that lost its lease launches nothing
             return []
         cron = parse_cron(schedule.cron)
         slots = slots_between(cron, schedule.timezone, start=schedule.next_slot_at, end=now)

@@ -1,4 +1,6 @@
-"""Thin Celery entry points: ids in, a service call, nothing else."""
+"""Thin Celery entry points: ids in, a service call, nothing else. A step rides out a database
+restart or outage (geo_collect/db_outage.py): it waits for the database, for up to its lease,
+and runs again under its token, as a redelivered message would."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import os
 import socket
 
 from celery import shared_task
+from django.conf import settings
 
+from geo_collect.db_outage import process_outage, ride_out
 from geo_collect.failpoints import failpoint
 
 from . import execution, runs
@@ -17,7 +21,11 @@ _WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 @shared_task(name="pipeline.execute_step")
 def execute_step(sample_id: int, token: int) -> str:
-    outcome = observe_step(execution.run_step, sample_id=sample_id, token=token, worker=_WORKER)
+    outcome = ride_out(
+        lambda: observe_step(execution.run_step, sample_id=sample_id, token=token, worker=_WORKER),
+        outage=process_outage("worker"),  # one per process, shared by its threads
+        within_seconds=settings.GEO_LEASE_SECONDS,
+    )
     failpoint("after_complete_before_ack")
     return outcome
 
@@ -25,10 +33,14 @@ def execute_step(sample_id: int, token: int) -> str:
 @shared_task(name="pipeline.execute_submit_batch")
 def execute_submit_batch(held: list[list[int]]) -> dict[int, str]:
     """Submit (sample id, token) pairs of one platform in one upstream call."""
-    outcomes = observe_batch(
-        execution.run_submit_batch,
-        held=[(sample_id, token) for sample_id, token in held],
-        worker=_WORKER,
+    outcomes = ride_out(
+        lambda: observe_batch(
+            execution.run_submit_batch,
+            held=[(sample_id, token) for sample_id, token in held],
+            worker=_WORKER,
+        ),
+        outage=process_outage("worker"),  # one per process, shared by its threads
+        within_seconds=settings.GEO_LEASE_SECONDS,
     )
     failpoint("after_complete_before_ack")
     return outcomes

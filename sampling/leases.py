@@ -8,8 +8,9 @@ result names the token it was given; a write with an older token is refused and 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
@@ -19,6 +20,30 @@ from geo_collect import metrics
 
 from .dbtime import now_sql
 from .models import QueueState, Sample
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A condition a dispatcher's write adds to its WHERE clause, true only while the writer
+    still leads (pipeline/leadership.py builds it from the leader lease): the write of a
+    leader that lost its lease matches no row. Its parameters are named (`%(name)s`)."""
+
+    sql: str = "1 = 1"
+    params: Mapping[str, str | int] = field(default_factory=dict)
+
+
+NO_FENCE = Fence()  # a caller that is the only dispatcher (tests, the in-process bench)
+
+
+def fence_holds(fence: Fence) -> bool:
+    """Whether the fence still holds, for a transaction that then writes: on PostgreSQL the
+    fence locks the leader row (FOR SHARE) until the transaction ends, so a takeover waits
+    for it and a write after a takeover is refused."""
+    if fence == NO_FENCE:
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 WHERE {fence.sql}", dict(fence.params))
+        return cursor.fetchone() is not None
 
 
 @dataclass(frozen=True)
@@ -87,10 +112,12 @@ def claim_ready(
     lease_seconds: int,
     steps: tuple[str, ...] = (),
     only_tenant: int | None = None,
+    fence: Fence = NO_FENCE,
 ) -> list[Claim]:
     """Lease up to `limit` due samples of one platform (optionally only these steps, only
     this tenant). Concurrent callers never get the same sample: on PostgreSQL locked
-    candidates are skipped, not waited for."""
+    candidates are skipped, not waited for. A claim under a `fence` that no longer holds
+    leases nothing."""
     if limit <= 0:
         return []
     params: dict[str, str | int] = {
@@ -98,8 +125,9 @@ def claim_ready(
         "owner": owner,
         "platform": platform,
         "limit": limit,
+        **fence.params,
     }
-    filters = []
+    filters = [f"AND {fence.sql}"]
     if only_tenant is not None:
         filters.append("AND tenant_id = %(only_tenant)s")
         params["only_tenant"] = only_tenant
@@ -151,16 +179,17 @@ def _one_statement() -> AbstractContextManager[Any]:
     return nullcontext() if _pg() else transaction.atomic()
 
 
-def requeue_expired_leases(*, limit: int = 1000) -> int:
+def requeue_expired_leases(*, limit: int = 1000, fence: Fence = NO_FENCE) -> int:
     """Make samples whose lease ran out claimable again (the worker died or stalled). Their
     token stays; the next claim increments it, which fences the old worker out."""
     lock = "FOR UPDATE SKIP LOCKED" if _pg() else ""
     sql = f"""UPDATE sampling_sample SET queue_state = 'ready', lease_owner = ''
               WHERE id IN (SELECT id FROM sampling_sample
                             WHERE queue_state = 'leased' AND lease_until <= {now_sql()}
-                            LIMIT %s {lock})"""
+                              AND {fence.sql}
+                            LIMIT %(limit)s {lock})"""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, [limit])
+        cursor.execute(sql, {"limit": limit, **fence.params})
         return metrics.leases_expired(cursor.rowcount)
 
 

@@ -50,3 +50,62 @@ def test_metrics_needs_the_bearer_token(client: Any, settings: Any) -> None:
 def test_worker_health_fails_with_the_reason_when_no_worker_answers() -> None:
     with pytest.raises(CommandError, match="no answer from nobody@nowhere"):
         call_command("worker_health", "--name", "nobody@nowhere", "--timeout", "0.5")
+
+
+READINESS_ON_EACH_LINE = """
+import sys, django
+django.setup()
+from ops.health import readiness
+for _ in sys.stdin:
+    checks = {c.name: c for c in readiness()}
+    print(checks["database"].ok, flush=True)
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readiness_is_false_while_the_database_is_unreachable_and_true_once_it_is_back(
+    tmp_path: Any,
+) -> None:
+    import os
+    import subprocess
+    import sys
+    from urllib.parse import urlsplit
+
+    from geo_collect.processes import ROOT
+    from tests.services import database_url
+    from tests.tcp_proxy import proxy_to
+
+    url = urlsplit(database_url())
+    with proxy_to(url.hostname or "127.0.0.1", url.port or 5432) as proxy:
+        proxied = url._replace(
+            netloc=url.netloc.replace(f"{url.hostname}:{url.port}", f"127.0.0.1:{proxy.port}")
+        )
+        env = {
+            **os.environ,
+            "DATABASE_URL": proxied.geturl(),
+            "DJANGO_SETTINGS_MODULE": "geo_collect.settings",
+        }
+        child = subprocess.Popen(
+            [sys.executable, "-c", READINESS_ON_EACH_LINE],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdin is not None and child.stdout is not None
+
+        def ready() -> bool:
+            child.stdin.write("\n")
+            child.stdin.flush()
+            return child.stdout.readline().strip() == "True"
+
+        try:
+            assert ready()
+            proxy.cut()  # the database restarts: its connection is dropped, new ones refused
+            assert not ready()
+            proxy.restore()
+            assert ready()  # at once, on a fresh connection
+        finally:
+            child.kill()
+            child.wait(timeout=10)
