@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evidence.models import Capture, Citation
-from sampling.models import CollectionState, Sample
+from sampling.models import CollectionState, Run, Sample
 
 
 def capture_row(*, sample: Sample, revision: int, **fields: Any) -> Capture:
@@ -47,3 +47,27 @@ def citation_row(*, capture: Capture, **fields: Any) -> Citation:
         question_revision_id=sample.question_revision_id,
         **fields,
     )
+
+
+def ended_run(*, tenant: str, review: bool = False, finished: bool = False) -> Run:
+    """A launched one-sample run whose samples all ended (valid, or in analysis review), as the
+    run-end chain finds it; `finished` also marks the run finished."""
+    from tests.conftest import launch_funded, make_campaign_data
+
+    data = make_campaign_data(
+        questions=1,
+        targets=[{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}],
+        repeats=1,
+        tenant=tenant,
+    )
+    run = launch_funded(data)
+    run.samples.update(
+        queue_state="done",
+        collection_state="completed",
+        submission_state="accepted",
+        analysis_state="review" if review else "accepted",
+        validity="valid",
+    )
+    if finished:
+        Run.objects.filter(pk=run.pk).update(finished_at=run.created_at)
+    return run

@@ -17,7 +17,7 @@ from api.models import DeliveryState, WebhookDelivery, WebhookEndpoint
 from pipeline.runs import on_run_finished
 from sampling.models import OutboxMessage, Run
 from tests import world
-from tests.conftest import launch_funded, make_campaign_data
+from tests.factories import ended_run
 from tests.services import QuietHandler, loopback_server
 
 # Committed transactions: a delivery is relayed from the outbox after its run's end commits.
@@ -58,22 +58,7 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
 
 def _finished_run(settings: Any, review: bool) -> Run:
     settings.GEO_WEBHOOK_BACKOFF_SECONDS = 5
-    data = make_campaign_data(
-        questions=1,
-        targets=[{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}],
-        repeats=1,
-        tenant="hooks",
-    )
-    run = launch_funded(data)
-    run.samples.update(
-        queue_state="done",
-        collection_state="completed",
-        submission_state="accepted",
-        analysis_state="review" if review else "accepted",
-        validity="valid",
-    )
-    Run.objects.filter(pk=run.pk).update(finished_at=run.created_at)
-    return run
+    return ended_run(tenant="hooks", review=review, finished=True)
 
 
 def test_run_end_is_delivered_signed_from_the_outbox(

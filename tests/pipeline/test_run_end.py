@@ -12,29 +12,11 @@ from api.models import WebhookDelivery, WebhookEndpoint
 from billing.models import SampleSettlement
 from pipeline import runs
 from pipeline.runs import RunEnded, finish_run_if_done, on_run_finished, run_end_followers
-from sampling.models import OutboxMessage, Run
-from tests.conftest import launch_funded, make_campaign_data
+from sampling.models import OutboxMessage
+from tests.factories import ended_run
 from tests.sources import python_sources
 
 SIGNAL_CLASS = "Signal"
-
-
-def _ended_run(*, review: bool = False) -> Run:
-    data = make_campaign_data(
-        questions=1,
-        targets=[{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}],
-        repeats=1,
-        tenant="ends",
-    )
-    run = launch_funded(data)
-    run.samples.update(
-        queue_state="done",
-        collection_state="completed",
-        submission_state="accepted",
-        analysis_state="review" if review else "accepted",
-        validity="valid",
-    )
-    return run
 
 
 def signals_defined(tree: ast.AST) -> list[int]:
@@ -69,7 +51,7 @@ def test_the_api_follows_every_runs_end_with_its_webhooks() -> None:
 
 @pytest.mark.django_db
 def test_followers_are_told_once_the_run_is_settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    run = _ended_run()
+    run = ended_run(tenant="ends")
     told: list[tuple[RunEnded, int]] = []
 
     def follower(ended: RunEnded) -> None:
@@ -89,7 +71,7 @@ def test_followers_are_told_once_the_run_is_settled(monkeypatch: pytest.MonkeyPa
 def test_a_failing_follower_leaves_no_notification_behind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    run = _ended_run(review=True)
+    run = ended_run(tenant="ends", review=True)
     WebhookEndpoint.objects.create(tenant=run.tenant, url="https://hooks.example/x", secret="s")
 
     def broken(ended: RunEnded) -> None:
