@@ -27,6 +27,7 @@ from .conftest import (
     collector_tasks,
     launch,
     run_finished,
+    samples_summary,
 )
 
 pytestmark = [*IN_PROCESSES, pytest.mark.needs_binary("redis-server")]
@@ -78,17 +79,21 @@ def test_a_redis_restart_mid_run_loses_messages_but_no_work(
     dispatcher = procs.dispatcher("dispatcher", "--run", str(run.pk), env=env)
     samples = Sample.objects.filter(run=run)
 
-    # Once work is under way and messages wait in the queues, kill Redis.
+    # Once work is under way and messages wait in Redis, kill it. Waiting counts the queues and
+    # the messages a worker has taken but not acknowledged (kombu's `unacked` hash): the queues
+    # alone drain between the dispatcher's ticks, so on a busy machine a look at them alone can
+    # miss every moment they held something (a CI run did).
     client = redis.Redis(port=private_redis.port)
     queues = ("platform.collector", "evidence", "analysis")
 
     def waiting() -> int:
-        return sum(client.llen(q) for q in queues)
+        return sum(client.llen(q) for q in queues) + client.hlen("unacked")
 
     wait_until(
         lambda: samples.filter(queue_state="done").exists() and waiting() > 0,
-        timeout=60,
+        timeout=120,
         pause=0.02,
+        describe=lambda: f"waiting={waiting()}, samples: {samples_summary()}",
     )
     lost = waiting()
     assert lost > 0 and samples.exclude(queue_state="done").exists()
