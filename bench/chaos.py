@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "geo_collect.settings")
 
 CHAOS_DB = os.environ.get("GEO_CHAOS_DB", "geo_chaos")  # one per engineer sharing a server
+from geo_collect.logs import messages  # noqa: E402
 from geo_collect.processes import (  # noqa: E402  (needs ROOT on sys.path)
     ManagedProcess as Proc,
 )
@@ -713,13 +714,13 @@ def upstream_log_check(chaos: Chaos) -> tuple[list[str], dict[str, int]]:
     return problems, dict(stats)
 
 
-_OUTCOME = re.compile(r"sampling\.execute_step\[[^\]]+\] succeeded in [0-9.]+s: '([^']*)'")
+_OUTCOME = re.compile(r"pipeline\.execute_step\[[^\]]+\] succeeded in [0-9.]+s: '([^']*)'")
 
 
 def outcome_counts() -> Counter[str]:
     found: Counter[str] = Counter()
     for path in (WORK / "logs").glob("w-*.log"):
-        for line in path.read_text(errors="replace").splitlines():
+        for line in messages(path.read_text(errors="replace")):  # the worker logs JSON lines
             match = _OUTCOME.search(line)
             if match:
                 outcome = match.group(1)
