@@ -54,3 +54,12 @@ clean:
 .PHONY: chaos
 chaos: $(STAMP) services
 	$(LOCAL_ENV) DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/chaos.py $(CHAOS_ARGS)
+
+# Fault runs (bench/faults.py): each fault of issue 30's table on a fresh run of its own, with
+# a PostgreSQL cluster, redis-server, S3 server and simulator private to the harness (it restarts
+# and stops them); the run must finish by itself with nothing lost. As root (PostgreSQL runs as
+# the postgres user, the full-disk scenario mounts a tmpfs). FAULTS_ARGS="--only pg_down --seed 7".
+.PHONY: faults
+faults: $(STAMP) services
+	bash scripts/ensure_faketime.sh
+	$(LOCAL_ENV) $(PY) bench/faults.py $(FAULTS_ARGS)
