@@ -397,7 +397,9 @@ ROW_ERRORS_EXAMPLE = OpenApiExample(
             {
                 "row": 3,
                 "field": "amount",
-                "message": "'1.555': USD amounts have at most 2 decimals (e.g. 250.00)",
+                "message": (
+                    "'1.555': USD amounts in major units have at most 2 decimals (e.g. 250.00)"
+                ),
             }
         ],
     },

@@ -124,7 +124,9 @@ def parse_major(text: str, currency: str, *, allow_zero: bool = False) -> int:
     whole, fraction = match.group(1), match.group(2) or ""
     if len(fraction) > decimals:
         places = "no decimals" if decimals == 0 else f"at most {decimals} decimals"
-        raise BillingError(f"{value!r}: {currency} amounts have {places} (e.g. {example})")
+        raise BillingError(
+            f"{value!r}: {currency} amounts in major units have {places} (e.g. {example})"
+        )
     amount = int(whole) * 10**decimals + int(fraction.ljust(decimals, "0") or 0)
     if amount == 0 and not allow_zero:
         raise BillingError(f"0 {currency} books nothing: enter an amount above zero")

@@ -106,7 +106,7 @@ def test_malformed_statement_rows_are_each_named_and_nothing_is_imported() -> No
     with pytest.raises(StatementError) as caught:
         import_statement(provider="collector", filename="bad.csv", content=content)
     assert caught.value.problems == [
-        "row 3: amount: '1.555': USD amounts have at most 2 decimals (e.g. 250.00)",
+        "row 3: amount: '1.555': USD amounts in major units have at most 2 decimals (e.g. 250.00)",
         "row 4: upstream_id: must not be empty",
         "row 5: currency: 'US' is not a three-letter currency code like USD",
         "row 6: occurred_at 'yesterday' is not an ISO 8601 date-time",
