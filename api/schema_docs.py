@@ -370,7 +370,9 @@ RECONCILIATION_EXAMPLE = OpenApiExample(
                 "charge": 5,
                 "charge_currency": "USD",
                 "recorded_cost": 25,
+                "recorded_currency": "USD",
                 "statement_cost": 25,
+                "statement_currency": "USD",
                 "cost_currency": "USD",
                 "status": "matched",
                 "difference": 0,
@@ -391,7 +393,15 @@ ROW_ERRORS_EXAMPLE = OpenApiExample(
     "Bad rows",
     value={
         "detail": "the statement was not imported",
-        "errors": [{"row": 3, "field": "amount", "message": "'1.5' is not a whole number"}],
+        "errors": [
+            {
+                "row": 3,
+                "field": "amount",
+                "message": (
+                    "'1.555': USD amounts in major units have at most 2 decimals (e.g. 250.00)"
+                ),
+            }
+        ],
     },
     response_only=True,
     status_codes=["400"],

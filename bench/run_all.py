@@ -29,8 +29,9 @@ from bench.table import BenchRow, render
 # the report at 1M with its peak memory; collection: launch to finished vs a minimal asyncio
 # client at C=64 and 128, the CPU per sample of worker, dispatcher and PostgreSQL, statements
 # per step (GEO_BENCH_COLLECTION_SAMPLES, default 1,000); changes: change detection's false
-# alarms and power over simulated campaigns, no database (GEO_BENCH_CHANGES_CAMPAIGNS, 2,000).
-MODULES = ("plan", "claim", "status_report", "collection", "changes")
+# alarms and power over simulated campaigns, no database (GEO_BENCH_CHANGES_CAMPAIGNS, 2,000);
+# exports: the reconciliation XLSX / CSV at 50,000 rows (GEO_BENCH_EXPORT_ROWS).
+MODULES = ("plan", "claim", "status_report", "collection", "changes", "exports")
 
 
 def main() -> int:

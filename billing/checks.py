@@ -39,6 +39,7 @@ PG_TRIGGERS = frozenset(
         "billing_priceversion_append_only",
         "billing_upstreamstatement_append_only",
         "billing_upstreamstatementline_append_only",
+        "billing_statementvoid_append_only",
         "billing_journalentry_stamp_xact",
         "billing_posting_same_xact",
         "billing_samplesettlement_same_xact",

@@ -278,37 +278,62 @@ class SampleSettlement(AppendOnlyModel):
 
 
 class UpstreamStatement(AppendOnlyModel):
-    """An imported provider statement (CSV). The same file imported twice is one statement."""
+    """A provider's bill to the platform operator, imported as CSV (amounts in major units).
+    Statements are the platform's, not a tenant's: only platform finance (and superusers)
+    import, read and void them (docs/decisions.md, "Provider statements are the platform's").
+    The same file under the same provider is one statement while it is not voided; the same
+    bytes under another provider are another statement."""
 
     provider = models.CharField(max_length=32)
     filename = models.CharField(max_length=255)
-    sha256 = models.CharField(max_length=64, unique=True)
+    sha256 = models.CharField(max_length=64)
     rows = models.PositiveIntegerField()
+    imported_by = models.CharField(max_length=150, blank=True, default="")
     imported_at = models.DateTimeField(db_default=Now())
 
     class Meta:
-        ordering = ["-imported_at"]
+        ordering = ["-imported_at", "-id"]
+        indexes = [models.Index(fields=["provider", "sha256"], name="statement_provider_sha_idx")]
 
     def __str__(self) -> str:
         return f"{self.provider}: {self.filename}"
 
 
+class StatementVoid(AppendOnlyModel):
+    """The correction of a mistaken statement: appended, never a delete or an edit. A voided
+    statement's lines stay as they were imported but count nowhere (reconciliation, the check
+    for a task already known), so the right file can be imported again."""
+
+    statement = models.OneToOneField(
+        UpstreamStatement, on_delete=models.PROTECT, related_name="void"
+    )
+    reason = models.TextField()
+    voided_by = models.CharField(max_length=150)
+    voided_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-voided_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"void of statement #{self.statement_id}"
+
+
 class UpstreamStatementLine(AppendOnlyModel):
+    """One task of a statement, in minor units. A task is listed by at most one live (not
+    voided) statement of its provider, checked under the provider's import lock
+    (billing/reconciliation.py): the database cannot see a void in a unique index."""
+
     statement = models.ForeignKey(UpstreamStatement, on_delete=models.PROTECT, related_name="lines")
     row_no = models.PositiveIntegerField()
     provider = models.CharField(max_length=32)
     upstream_id = models.CharField(max_length=200)
-    amount = models.BigIntegerField()
+    amount = models.BigIntegerField(help_text="minor units of the line's currency")
     currency = models.CharField(max_length=3)
     occurred_at = models.DateTimeField()
 
     class Meta:
         ordering = ["statement", "row_no"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["provider", "upstream_id"], name="statement_line_unique_task"
-            )
-        ]
+        indexes = [models.Index(fields=["provider", "upstream_id"], name="statement_line_task_idx")]
 
     def __str__(self) -> str:
         return f"{self.provider}:{self.upstream_id} {self.amount} {self.currency}"

@@ -3,7 +3,12 @@
 Three sources per (platform, upstream task id):
 * our charge — what the tenant was charged for the sample that task answered;
 * recorded cost — upstream-cost and adjustment entries in our ledger (from the connector);
-* statement cost — the provider's imported statement (CSV).
+* statement cost — the provider's imported statement (CSV), unless that statement is voided.
+
+Statements are the platform operator's (the provider bills the platform, not a tenant):
+platform finance imports and voids them (tenancy.scope.require_platform_finance, at the
+console and the API); a tenant's finance sees the reconciliation of its own runs only
+(`restricted_to_runs`). docs/decisions.md, "Provider statements are the platform's".
 
 Status per task: `matched` (recorded == statement), `amount_mismatch`, `missing_upstream` (we
 have it, the statement does not), `missing_ours` (the statement has it, we recorded nothing).
@@ -23,10 +28,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
-from django.db.models import Q, Sum
+from django.db import connection, transaction
+from django.db.models import Q, QuerySet, Sum
 from django.utils.dateparse import parse_datetime
 
+from connectors.registry import known_platforms
 from sampling import inputs
 from sampling.models import Attempt, Run, Sample
 
@@ -36,10 +42,12 @@ from .models import (
     JournalEntry,
     Posting,
     SampleSettlement,
+    StatementVoid,
     UpstreamStatement,
     UpstreamStatementLine,
 )
-from .services import adjust_upstream_cost
+from .services import BillingError, adjust_upstream_cost, format_amount
+from .services.errors import parse_major
 
 MATCHED = "matched"
 AMOUNT_MISMATCH = "amount_mismatch"
@@ -47,8 +55,15 @@ MISSING_UPSTREAM = "missing_upstream"
 MISSING_OURS = "missing_ours"
 STATUSES = (MATCHED, AMOUNT_MISMATCH, MISSING_UPSTREAM, MISSING_OURS)
 
-REQUIRED_COLUMNS = ("upstream_id", "amount", "currency", "occurred_at")
+REQUIRED_COLUMNS = ("upstream_id", "currency", "occurred_at")
+# A statement's amounts: `amount` in major units as a person writes them (0.90 USD), or
+# `amount_minor` in minor units where a machine wrote the file (90); exactly one of them.
+MAJOR_COLUMN, MINOR_COLUMN = "amount", "amount_minor"
 MAX_STATEMENT_BYTES = 16 * 1024 * 1024
+# pg_advisory_xact_lock(class, key): one provider's statements are imported and voided one at
+# a time (the "task listed by one live statement" rule is checked under it). Class key:
+# arbitrary, distinct from the ledger chain's.
+STATEMENT_LOCK_CLASS = 0x5747
 
 
 # --- statement import -----------------------------------------------------------------------
@@ -78,15 +93,26 @@ def _checked(rule: Any, value: Any, field: str, problems: list[str], **options: 
         return None
 
 
-def _parse_row(row_no: int, row: dict[str, str | None]) -> tuple[dict[str, Any], list[str]]:
+def _parse_row(
+    row_no: int, row: dict[str, str | None], amount_column: str
+) -> tuple[dict[str, Any], list[str]]:
     problems: list[str] = []
-    cells = {name: (row.get(name) or "").strip() for name in REQUIRED_COLUMNS}
+    cells = {name: (row.get(name) or "").strip() for name in (*REQUIRED_COLUMNS, amount_column)}
     where = f"row {row_no}"
     upstream_id = _checked(
         inputs.identifier, cells["upstream_id"], f"{where}: upstream_id", problems
     )
-    amount = _checked(inputs.amount, cells["amount"], f"{where}: amount", problems, minimum=0)
     currency = _checked(inputs.currency, cells["currency"].upper(), f"{where}: currency", problems)
+    amount: int | None = None
+    if amount_column == MINOR_COLUMN:
+        amount = _checked(
+            inputs.amount, cells[MINOR_COLUMN], f"{where}: {MINOR_COLUMN}", problems, minimum=0
+        )
+    elif currency is not None:  # major units need the currency's decimals
+        try:
+            amount = parse_major(cells[MAJOR_COLUMN], currency, allow_zero=True)
+        except BillingError as error:
+            problems.append(f"{where}: {MAJOR_COLUMN}: {error}")
     raw_time = _checked(inputs.text, cells["occurred_at"], f"{where}: occurred_at", problems)
     occurred_at: datetime | None = None
     try:
@@ -109,9 +135,28 @@ def _parse_row(row_no: int, row: dict[str, str | None]) -> tuple[dict[str, Any],
     }, problems
 
 
-def _data_rows(text: str) -> Iterator[tuple[int, dict[str, str | None]]]:
-    """Rows after the header, numbered as in the file; blank lines skipped. A malformed file
-    (a field over the csv module's limit, a broken quote) is a StatementError."""
+def _amount_column(header: list[str]) -> str:
+    """Which column holds the amounts (a StatementError when none or both do)."""
+    given = [c for c in (MAJOR_COLUMN, MINOR_COLUMN) if c in header]
+    if len(given) == 1:
+        return given[0]
+    if given:
+        problem = (
+            f"header: both {MAJOR_COLUMN} (major units) and {MINOR_COLUMN} (minor units); "
+            "keep one of them"
+        )
+    else:
+        problem = (
+            f"header: missing column {MAJOR_COLUMN} (major units, e.g. 0.90) or "
+            f"{MINOR_COLUMN} (minor units, e.g. 90) (found {header[:10]})"
+        )
+    raise StatementError([problem])
+
+
+def _data_rows(text: str) -> Iterator[tuple[int, dict[str, str | None], str]]:
+    """Rows after the header, numbered as in the file, with the amount column; blank lines
+    skipped. A malformed file (a field over the csv module's limit, a broken quote) is a
+    StatementError."""
     reader = csv.DictReader(io.StringIO(text))
     try:
         header = [h.strip() for h in (reader.fieldnames or [])]
@@ -120,34 +165,46 @@ def _data_rows(text: str) -> Iterator[tuple[int, dict[str, str | None]]]:
             raise StatementError(
                 [f"header: missing column(s) {', '.join(missing)} (found {header[:10]})"]
             )
+        amount_column = _amount_column(header)
         reader.fieldnames = header
         for row_no, row in enumerate(reader, start=2):  # row 1 is the header
             if any((v or "").strip() for k, v in row.items() if k is not None):
-                yield row_no, row
+                yield row_no, row, amount_column
     except csv.Error as error:
         # line_num counts the lines read before the record that failed.
         line = reader.line_num + 1
         raise StatementError([f"row {line}: not readable as CSV ({error})"]) from None
 
 
-def import_statement(*, provider: str, filename: str, content: bytes) -> ImportResult:
-    """Import a provider's CSV statement: `upstream_id,amount,currency,occurred_at` (amount in
-    minor units, occurred_at ISO 8601 with zone). All or nothing: any malformed row refuses the
-    whole file, naming every bad row. Importing the same file again changes nothing; a task
-    already known from another statement with the same amount is skipped, with a different
-    amount it is an error."""
-    if len(content) > MAX_STATEMENT_BYTES:
+def configured_provider(provider: str) -> str:
+    """A provider is a configured platform (connectors/platforms.py), never free text: a
+    statement filed under a misspelt name would match nothing."""
+    known = known_platforms()
+    if provider not in known:
+        shown = str(provider)[:40]
         raise StatementError(
-            [f"file is {len(content)} bytes, over the {MAX_STATEMENT_BYTES}-byte limit"]
+            [f"provider: {shown!r} is not a configured provider; choose one of {', '.join(known)}"]
         )
-    try:
-        provider = inputs.slug(provider, "provider", max_length=32)
-    except inputs.InputError as error:
-        raise StatementError([str(error)]) from None
-    digest = hashlib.sha256(content).hexdigest()
-    known = UpstreamStatement.objects.filter(sha256=digest).first()
-    if known is not None:
-        return ImportResult(statement=known, created=False, imported=0, already_known=known.rows)
+    return provider
+
+
+def live_lines() -> QuerySet[UpstreamStatementLine]:
+    """Lines of statements that are not voided: the ones that count."""
+    return UpstreamStatementLine.objects.filter(statement__void__isnull=True)
+
+
+def _lock_provider(provider: str) -> None:
+    """Serialise imports and voids of one provider's statements until COMMIT (PostgreSQL;
+    SQLite runs one writer at a time)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [STATEMENT_LOCK_CLASS, provider]
+            )
+
+
+def _parse_statement(content: bytes) -> list[tuple[int, dict[str, Any]]]:
+    """Every row parsed, or a StatementError naming every bad one."""
     try:
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -155,20 +212,33 @@ def import_statement(*, provider: str, filename: str, content: bytes) -> ImportR
     problems: list[str] = []
     rows: list[tuple[int, dict[str, Any]]] = []
     seen: dict[str, int] = {}
-    for row_no, row in _data_rows(text):
-        parsed, row_problems = _parse_row(row_no, row)
+    for row_no, row, amount_column in _data_rows(text):
+        parsed, row_problems = _parse_row(row_no, row, amount_column)
         problems.extend(row_problems)
         uid = parsed["upstream_id"]
         if uid and uid in seen:
             problems.append(f"row {row_no}: upstream_id {uid!r} repeats row {seen[uid]}")
         seen.setdefault(uid, row_no)
         rows.append((row_no, parsed))
+    if not rows and not problems:
+        problems.append("file has no data rows")
+    if problems:
+        raise StatementError(problems)
+    return rows
+
+
+def _fresh_rows(
+    provider: str, rows: list[tuple[int, dict[str, Any]]]
+) -> list[tuple[int, dict[str, Any]]]:
+    """The rows no live statement of `provider` lists yet; a listed task with another amount
+    is a StatementError (the message names the platform's own statement, never a tenant)."""
     existing = {
         line.upstream_id: line
-        for line in UpstreamStatementLine.objects.filter(
+        for line in live_lines().filter(
             provider=provider, upstream_id__in=[r["upstream_id"] for _, r in rows]
         )
     }
+    problems: list[str] = []
     fresh: list[tuple[int, dict[str, Any]]] = []
     for row_no, parsed in rows:
         old = existing.get(parsed["upstream_id"])
@@ -177,31 +247,83 @@ def import_statement(*, provider: str, filename: str, content: bytes) -> ImportR
         elif (old.amount, old.currency) != (parsed["amount"], parsed["currency"]):
             problems.append(
                 f"row {row_no}: upstream_id {parsed['upstream_id']!r} was imported before "
-                f"with {old.amount} {old.currency} (statement #{old.statement_id}, row "
-                f"{old.row_no}); now {parsed['amount']} {parsed['currency']}"
+                f"with {format_amount(old.amount, old.currency)} (statement "
+                f"#{old.statement_id}, row {old.row_no}); now "
+                f"{format_amount(parsed['amount'], parsed['currency'])}. Void that statement "
+                "first if it was wrong"
             )
-    if not rows and not problems:
-        problems.append("file has no data rows")
     if problems:
         raise StatementError(problems)
-    try:
-        with transaction.atomic():
-            statement = UpstreamStatement.objects.create(
-                provider=provider, filename=filename[:255], sha256=digest, rows=len(rows)
+    return fresh
+
+
+def import_statement(
+    *, provider: str, filename: str, content: bytes, imported_by: str = ""
+) -> ImportResult:
+    """Import a provider's CSV statement: `upstream_id,amount,currency,occurred_at` (amount
+    in major units, e.g. 0.90; or an `amount_minor` column in minor units; occurred_at ISO
+    8601 with zone) under a configured provider. All or nothing: any malformed row refuses
+    the whole file, naming every bad row. The same file again under the same provider changes
+    nothing while its statement is not voided; a task already listed by another live
+    statement of the provider with the same amount is skipped, with a different amount it is
+    an error. Callers check that the caller is platform finance."""
+    if len(content) > MAX_STATEMENT_BYTES:
+        raise StatementError(
+            [f"file is {len(content)} bytes, over the {MAX_STATEMENT_BYTES}-byte limit"]
+        )
+    provider = configured_provider(provider)
+    digest = hashlib.sha256(content).hexdigest()
+    rows = _parse_statement(content)
+    with transaction.atomic():
+        _lock_provider(provider)
+        known = UpstreamStatement.objects.filter(
+            provider=provider, sha256=digest, void__isnull=True
+        ).first()
+        if known is not None:
+            return ImportResult(
+                statement=known, created=False, imported=0, already_known=known.rows
             )
-            UpstreamStatementLine.objects.bulk_create(
+        fresh = _fresh_rows(provider, rows)
+        statement = UpstreamStatement.objects.create(
+            provider=provider,
+            filename=filename[:255],
+            sha256=digest,
+            rows=len(rows),
+            imported_by=imported_by[:150],
+        )
+        UpstreamStatementLine.objects.bulk_create(
+            (
                 UpstreamStatementLine(statement=statement, row_no=row_no, provider=provider, **r)
                 for row_no, r in fresh
-            )
-    except IntegrityError:  # imported concurrently
-        statement = UpstreamStatement.objects.get(sha256=digest)
-        return ImportResult(statement=statement, created=False, imported=0, already_known=len(rows))
+            ),
+            batch_size=2000,
+        )
     return ImportResult(
         statement=statement,
         created=True,
         imported=len(fresh),
         already_known=len(rows) - len(fresh),
     )
+
+
+def void_statement(*, statement_id: int, reason: str, voided_by: str) -> StatementVoid:
+    """Void a mistaken statement by appending its correction: its lines stay as imported but
+    no longer count, so the right file (or the same file under the right provider) can be
+    imported. Adjustments already booked from it stay in the ledger; the next
+    `settle_differences` books what the corrected statement differs by."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise StatementError(["reason: say why the statement is voided"])
+    statement = UpstreamStatement.objects.filter(pk=statement_id).first()
+    if statement is None:
+        raise StatementError([f"statement #{statement_id} does not exist"])
+    with transaction.atomic():
+        _lock_provider(statement.provider)
+        if StatementVoid.objects.filter(statement=statement).exists():
+            raise StatementError([f"statement #{statement.pk} is already voided"])
+        return StatementVoid.objects.create(
+            statement=statement, reason=reason[:2000], voided_by=voided_by[:150]
+        )
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -216,7 +338,10 @@ class ReconRow:
     charge: int | None = None
     charge_currency: str = ""
     recorded_cost: int | None = None
+    recorded_currency: str = ""
     statement_cost: int | None = None
+    statement_currency: str = ""
+    # One currency when both sides agree (or one is missing), "USD/CNY" when they differ.
     cost_currency: str = ""
     status: str = ""
 
@@ -286,7 +411,7 @@ def reconcile(
     for c in costs:
         r = row(c["entry__platform"], c["entry__upstream_id"])
         r.recorded_cost = (r.recorded_cost or 0) + int(c["total"])
-        r.cost_currency = c["account__currency"]
+        r.recorded_currency = c["account__currency"]
     for e in cost_entries.values("platform", "upstream_id", "run_id", "sample_id"):
         r = row(e["platform"], e["upstream_id"])
         r.run_id = r.run_id or (str(e["run_id"]) if e["run_id"] else None)
@@ -322,7 +447,7 @@ def reconcile(
         r.sample_id = s["sample_id"]
 
     # Statement lines.
-    lines = UpstreamStatementLine.objects.all()
+    lines = live_lines()
     if platform:
         lines = lines.filter(provider=platform)
     if start is not None:
@@ -344,14 +469,16 @@ def reconcile(
             | {uid for _, uid in rows}
         )
         lines = lines.filter(upstream_id__in=run_tasks)
-    for line in lines:
-        r = row(line.provider, line.upstream_id)
-        r.statement_cost = (r.statement_cost or 0) + line.amount
-        r.cost_currency = r.cost_currency or line.currency
-        if r.recorded_cost is not None and r.cost_currency != line.currency:
-            r.cost_currency = f"{r.cost_currency}/{line.currency}"
+    for provider, uid, amount, currency in lines.values_list(
+        "provider", "upstream_id", "amount", "currency"
+    ).iterator(chunk_size=5000):
+        r = row(provider, uid)
+        r.statement_cost = (r.statement_cost or 0) + amount
+        r.statement_currency = currency
 
     for r in rows.values():
+        sides = [c for c in (r.recorded_currency, r.statement_currency) if c]
+        r.cost_currency = "/".join(dict.fromkeys(sides))
         if r.statement_cost is None:
             r.status = MISSING_UPSTREAM
         elif r.recorded_cost is None:

@@ -15,9 +15,17 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from typing import Any
 
 from openpyxl.cell import WriteOnlyCell
+
+
+def _decimal_format(value: Decimal) -> str:
+    exponent = value.as_tuple().exponent
+    places = -exponent if isinstance(exponent, int) and exponent < 0 else 0
+    return "0." + "0" * places if places else "0"
+
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -64,12 +72,15 @@ def append_row(sheet: Any, row: Iterable[Any]) -> None:
 
 def write_only_row(sheet: Any, row: Iterable[Any], *, font: Any = None) -> None:
     """`append_row` for a write-only worksheet (rows stream to disk and cannot be read back):
-    each string is a cell typed as a string up front, never a formula."""
+    each string is a cell typed as a string up front, never a formula; a Decimal is a number
+    shown with its own decimals (money in major units: 0.90 stays 0.90)."""
     cells = []
     for value in row:
         cell = WriteOnlyCell(sheet, value="" if value is None else value)
         if isinstance(value, str):
             cell.data_type = "s"
+        elif isinstance(value, Decimal):
+            cell.number_format = _decimal_format(value)
         if font is not None:
             cell.font = font
         cells.append(cell)

@@ -73,10 +73,20 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
             "samplesettlement",
             "priceversion",
             "price",
-            "upstreamstatement",
-            "upstreamstatementline",
         )
-        | _perms("billing", "add", "journalentry", "upstreamstatement")
+        | _perms("billing", "add", "journalentry")
+    ),
+}
+
+# The platform operator's own finance people: provider statements are the platform's bill
+# (docs/decisions.md, "Provider statements are the platform's"), imported, read and voided
+# here, never by a tenant's finance. Not a tenant role: a group alone, granted by
+# `manage.py grant_platform_finance`; superusers hold it implicitly.
+PLATFORM_FINANCE = "platform_finance"
+PLATFORM_ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    PLATFORM_FINANCE: frozenset(
+        _perms("billing", "view add", "upstreamstatement", "statementvoid")
+        | _perms("billing", "view", "upstreamstatementline")
     ),
 }
 
@@ -93,15 +103,16 @@ def role_allows(role: str, perm: str) -> bool:
 def sync_role_groups(
     *, apps: Apps = global_apps, using: str = "default", strict: bool = True
 ) -> None:
-    """Create the three groups and set each one's permissions to exactly its mapping. Not
-    strict (the data migrations): permissions of models a later migration creates are left
-    to the sync after `migrate` (tenancy/apps.py), which is strict and names a missing one."""
+    """Create the role groups (the three tenant roles, platform finance) and set each one's
+    permissions to exactly its mapping. Not strict (the data migrations): permissions of
+    models a later migration creates are left to the sync after `migrate` (tenancy/apps.py),
+    which is strict and names a missing one."""
     for config in global_apps.get_app_configs():
         # On a fresh database permissions are created only after all migrations; make them now.
         create_permissions(config, verbosity=0, apps=apps, using=using)
     group_model = apps.get_model("auth", "Group")
     permission_model = apps.get_model("auth", "Permission")
-    for role, perms in ROLE_PERMISSIONS.items():
+    for role, perms in {**ROLE_PERMISSIONS, **PLATFORM_ROLE_PERMISSIONS}.items():
         group, _ = group_model.objects.using(using).get_or_create(name=role)
         group.permissions.set(_permission_rows(permission_model, perms, using, strict=strict))
 

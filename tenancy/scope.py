@@ -10,7 +10,8 @@ A user's rows are those of the tenants where their role (their `tenancy.TenantMe
 grants the model's permission (`tenancy.roles.ROLE_PERMISSIONS`). Superusers see everything.
 Rows of another tenant are simply absent, so a lookup of one is a 404, never a 403 that would
 confirm it exists. Platform-wide rows (price lists, statements) have no tenant and follow the
-model permission alone; platform-internal rows (outbox, platform accounts) are superuser-only.
+model permission alone; platform-internal rows (outbox, platform accounts) are superuser-only;
+the platform's finance rows (provider statements) are platform finance's and superusers'.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from django.db.models import Model, Q, QuerySet
 from django.http import Http404
 
 from .models import Tenant, TenantMembership
-from .roles import ROLES, role_allows
+from .roles import PLATFORM_FINANCE, ROLES, role_allows
 
 M = TypeVar("M", bound=Model)
 
 GLOBAL = "*"  # rows with no tenant, readable by anyone the model permission lets in
 SUPERUSER_ONLY = "-"
+PLATFORM = "platform"  # the platform operator's finance rows: platform finance and superusers
 
 # Model label -> the path from a row to its tenant id.
 TENANT_PATHS: dict[str, str] = {
@@ -66,8 +68,9 @@ TENANT_PATHS: dict[str, str] = {
     "billing.samplesettlement": "run__tenant_id",
     "billing.priceversion": GLOBAL,
     "billing.price": GLOBAL,
-    "billing.upstreamstatement": GLOBAL,
-    "billing.upstreamstatementline": GLOBAL,
+    "billing.upstreamstatement": PLATFORM,
+    "billing.upstreamstatementline": PLATFORM,
+    "billing.statementvoid": PLATFORM,
     "api.apitoken": SUPERUSER_ONLY,
     "api.launchrequest": SUPERUSER_ONLY,
     "api.webhookendpoint": "tenant_id",
@@ -117,10 +120,34 @@ def user_scope(user: Any) -> Scope:
     return scope
 
 
+_PLATFORM_ATTR = "_tenancy_platform_finance"
+
+
+def is_platform_finance(user: Any) -> bool:
+    """Whether the user is the platform operator's finance (its group, or a superuser): who
+    imports, reads and voids provider statements. Read once per request."""
+    cached = getattr(user, _PLATFORM_ATTR, None)
+    if cached is not None:
+        return bool(cached)
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        answer = False
+    else:
+        answer = user.is_superuser or user.groups.filter(name=PLATFORM_FINANCE).exists()
+    setattr(user, _PLATFORM_ATTR, answer)
+    return answer
+
+
+def require_platform_finance(user: Any) -> None:
+    """Provider statements are the platform's: anyone else is refused (403)."""
+    if not is_platform_finance(user):
+        raise PermissionDenied("provider statements are kept by the platform's finance")
+
+
 def forget_scope(user: Any) -> None:
     """After a membership change in the same request (tests, commands)."""
-    if hasattr(user, _CACHE_ATTR):
-        delattr(user, _CACHE_ATTR)
+    for attr in (_CACHE_ATTR, _PLATFORM_ATTR):
+        if hasattr(user, attr):
+            delattr(user, attr)
 
 
 def model_label(model: type[Model]) -> str:
@@ -139,7 +166,7 @@ def tenant_filter(model: type[Model], tenant_ids: set[int] | None) -> Q | None:
     path = TENANT_PATHS.get(model_label(model), SUPERUSER_ONLY)
     if path == GLOBAL:
         return None
-    if path == SUPERUSER_ONLY:
+    if path in (SUPERUSER_ONLY, PLATFORM):
         return Q(pk__in=[])
     return Q(**{f"{path}__in": sorted(tenant_ids)})
 
@@ -151,6 +178,8 @@ def scoped(queryset: QuerySet[M], user: Any, *, action: str = "view") -> QuerySe
     perm = permission(model, action)
     if not scope.is_superuser and TENANT_PATHS.get(model_label(model)) == GLOBAL:
         return queryset if _any_role_allows(scope, perm) else queryset.none()
+    if TENANT_PATHS.get(model_label(model)) == PLATFORM:
+        return queryset if is_platform_finance(user) else queryset.none()
     condition = tenant_filter(model, scope.tenant_ids(perm))
     return queryset if condition is None else queryset.filter(condition)
 
@@ -189,7 +218,7 @@ def visible_tenant_ids(user: Any, roles: frozenset[str]) -> set[int] | None:
 def tenant_id_of(obj: Model) -> int | None:
     """The tenant id of a row, following its TENANT_PATHS path (None: no tenant)."""
     path = TENANT_PATHS.get(model_label(type(obj)), SUPERUSER_ONLY)
-    if path in (GLOBAL, SUPERUSER_ONLY):
+    if path in (GLOBAL, SUPERUSER_ONLY, PLATFORM):
         return None
     if path == "id":
         return int(obj.pk)

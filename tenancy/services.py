@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 
 from .models import Tenant, TenantMembership
-from .roles import ROLES
+from .roles import PLATFORM_FINANCE, ROLES
 
 
 def grant_role(*, username: str, tenant: Tenant, role: str, password: str | None = None) -> str:
@@ -67,3 +67,30 @@ def _drop_unused_groups(user: Any) -> None:
     for role in ROLES:
         if role not in held:
             user.groups.remove(Group.objects.get(name=role))
+
+
+def grant_platform_finance(*, username: str, password: str | None = None) -> str:
+    """Make `username` a staff user of the platform operator's finance (provider statements:
+    import, read, void), a group with no tenant. Idempotent; a new user without a password
+    gets an unusable one."""
+    user_model = get_user_model()
+    with transaction.atomic():
+        user, created = user_model.objects.get_or_create(
+            username=username, defaults={"is_staff": True, "is_active": True}
+        )
+        if created:
+            if password:
+                user.set_password(password)
+            else:
+                user.set_unusable_password()
+            user.save()
+        elif not user.is_staff:
+            user.is_staff = True
+            user.save(update_fields=["is_staff"])
+        group = Group.objects.get(name=PLATFORM_FINANCE)
+        already = user.groups.filter(pk=group.pk).exists()
+        user.groups.add(group)
+    what = "created user" if created else "user"
+    if already:
+        return f"{what} {username} is already platform finance"
+    return f"{what} {username}: platform finance (provider statements)"

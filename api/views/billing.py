@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from billing.models import Account, JournalEntry
 from billing.reconciliation import MAX_STATEMENT_BYTES, StatementError, import_statement, reconcile
 from billing.selectors import with_balances
-from tenancy.scope import require_somewhere
+from tenancy.scope import require_platform_finance
 
 from .. import schema_docs as docs
 from ..base import ApiView, ScopedList, list_schema
@@ -61,7 +61,8 @@ class RunReconciliation(RunView):
         summary="A run's reconciliation",
         description=(
             "Per upstream task: our charge, the recorded cost and the provider statement's "
-            "cost, with the status and difference (billing/reconciliation.py). Finance."
+            "cost (integers in minor units, each with its currency field), with the status and "
+            "difference (billing/reconciliation.py). Voided statements do not count. Finance."
         ),
         responses={200: docs.RECONCILIATION},
         examples=[docs.RECONCILIATION_EXAMPLE],
@@ -89,16 +90,19 @@ class Statements(ApiView):
     @extend_schema(
         summary="Upload a provider statement",
         description=(
-            "multipart/form-data with `provider` and `file` (CSV: upstream_id, amount in minor "
-            "units, currency, occurred_at ISO 8601 with zone). All or nothing: a 400 names "
-            "every bad row. The same file again changes nothing. Finance."
+            "multipart/form-data with `provider` (a configured platform key) and `file` (CSV: "
+            "upstream_id, amount in major units such as 0.90, or amount_minor in minor units, "
+            "currency, occurred_at ISO 8601 with zone). All or nothing: a 400 names every bad "
+            "row. The same file again under the same provider changes nothing while its "
+            "statement is not voided. Statements are the platform operator's: platform "
+            "finance or superusers only (403 for a tenant's roles)."
         ),
         request=docs.STATEMENT_UPLOAD,
         responses={201: docs.STATEMENT, 200: docs.STATEMENT, 400: docs.ROW_ERRORS},
         examples=[docs.STATEMENT_EXAMPLE, docs.ROW_ERRORS_EXAMPLE],
     )
     def post(self, request: Request) -> Response:
-        require_somewhere(request.user, "billing.add_upstreamstatement")
+        require_platform_finance(request.user)
         upload = request.FILES.get("file")
         provider = request.data.get("provider", "")
         if upload is None:
@@ -112,6 +116,7 @@ class Statements(ApiView):
                 provider=str(provider),
                 filename=upload.name or "statement.csv",
                 content=upload.read(),
+                imported_by=request.user.get_username(),
             )
         except StatementError as error:
             body = {"detail": "the statement was not imported", "errors": row_items(error.problems)}

@@ -45,10 +45,20 @@ from .errors import (
     NoActivePrice,
     UnbalancedEntry,
     format_amount,
+    major_decimal,
+    major_text,
     parse_amount,
+    parse_major,
 )
-from .money import derived_balance, derived_balance_sum, refund, run_refundable, top_up
-from .posting import SettlementLine, post_entry, reverse_entry
+from .money import (
+    billed_currencies,
+    derived_balance,
+    derived_balance_sum,
+    refund,
+    run_refundable,
+    top_up,
+)
+from .posting import SettlementLine, post_entry, reverse_entry, was_replayed
 from .prices import (
     DEEP_THINKING_MODE,
     DEFAULT_CURRENCY,
@@ -89,6 +99,7 @@ __all__ = [
     "active_price_version",
     "adjust_upstream_cost",
     "available_account",
+    "billed_currencies",
     "build_quote",
     "create_price_version",
     "derived_balance",
@@ -97,7 +108,10 @@ __all__ = [
     "format_amount",
     "funding_account",
     "hold_account",
+    "major_decimal",
+    "major_text",
     "parse_amount",
+    "parse_major",
     "platform_takes_screenshots",
     "post_entry",
     "post_pending_captures",
@@ -115,4 +129,5 @@ __all__ = [
     "top_up",
     "upstream_cost_account",
     "upstream_payable_account",
+    "was_replayed",
 ]

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import Sum
+from django.db.models.functions import Now
 
 from billing.checkpoints import checkpoint_quietly
-from billing.models import Account, AccountKind, EntryKind, JournalEntry, Posting, SampleSettlement
+from billing.models import (
+    Account,
+    AccountKind,
+    EntryKind,
+    JournalEntry,
+    Posting,
+    PriceVersion,
+    SampleSettlement,
+)
 from sampling.models import Run
 from tenancy.models import Tenant
 
@@ -23,6 +32,7 @@ def top_up(
     the database (billing/checkpoints.py)."""
     currency = check_currency(currency)
     check_positive(amount, "a top-up")
+    check_billed_currency(tenant, currency)
     entry = post_entry(
         idempotency_key=f"top-up:{tenant.pk}:{idempotency_key}",
         kind=EntryKind.TOP_UP,
@@ -32,6 +42,31 @@ def top_up(
     )
     transaction.on_commit(checkpoint_quietly)
     return entry
+
+
+def billed_currencies(tenant: Tenant) -> set[str]:
+    """The currencies a tenant's money can be spent in: the price list's in effect (runs are
+    quoted in it) and any the tenant already holds a balance in."""
+    held = Account.objects.filter(tenant=tenant, kind=AccountKind.AVAILABLE)
+    currencies = set(held.values_list("currency", flat=True))
+    version = PriceVersion.objects.filter(effective_from__lte=Now()).first()
+    if version is not None:
+        currencies.add(version.currency)
+    return currencies
+
+
+def check_billed_currency(tenant: Tenant, currency: str) -> None:
+    """A top-up in a currency no price list quotes would sit unspendable: refused. With no
+    price list in effect and no balance yet there is nothing to judge by (a fresh database
+    before its price list): accepted."""
+    billed = billed_currencies(tenant)
+    if billed and currency not in billed:
+        raise BillingError(
+            f"tenant {tenant.slug!r} is billed in {', '.join(sorted(billed))}; a top-up in "
+            f"{currency} could never be spent",
+            currency=currency,
+            billed=sorted(billed),
+        )
 
 
 def refund(

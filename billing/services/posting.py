@@ -37,10 +37,20 @@ class SettlementLine:
     round: int = 0  # the sample's settlement round (Sample.resumes)
 
 
+REPLAYED = "replayed"  # set on the entry `post_entry` returns for a key already booked
+
+
 def _replay(existing: JournalEntry, content_hash: str, key: str) -> JournalEntry:
     if existing.content_hash != content_hash:
         raise IdempotencyConflict(key=key, existing=existing)
+    setattr(existing, REPLAYED, True)
     return existing
+
+
+def was_replayed(entry: JournalEntry) -> bool:
+    """Whether `post_entry` answered with the entry an earlier call booked under the same key
+    (nothing was booked now): "already credited", not "credited" again."""
+    return bool(getattr(entry, REPLAYED, False))
 
 
 def post_entry(

@@ -4,15 +4,23 @@ period, totals, pagination) with CSV / XLSX export. Every row through tenancy.sc
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, time
-from typing import Any
+from typing import IO, Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Min, Q, QuerySet, Sum
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    StreamingHttpResponse,
+)
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -27,6 +35,7 @@ from billing.models import (
     Price,
     PriceVersion,
     SampleSettlement,
+    StatementVoid,
     UpstreamStatement,
     UpstreamStatementLine,
 )
@@ -38,16 +47,25 @@ from billing.reconciliation import (
     money_totals,
     reconcile,
     restricted_to_runs,
+    void_statement,
 )
 from billing.selectors import account_balance, tenant_balances
-from billing.services import DEFAULT_CURRENCY, BillingError, format_amount, parse_amount, top_up
+from billing.services import (
+    DEFAULT_CURRENCY,
+    BillingError,
+    format_amount,
+    parse_amount,
+    top_up,
+    was_replayed,
+)
+from connectors.registry import known_platforms
 from console.admin_base import ReadOnlyMixin, ScopedInline, TenantScopedAdmin
 from console.widgets import money
-from sampling.models import Attempt, Run
+from sampling.models import Run
 from sampling.snapshots import Quote
 from tenancy.models import Tenant
 from tenancy.roles import TOP_UP_PERMISSION
-from tenancy.scope import scoped, scoped_get_or_404, tenants_where
+from tenancy.scope import require_platform_finance, scoped, scoped_get_or_404, tenants_where
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -114,6 +132,18 @@ class TopUpForm(forms.Form):
         return cleaned
 
 
+def top_up_outcome(tenant: Tenant, entry: JournalEntry, key: str) -> str:
+    """What a top-up did, in the entry's own amount: a key used before credits nothing again."""
+    credit = entry.postings.filter(amount__gt=0).select_related("account").first()
+    amount = format_amount(credit.amount, credit.account.currency) if credit else "?"
+    if was_replayed(entry):
+        return (
+            f"{tenant.slug}: already credited: key {key!r} booked {amount} as entry {entry.pk}; "
+            "nothing was booked again."
+        )
+    return f"{tenant.slug}: {amount} credited (entry {entry.pk})."
+
+
 def top_up_tenants(request: HttpRequest) -> QuerySet[Tenant]:
     """Tenants where the user's role may top up (finance; superusers: all)."""
     return tenants_where(request.user, TOP_UP_PERMISSION).order_by("slug")
@@ -160,10 +190,7 @@ class AccountAdmin(ReadOnlyAdmin):
             except BillingError as error:
                 messages.error(request, f"Not topped up: {error}")
             else:
-                amount = format_amount(data["minor"], data["currency"].upper())
-                messages.success(
-                    request, f"{data['tenant'].slug}: {amount} credited (entry {entry.pk})."
-                )
+                messages.success(request, top_up_outcome(data["tenant"], entry, data["key"]))
                 return redirect("admin:billing_account_changelist")
         context = {
             **self.admin_site.each_context(request),
@@ -269,16 +296,20 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         ]
 
     @admin.action(description="Export postings of the selected entries (CSV)")
-    def export_csv(self, request: HttpRequest, queryset: QuerySet[JournalEntry]) -> HttpResponse:
-        body = exports.ledger_csv(Posting.objects.filter(entry__in=queryset))
-        return _download(body.encode(), "ledger.csv", "text/csv")
+    def export_csv(
+        self, request: HttpRequest, queryset: QuerySet[JournalEntry]
+    ) -> HttpResponseBase:
+        chunks = exports.ledger_csv_chunks(Posting.objects.filter(entry__in=queryset))
+        return _csv_download(chunks, "ledger.csv")
 
     @admin.action(description="Export postings of the selected entries (XLSX)")
-    def export_xlsx(self, request: HttpRequest, queryset: QuerySet[JournalEntry]) -> HttpResponse:
-        body = exports.ledger_xlsx(Posting.objects.filter(entry__in=queryset))
-        return _download(body, "ledger.xlsx", XLSX)
+    def export_xlsx(
+        self, request: HttpRequest, queryset: QuerySet[JournalEntry]
+    ) -> HttpResponseBase:
+        book = exports.ledger_xlsx_file(Posting.objects.filter(entry__in=queryset))
+        return _xlsx_download(book, "ledger.xlsx")
 
-    def reconciliation_view(self, request: HttpRequest) -> HttpResponse:
+    def reconciliation_view(self, request: HttpRequest) -> HttpResponseBase:
         params = request.GET
         run_id = params.get("run") or None
         if run_id:  # before the permission check: a 403 would confirm the run exists
@@ -294,10 +325,10 @@ class JournalEntryAdmin(ReadOnlyAdmin):
                 runs = scoped(Run.objects.all(), request.user).values_list("id", flat=True)
                 report = restricted_to_runs(report, {str(pk) for pk in runs})
         if report is not None and params.get("format") == "csv":
-            body = exports.reconciliation_csv(report).encode()
-            return _download(body, "reconciliation.csv", "text/csv")
+            return _csv_download(exports.reconciliation_csv_chunks(report), "reconciliation.csv")
         if report is not None and params.get("format") == "xlsx":
-            return _download(exports.reconciliation_xlsx(report), "reconciliation.xlsx", XLSX)
+            book = exports.reconciliation_xlsx_file(report)
+            return _xlsx_download(book, "reconciliation.xlsx")
         return TemplateResponse(
             request,
             "admin/billing/reconciliation.html",
@@ -326,9 +357,10 @@ def _report_context(report: Any, page_number: str | None) -> dict[str, Any]:
         {
             "r": r,
             "charge": money(r.charge, r.charge_currency),
-            "recorded_cost": money(r.recorded_cost, r.cost_currency),
-            "statement_cost": money(r.statement_cost, r.cost_currency),
-            "difference": money(r.difference, r.cost_currency),
+            "recorded_cost": money(r.recorded_cost, r.recorded_currency),
+            "statement_cost": money(r.statement_cost, r.statement_currency),
+            # statement - recorded has a single currency only when both sides agree
+            "difference": money(r.difference, "" if "/" in r.cost_currency else r.cost_currency),
         }
         for r in page.object_list
     ]
@@ -350,10 +382,16 @@ def _explanations() -> list[tuple[str, str]]:
     return [(status, STATUS_EXPLANATIONS[status]) for status in STATUSES]
 
 
-def _download(body: bytes, filename: str, content_type: str) -> HttpResponse:
-    response = HttpResponse(body, content_type=content_type)
+def _csv_download(chunks: Iterator[str], filename: str) -> StreamingHttpResponse:
+    """A CSV streamed as it is written (exports.py): memory and time linear in the rows."""
+    response = StreamingHttpResponse(chunks, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
+
+
+def _xlsx_download(book: IO[bytes], filename: str) -> FileResponse:
+    """A workbook written to a temporary file, streamed from it and closed after."""
+    return FileResponse(book, as_attachment=True, filename=filename, content_type=XLSX)
 
 
 def _day(value: str | None) -> datetime | None:
@@ -372,16 +410,11 @@ class SampleSettlementAdmin(SettlementMoney, ReadOnlyAdmin):
 
 
 class StatementLineInline(ReadOnlyInline):
+    """A statement's lines, to whoever may open the statement (platform finance: the scope
+    lets no one else see statements or their lines)."""
+
     model = UpstreamStatementLine
     fields = ["row_no", "upstream_id", "amount_text", "occurred_at"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[UpstreamStatementLine]:
-        """A statement lists every customer's tasks: a tenant's user sees only theirs."""
-        lines = super().get_queryset(request)
-        if request.user.is_superuser:
-            return lines
-        tasks = scoped(Attempt.objects.exclude(upstream_id=""), request.user)
-        return lines.filter(upstream_id__in=tasks.values("upstream_id"))
 
     @admin.display(description="amount")
     def amount_text(self, line: UpstreamStatementLine) -> str:
@@ -389,23 +422,87 @@ class StatementLineInline(ReadOnlyInline):
 
 
 class StatementUploadForm(forms.Form):
-    provider = forms.CharField(max_length=32, help_text="the platform the statement is from")
-    file = forms.FileField(help_text="CSV: upstream_id,amount,currency,occurred_at")
+    provider = forms.ChoiceField(
+        choices=(), help_text="the configured platform that billed the platform operator"
+    )
+    file = forms.FileField(
+        help_text="CSV: upstream_id,amount,currency,occurred_at (amount in major units, e.g. 0.90)"
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [("", "— choose the provider —")] + [(p, p) for p in known_platforms()]
+        self.fields["provider"].choices = choices  # type: ignore[attr-defined]
+
+
+class StatementVoidForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="why this statement is wrong (kept with the correction)",
+    )
 
 
 @admin.register(UpstreamStatement)
 class UpstreamStatementAdmin(ReadOnlyAdmin):
-    list_display = ["id", "provider", "filename", "rows", "imported_at"]
+    """Provider statements are the platform operator's bill: platform finance imports, reads
+    and voids them (tenancy.scope PLATFORM rows); a tenant's finance sees its own runs'
+    reconciliation instead."""
+
+    list_display = ["id", "provider", "filename", "rows", "imported_at", "voided"]
+    list_filter = ["provider"]
+    list_select_related = ["void"]
     inlines = [StatementLineInline]
     change_list_template = "admin/billing/upstreamstatement/change_list.html"
+    change_form_template = "admin/billing/upstreamstatement/change_form.html"
+
+    @admin.display(description="voided")
+    def voided(self, statement: UpstreamStatement) -> str:
+        void = getattr(statement, "void", None)
+        return f"voided {void.voided_at:%Y-%m-%d} by {void.voided_by}" if void else "–"
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.import_view)
-        return [path("import/", view, name="billing_statement_import"), *super().get_urls()]
+        return [
+            path("import/", view, name="billing_statement_import"),
+            self.object_url("void", self.void_view, post_only=True),
+            *super().get_urls(),
+        ]
+
+    def change_view_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        void = StatementVoid.objects.filter(statement=obj).first()
+        return {
+            "statement_void": void,
+            "void_form": StatementVoidForm() if void is None else None,
+            "lines_shown": obj.lines.count(),
+        }
+
+    def void_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        statement = self._scoped_object_or_404(request, object_id)
+        require_platform_finance(request.user)
+        form = StatementVoidForm(request.POST)
+        url = reverse("admin:billing_upstreamstatement_change", args=[statement.pk])
+        if not form.is_valid():
+            messages.error(request, "Not voided: say why the statement is wrong.")
+            return redirect(url)
+        try:
+            void_statement(
+                statement_id=statement.pk,
+                reason=form.cleaned_data["reason"],
+                voided_by=request.user.get_username(),
+            )
+        except StatementError as error:
+            messages.error(request, f"Not voided: {error}")
+        else:
+            messages.success(
+                request,
+                f"Statement {statement.pk} voided: its {statement.rows} rows no longer count. "
+                "Import the right file (or this one under the right provider) again.",
+            )
+        return redirect(url)
 
     def import_view(self, request: HttpRequest) -> HttpResponse:
-        if not request.user.has_perm("billing.add_upstreamstatement"):
-            raise PermissionDenied
+        require_platform_finance(request.user)
         form = StatementUploadForm(request.POST or None, request.FILES or None)
         problems: list[str] = []
         if request.method == "POST" and form.is_valid():
@@ -415,15 +512,12 @@ class UpstreamStatementAdmin(ReadOnlyAdmin):
                     provider=form.cleaned_data["provider"],
                     filename=upload.name,
                     content=upload.read(),
+                    imported_by=request.user.get_username(),
                 )
             except StatementError as error:
                 problems = error.problems
             else:
-                messages.success(
-                    request,
-                    f"Statement {result.statement.pk}: {result.imported} rows imported, "
-                    f"{result.already_known} already known.",
-                )
+                messages.success(request, _import_outcome(result))
                 url = reverse("admin:billing_upstreamstatement_change", args=[result.statement.pk])
                 return redirect(url)
         context = {
@@ -434,3 +528,16 @@ class UpstreamStatementAdmin(ReadOnlyAdmin):
             "problems": problems,
         }
         return TemplateResponse(request, "admin/billing/statement_import.html", context)
+
+
+def _import_outcome(result: Any) -> str:
+    statement = result.statement
+    if not result.created:
+        return (
+            f"Already imported: this file is statement {statement.pk} of {statement.provider} "
+            f"({statement.rows} rows); nothing was imported again."
+        )
+    return (
+        f"Statement {statement.pk}: {result.imported} rows imported, "
+        f"{result.already_known} already known from earlier statements of {statement.provider}."
+    )

@@ -106,7 +106,13 @@ FINANCE = {
     ("get", "/api/v1/accounts/"),
     ("post", "/api/v1/statements/"),
 }
-FORBIDDEN_LISTS = {"operator": FINANCE, "analyst": CAMPAIGNS | FINANCE, "finance": CAMPAIGNS}
+# Provider statements are the platform operator's: no tenant role uploads them.
+STATEMENTS = {("post", "/api/v1/statements/")}
+FORBIDDEN_LISTS = {
+    "operator": FINANCE,
+    "analyst": CAMPAIGNS | FINANCE,
+    "finance": CAMPAIGNS | STATEMENTS,
+}
 
 
 @pytest.mark.parametrize("role", ["operator", "analyst", "finance"])

@@ -5,14 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from billing.models import Account, JournalEntry, UpstreamStatement
 from billing.services import derived_balance
+from tenancy.services import grant_platform_finance
+from tests.api.conftest import token_client
 from tests.world import TenantWorld
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def platform_finance(two_tenants: tuple[TenantWorld, TenantWorld]) -> APIClient:
+    """The platform operator's finance: provider statements are theirs to import."""
+    grant_platform_finance(username="platform-fin")
+    return token_client(get_user_model().objects.get(username="platform-fin"))
 
 
 def test_ledger_entries_are_the_callers_tenants_with_postings(
@@ -70,11 +80,9 @@ def _csv(*rows: str) -> SimpleUploadedFile:
     return SimpleUploadedFile("stmt.csv", text.encode(), content_type="text/csv")
 
 
-def test_statement_upload_imports_once(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
-) -> None:
-    client = client_for("finance")
-    rows = ("api-t1,30,USD,2026-11-12T02:00:00Z", "api-t2,40,USD,2026-11-12T02:00:00Z")
+def test_statement_upload_imports_once(platform_finance: APIClient) -> None:
+    client = platform_finance
+    rows = ("api-t1,0.30,USD,2026-11-12T02:00:00Z", "api-t2,0.40,USD,2026-11-12T02:00:00Z")
     first = client.post("/api/v1/statements/", {"provider": "collector", "file": _csv(*rows)})
     assert first.status_code == 201
     assert (first.json()["imported"], first.json()["created"]) == (2, True)
@@ -84,15 +92,15 @@ def test_statement_upload_imports_once(
 
 
 def test_statement_upload_names_every_bad_row_and_imports_nothing(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+    platform_finance: APIClient,
 ) -> None:
     before = UpstreamStatement.objects.count()
     upload = _csv(
-        "api-t1,30,USD,2026-11-12T02:00:00Z",
-        "api-t2,1.5,USD,2026-11-12T02:00:00Z",
-        "api-t3,40,usd1,2026-11-12",
+        "api-t1,0.30,USD,2026-11-12T02:00:00Z",
+        "api-t2,1.555,USD,2026-11-12T02:00:00Z",
+        "api-t3,0.40,usd1,2026-11-12",
     )
-    response = client_for("finance").post(
+    response = platform_finance.post(
         "/api/v1/statements/", {"provider": "collector", "file": upload}
     )
     assert response.status_code == 400
@@ -105,9 +113,40 @@ def test_statement_upload_names_every_bad_row_and_imports_nothing(
     assert UpstreamStatement.objects.count() == before
 
 
-def test_statement_upload_without_a_file_is_a_400(
-    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
-) -> None:
-    response = client_for("finance").post("/api/v1/statements/", {"provider": "collector"})
+def test_statement_upload_without_a_file_is_a_400(platform_finance: APIClient) -> None:
+    response = platform_finance.post("/api/v1/statements/", {"provider": "collector"})
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "file"
+
+
+def test_a_tenants_finance_may_not_upload_a_provider_statement(
+    client_for: Callable[..., APIClient], two_tenants: tuple[TenantWorld, TenantWorld]
+) -> None:
+    """Statements are the platform operator's bill: tenant B's finance filing a line for one of
+    A's tasks would turn A's reconciliation to amount_mismatch (issue 28)."""
+    alpha_task = next(
+        row["upstream_id"]
+        for row in client_for("finance")
+        .get(f"/api/v1/runs/{two_tenants[0].run.pk}/reconciliation")
+        .json()["rows"]
+    )
+    before = UpstreamStatement.objects.count()
+    upload = _csv(f"{alpha_task},9.99,USD,2026-11-12T02:00:00Z")
+    response = client_for("finance", 1).post(
+        "/api/v1/statements/", {"provider": "collector", "file": upload}
+    )
+    assert response.status_code == 403
+    assert alpha_task not in response.content.decode()
+    assert UpstreamStatement.objects.count() == before
+
+
+def test_an_unconfigured_provider_is_refused_naming_the_configured_ones(
+    platform_finance: APIClient,
+) -> None:
+    upload = _csv("api-t9,0.30,USD,2026-11-12T02:00:00Z")
+    response = platform_finance.post(
+        "/api/v1/statements/", {"provider": "colector", "file": upload}
+    )
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert error["field"] == "provider" and "collector" in error["message"]

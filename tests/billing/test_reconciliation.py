@@ -62,7 +62,11 @@ def test_statuses_and_adjustments_by_upstream_task_id() -> None:
         provider="collector",
         filename="nov.csv",
         content=_statement(
-            [f"task-{a.pk},40,USD,{NOW}", f"task-{b.pk},55,USD,{NOW}", f"ghost-1,25,USD,{NOW}"]
+            [
+                f"task-{a.pk},0.40,USD,{NOW}",
+                f"task-{b.pk},0.55,USD,{NOW}",
+                f"ghost-1,0.25,USD,{NOW}",
+            ]
         ),
     )
     report = reconcile(run_id=run.pk)
@@ -91,7 +95,7 @@ def test_malformed_statement_rows_are_each_named_and_nothing_is_imported() -> No
     content = _statement(
         [
             f"t1,10,USD,{NOW}",
-            "t2,1.5,USD,2026-11-11T02:00:00Z",
+            "t2,1.555,USD,2026-11-11T02:00:00Z",
             ",10,USD,2026-11-11T02:00:00Z",
             "t3,10,US,2026-11-11T02:00:00Z",
             "t4,10,USD,yesterday",
@@ -102,7 +106,7 @@ def test_malformed_statement_rows_are_each_named_and_nothing_is_imported() -> No
     with pytest.raises(StatementError) as caught:
         import_statement(provider="collector", filename="bad.csv", content=content)
     assert caught.value.problems == [
-        "row 3: amount: '1.5' is not a whole number in ASCII digits",
+        "row 3: amount: '1.555': USD amounts in major units have at most 2 decimals (e.g. 250.00)",
         "row 4: upstream_id: must not be empty",
         "row 5: currency: 'US' is not a three-letter currency code like USD",
         "row 6: occurred_at 'yesterday' is not an ISO 8601 date-time",
@@ -128,7 +132,7 @@ def test_import_is_idempotent_and_a_changed_amount_for_a_known_task_is_an_error(
         content=_statement([f"t1,10,USD,{NOW}", f"t2,7,USD,{NOW}"]),
     )
     assert (overlap.imported, overlap.already_known) == (1, 1)
-    with pytest.raises(StatementError, match="imported before with 10 USD"):
+    with pytest.raises(StatementError, match=r"imported before with 10\.00 USD"):
         import_statement(
             provider="collector", filename="c.csv", content=_statement([f"t1,11,USD,{NOW}"])
         )
@@ -151,16 +155,25 @@ def test_import_statement_command_reports_rows_and_exits_non_zero(tmp_path) -> N
 def test_csv_and_xlsx_exports() -> None:
     run, (a,) = _run_with_costs([40])
     import_statement(
-        provider="collector", filename="x.csv", content=_statement([f"task-{a.pk},40,USD,{NOW}"])
+        provider="collector", filename="x.csv", content=_statement([f"task-{a.pk},0.40,USD,{NOW}"])
     )
     report = reconcile(run_id=run.pk)
     text = exports.reconciliation_csv(report)
     header, line = text.strip().splitlines()
-    assert header.startswith("platform,upstream_id,run_id,sample_id,status,charge")
-    assert f"collector,task-{a.pk},{run.pk},{a.pk},matched,90,USD,40,40,USD,0" == line
+    assert header == (
+        "platform,upstream_id,run_id,sample_id,status,charge,charge_currency,recorded_cost,"
+        "recorded_cost_currency,statement_cost,statement_cost_currency,difference,"
+        "difference_currency"
+    )
+    # Major units, each amount with its currency: a 90-cent charge is 0.90 USD, not "90".
+    assert f"collector,task-{a.pk},{run.pk},{a.pk},matched,0.90,USD,0.40,USD,0.40,USD,0.00,USD" == (
+        line
+    )
     book = load_workbook(io.BytesIO(exports.reconciliation_xlsx(report)))
     assert book.sheetnames == ["reconciliation", "summary", "scope"]
-    assert book["reconciliation"].cell(row=2, column=6).value == 90
+    charge_cell = book["reconciliation"].cell(row=2, column=6)
+    assert (charge_cell.value, charge_cell.number_format) == (0.9, "0.00")
+    assert book["reconciliation"].cell(row=2, column=7).value == "USD"
     ledger = exports.ledger_csv()
     assert "capture:sample:" in ledger and "reserve:run:" in ledger
     assert load_workbook(io.BytesIO(exports.ledger_xlsx()))["ledger"].max_row > 1

@@ -60,9 +60,10 @@ def test_a_new_operator_creates_a_tenant_funds_it_and_launches() -> None:
     assert "cannot launch this run" in short and "short by 50.40 USD" in short
     assert not Run.objects.exists()
 
-    for _ in range(2):  # idempotent on the key
-        paid = manage("top_up", "acme", "250.00", "--currency", "USD", "--key", "pay-1")
-        assert paid.returncode == 0 and "250.00 USD credited" in paid.stdout
+    paid = manage("top_up", "acme", "250.00", "--currency", "USD", "--key", "pay-1")
+    assert paid.returncode == 0 and "250.00 USD credited" in paid.stdout
+    again = manage("top_up", "acme", "250.00", "--currency", "USD", "--key", "pay-1")
+    assert again.returncode == 0 and "already credited" in again.stdout  # idempotent on the key
     assert JournalEntry.objects.filter(kind="top_up").count() == 1
     assert "major units" in one_line_error(manage("top_up", "acme", "1.234", "--key", "pay-2"))
     assert "unknown tenant" in one_line_error(manage("top_up", "nope", "1", "--key", "pay-3"))

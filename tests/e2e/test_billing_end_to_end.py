@@ -81,7 +81,8 @@ def test_costs_duplicate_callbacks_and_a_cancel_leave_a_balanced_reconciled_ledg
         for i, (uid, cost) in enumerate(tasks)
     ]
     lines.append("tsk_unknown_to_us,40,USD,2026-11-29T00:00:00Z")
-    statement = "upstream_id,amount,currency,occurred_at\n" + "\n".join(lines) + "\n"
+    # Written by a program from our minor units: the labelled machine column.
+    statement = "upstream_id,amount_minor,currency,occurred_at\n" + "\n".join(lines) + "\n"
     import_statement(provider="collector", filename="nov.csv", content=statement.encode())
 
     report = reconcile(platform="collector")
@@ -92,7 +93,8 @@ def test_costs_duplicate_callbacks_and_a_cancel_leave_a_balanced_reconciled_ledg
     )
     rows = list(csv.DictReader(io.StringIO(reconciliation_csv(report))))
     mismatch = next(row for row in rows if row["status"] == AMOUNT_MISMATCH)
-    assert mismatch["difference"] == "7" and mismatch["upstream_id"] == tasks[0][0]
+    assert (mismatch["difference"], mismatch["difference_currency"]) == ("0.07", "USD")
+    assert mismatch["upstream_id"] == tasks[0][0]
     assert all(row["platform"] == "collector" and row["status"] for row in rows)
 
     # Differences are settled by explicit adjustment entries, never edits; then all match.

@@ -267,7 +267,7 @@ HOSTILE_VALUES = {
     },
     "amount": {
         "over int64": ("99999999999999999999", ""),
-        "negative": ("-500", "-500 is outside"),
+        "negative": ("-500", "'-500' is not an amount of USD in major units"),
         "underscore": ("1_000", "'1_000'"),
         "arabic-indic": ("٣٠٠", ""),
         "full-width": ("３００", ""),

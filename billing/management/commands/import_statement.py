@@ -12,15 +12,19 @@ from billing.reconciliation import MAX_STATEMENT_BYTES, StatementError, import_s
 
 class Command(BaseCommand):
     help = (
-        "Import an upstream provider's CSV statement (columns: upstream_id, amount in minor "
+        "Import an upstream provider's CSV statement, the provider's bill to the platform "
+        "(columns: upstream_id, amount in major units such as 0.90 or amount_minor in minor "
         "units, currency, occurred_at ISO 8601 with zone). All or nothing; every bad row is "
-        "named. Importing the same file twice changes nothing."
+        "named. Importing the same file twice under one provider changes nothing; a mistaken "
+        "statement is voided with void_statement."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path)
         parser.add_argument(
-            "--provider", required=True, help="platform key of the provider, e.g. collector"
+            "--provider",
+            required=True,
+            help="configured platform key of the provider, e.g. collector",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -35,7 +39,10 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {path}: {error}") from None
         try:
             result = import_statement(
-                provider=options["provider"], filename=path.name, content=content
+                provider=options["provider"],
+                filename=path.name,
+                content=content,
+                imported_by="manage.py import_statement",
             )
         except StatementError as error:
             for problem in error.problems:

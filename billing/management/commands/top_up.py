@@ -6,7 +6,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from billing.services import DEFAULT_CURRENCY, BillingError, format_amount, parse_amount, top_up
+from billing.services import (
+    DEFAULT_CURRENCY,
+    BillingError,
+    format_amount,
+    parse_amount,
+    top_up,
+    was_replayed,
+)
 from tenancy.models import Tenant
 
 
@@ -38,6 +45,12 @@ class Command(BaseCommand):
             )
         except BillingError as error:
             raise CommandError(str(error)) from None
+        if was_replayed(entry):
+            self.stdout.write(
+                f"{tenant.slug}: already credited: key {options['key']} is entry {entry.pk}; "
+                "nothing was booked again"
+            )
+            return
         self.stdout.write(
             f"{tenant.slug}: {format_amount(amount, currency)} credited (entry {entry.pk}, "
             f"key {options['key']})"

@@ -1,0 +1,32 @@
+"""python manage.py grant_platform_finance USERNAME [--password-env VAR]"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from tenancy.services import grant_platform_finance
+
+
+class Command(BaseCommand):
+    help = (
+        "Make USERNAME the platform operator's finance: imports, reads and voids provider "
+        "statements (a tenant's finance does not). Creates the staff user if missing (no "
+        "password unless --password-env names a variable holding one). Idempotent."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument(
+            "--password-env", default=None, help="environment variable holding the password"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        password = None
+        if options["password_env"]:
+            password = os.environ.get(options["password_env"])
+            if not password:
+                raise CommandError(f"environment variable {options['password_env']} is empty")
+        self.stdout.write(grant_platform_finance(username=options["username"], password=password))
