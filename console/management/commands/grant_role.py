@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tenancy.models import Tenant
@@ -42,7 +45,18 @@ class Command(BaseCommand):
             password = os.environ.get(options["password_env"])
             if not password:
                 raise CommandError(f"environment variable {options['password_env']} is empty")
+            _check_password(password, username=options["username"])
         outcome = grant_role(
             username=options["username"], tenant=tenant, role=role, password=password
         )
         self.stdout.write(outcome)
+
+
+def _check_password(password: str, *, username: str) -> None:
+    """The settings' AUTH_PASSWORD_VALIDATORS, as the console's password forms apply them."""
+    user_model = get_user_model()
+    user = user_model.objects.filter(username=username).first() or user_model(username=username)
+    try:
+        validate_password(password, user)
+    except ValidationError as error:
+        raise CommandError("password refused: " + " ".join(error.messages)) from None
