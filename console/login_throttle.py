@@ -16,9 +16,7 @@ class LoginThrottleBackend(AxesStandaloneBackend):
     (the test client's `login`, a management command): there is no client to count it by, and
     axes' own backend would refuse it with an error instead of checking the password."""
 
-    def authenticate(  # type: ignore[override]
-        self, request: HttpRequest | None, *args: Any, **kwargs: Any
-    ) -> None:
+    def authenticate(self, request: HttpRequest | None, *args: Any, **kwargs: Any) -> None:
         if request is None:
             return None
         return super().authenticate(request, *args, **kwargs)

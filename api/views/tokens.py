@@ -66,7 +66,8 @@ class _OwnTokens(ApiView):
     def get_queryset(self) -> QuerySet[ApiToken]:
         if getattr(self, "swagger_fake_view", False):
             return ApiToken.objects.none()
-        return with_database_now(ApiToken.objects.filter(user_id=self.request.user.pk))
+        person: Any = self.request.user  # IsAuthenticated ran first: never AnonymousUser
+        return with_database_now(ApiToken.objects.filter(user=person))
 
 
 class ApiTokens(mixins.ListModelMixin, _OwnTokens):

@@ -144,9 +144,7 @@ class WebhookDeliveryAdmin(TenantScopedAdmin):
 class ApiTokenForm(forms.ModelForm):
     """Only for a new token: who, what for, how long. The token is made by `issue_token`."""
 
-    days = forms.IntegerField(
-        min_value=1, help_text="lifetime in days (at most GEO_API_TOKEN_MAX_DAYS)"
-    )
+    days = forms.IntegerField(min_value=1, help_text="lifetime in days")
 
     class Meta:
         model = ApiToken
@@ -155,7 +153,7 @@ class ApiTokenForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["days"].initial = settings.GEO_API_TOKEN_DAYS
-        self.fields["days"].max_value = settings.GEO_API_TOKEN_MAX_DAYS
+        self.fields["days"].help_text = f"lifetime in days, 1 to {settings.GEO_API_TOKEN_MAX_DAYS}"
 
     def clean_days(self) -> int:
         days: int = self.cleaned_data["days"]

@@ -62,7 +62,7 @@ def test_an_expired_token_answers_401_saying_it_expired() -> None:
 
 def test_a_token_revoked_through_the_api_answers_401_saying_it_was_revoked() -> None:
     person = _person()
-    keep, keep_raw = issue_token(user=person, name="keep")
+    _, keep_raw = issue_token(user=person, name="keep")
     drop, drop_raw = issue_token(user=person, name="drop")
     response = _client(keep_raw).post(f"{TOKENS}{drop.pk}/revoke")
     assert response.status_code == 200

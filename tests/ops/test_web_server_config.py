@@ -40,8 +40,9 @@ def _gunicorn(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> WSGIApplicati
 def test_the_web_command_lines_set_gunicorns_timeouts(
     where: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("GEO_WEB_TIMEOUT_SECONDS", "GEO_WEB_GRACEFUL_TIMEOUT_SECONDS", "GUNICORN_CMD_ARGS"):
+    for name in ("GEO_WEB_TIMEOUT_SECONDS", "GEO_WEB_GRACEFUL_TIMEOUT_SECONDS"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("GUNICORN_CMD_ARGS", raising=False)
     app = _gunicorn(where(), monkeypatch)
     assert app.app_uri == "geo_collect.wsgi"
     cfg = app.cfg
