@@ -9,18 +9,30 @@ from django.db.models.functions import Now
 
 class ApiToken(models.Model):
     """A person's API token. Only its sha256 is stored: the token is shown once, when made
-    (`manage.py api_token USERNAME`). `session_key` is the session that holds the launch
-    tokens its previews issue (pipeline/preview.py works on any session store)."""
+    (`manage.py api_token USERNAME`, or the console's Add page). It lives until `expires_at`
+    or until revoked (API `POST /api/v1/tokens/<id>/revoke`, the console's action); either
+    answers 401 saying which. `last_used_at` is written at most once a minute (api/auth.py).
+    `session_key` is the session that holds the launch tokens its previews issue
+    (pipeline/preview.py works on any session store)."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
+    name = models.CharField(max_length=100, blank=True, default="", help_text="what it is for")
     prefix = models.CharField(max_length=12)  # the first characters, to tell tokens apart
     digest = models.CharField(max_length=64, unique=True)
     session_key = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
+    expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user_id})"

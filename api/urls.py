@@ -1,7 +1,7 @@
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from .views import billing, campaigns, evidence, hooks, runs
+from .views import billing, campaigns, evidence, hooks, runs, tokens
 
 app_name = "api"
 
@@ -42,6 +42,8 @@ v1: list[URLPattern | URLResolver] = [
     path("statements/", billing.Statements.as_view(), name="statements"),
     path("webhooks/", hooks.Webhooks.as_view(), name="webhooks"),
     path("webhooks/<int:pk>/", include(webhook)),
+    path("tokens/", tokens.ApiTokens.as_view(), name="tokens"),
+    path("tokens/<int:pk>/revoke", tokens.ApiTokenRevoke.as_view(), name="token-revoke"),
     path(
         "evidence/<int:pk>/download", evidence.EvidenceDownload.as_view(), name="evidence-download"
     ),

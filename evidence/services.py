@@ -5,6 +5,7 @@ without its object cannot happen."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field
@@ -35,6 +36,12 @@ from .storage import evidence_storage, put_new
 log = logging.getLogger(__name__)
 
 THUMBNAIL_UNAVAILABLE = "THUMBNAIL_UNAVAILABLE"
+# A raw body at least this big that is byte for byte one an earlier revision of the sample
+# stored (each retry of an upstream that sends the same cut-off 32 MiB) is not stored again:
+# the capture names that revision instead (RAW_SAME_AS_REVISION_<n>). Smaller bodies are
+# stored with each revision, so a revision reads on its own.
+RAW_DEDUPE_MIN_BYTES = 1024 * 1024
+RAW_SAME_AS_REVISION = "RAW_SAME_AS_REVISION_"
 
 
 @dataclass(frozen=True)
@@ -88,11 +95,12 @@ def archive_objects(
         )
 
     archived = ArchivedResult(result=result, revision=revision)
-    archived.objects.append(
-        _put(
-            key("raw"), result.raw, result.raw_mime or "application/octet-stream", EvidenceKind.RAW
-        )
-    )
+    stored_in = _revision_holding(sample_id=sample_id, raw=result.raw)
+    if stored_in is not None:
+        archived.warnings.append(f"{RAW_SAME_AS_REVISION}{stored_in}")
+    else:
+        mime = result.raw_mime or "application/octet-stream"
+        archived.objects.append(_put(key("raw"), result.raw, mime, EvidenceKind.RAW))
     if result.answer_text:
         archived.objects.append(
             _put(
@@ -118,6 +126,24 @@ def archive_objects(
             else:
                 archived.objects.append(thumbnail)
     return archived
+
+
+def _revision_holding(*, sample_id: int, raw: bytes) -> int | None:
+    """The earliest revision of the sample whose stored raw body is `raw`, for a body of at
+    least RAW_DEDUPE_MIN_BYTES (None: store it). Compared by size and sha256, as recorded."""
+    if len(raw) < RAW_DEDUPE_MIN_BYTES:
+        return None
+    return (
+        EvidenceObject.objects.filter(
+            capture__sample_id=sample_id,
+            kind=EvidenceKind.RAW,
+            size=len(raw),
+            sha256=hashlib.sha256(raw).hexdigest(),
+        )
+        .order_by("revision")
+        .values_list("revision", flat=True)
+        .first()
+    )
 
 
 def record_capture(

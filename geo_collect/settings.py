@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc as local static files (no CDN)
+    "axes",  # console login throttling and lock-out (AUTHENTICATION_BACKENDS below)
     "tenancy",
     "sampling",
     "evidence",
@@ -98,7 +100,47 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+
+# --- Authentication (docs/decisions.md, "Console logins are throttled") ---------------------
+# django-axes counts failed console logins per username and client address, in the database
+# (PostgreSQL in production); AXES_FAILURE_LIMIT failures within AXES_COOLOFF_TIME lock that
+# pair out (429, even for the right password) until the window has passed; a success resets
+# the count. The first backend only refuses locked-out logins; the second checks passwords.
+AUTHENTICATION_BACKENDS = [
+    "console.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = int(os.environ.get("GEO_LOGIN_FAILURE_LIMIT", "10"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("GEO_LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Successful logins are Django's `last_login` already; only failures are kept (and expire).
+AXES_DISABLE_ACCESS_LOG = True
+AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
+# The client address: REMOTE_ADDR, or behind GEO_TRUSTED_PROXIES proxies (nginx, a load
+# balancer) the address the outermost one saw, counted from the right of X-Forwarded-For, so a
+# client cannot choose its own address by sending the header (console/login_throttle.py).
+GEO_TRUSTED_PROXIES = int(os.environ.get("GEO_TRUSTED_PROXIES", "0"))
+AXES_CLIENT_IP_CALLABLE = "console.login_throttle.client_address"
+# Passwords chosen in the console, `grant_role --password-env` and interactive
+# `createsuperuser` are checked against these.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": int(os.environ.get("GEO_PASSWORD_MIN_LENGTH", "12"))},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# API tokens (api/auth.py): the default and the longest lifetime, in days.
+GEO_API_TOKEN_DAYS = int(os.environ.get("GEO_API_TOKEN_DAYS", "90"))
+GEO_API_TOKEN_MAX_DAYS = int(os.environ.get("GEO_API_TOKEN_MAX_DAYS", "365"))
 
 ROOT_URLCONF = "geo_collect.urls"
 WSGI_APPLICATION = "geo_collect.wsgi.application"

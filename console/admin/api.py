@@ -1,18 +1,28 @@
 """Webhook endpoints and their deliveries in the console, scoped like every page
 (console/admin_base.py): operators manage their tenants' endpoints. The actions call the
 API's services (api/webhooks.py) on the selected rows of tenants where the user's role grants
-the change, never on the union of their roles."""
+the change, never on the union of their roles. API tokens: superusers make, list and revoke
+anyone's (a token belongs to a person, not a tenant; people list and revoke their own through
+the API, api/views/tokens.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from api.models import WebhookDelivery, WebhookEndpoint
+from api.auth import (
+    TokenLifetimeError,
+    issue_token,
+    revoke_tokens,
+    token_state,
+    with_database_now,
+)
+from api.models import ApiToken, WebhookDelivery, WebhookEndpoint
 from api.webhooks import (
     NotRedeliverable,
     WebhookUrlError,
@@ -129,3 +139,85 @@ class WebhookDeliveryAdmin(TenantScopedAdmin):
 
     def has_redeliver_permission(self, request: HttpRequest) -> bool:
         return _changeable(request, WebhookEndpoint.objects.all()).exists()
+
+
+class ApiTokenForm(forms.ModelForm):
+    """Only for a new token: who, what for, how long. The token is made by `issue_token`."""
+
+    days = forms.IntegerField(min_value=1, help_text="lifetime in days")
+
+    class Meta:
+        model = ApiToken
+        fields = ("user", "name")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["days"].initial = settings.GEO_API_TOKEN_DAYS
+        self.fields["days"].help_text = f"lifetime in days, 1 to {settings.GEO_API_TOKEN_MAX_DAYS}"
+
+    def clean_days(self) -> int:
+        days: int = self.cleaned_data["days"]
+        if days > settings.GEO_API_TOKEN_MAX_DAYS:
+            raise forms.ValidationError(f"at most {settings.GEO_API_TOKEN_MAX_DAYS} days")
+        return days
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(TenantScopedAdmin):
+    """Superusers only (tenancy/scope.py: api.apitoken has no tenant). The token in clear is
+    shown once, in the message after Save; the list shows each token's state and last use."""
+
+    list_display = ("prefix", "name", "user", "state", "created_at", "expires_at",
+                    "last_used_at", "revoked_at", "revoked_by")  # fmt: skip
+    list_filter = ("revoked_at",)
+    list_select_related = ("user", "revoked_by")
+    search_fields = ("prefix", "name", "user__username")
+    readonly_fields = ("user", "name", "prefix", "created_at", "expires_at", "last_used_at",
+                       "revoked_at", "revoked_by")  # fmt: skip
+    actions = ("revoke",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return with_database_now(super().get_queryset(request))
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        if obj is None:
+            kwargs["form"] = ApiTokenForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.readonly_fields if obj is not None else ()
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.readonly_fields if obj is not None else ("user", "name", "days")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a token is made and revoked, never edited
+
+    @admin.display(description="state")
+    def state(self, token: ApiToken) -> str:
+        return token_state(token)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        try:
+            token, raw = issue_token(user=obj.user, name=obj.name, days=form.cleaned_data["days"])
+        except TokenLifetimeError as error:  # the form's own check stops this first
+            raise forms.ValidationError(str(error)) from None
+        obj.pk = token.pk
+        obj.refresh_from_db()
+        self.message_user(
+            request,
+            f"Token for {token.user}: {raw} (shown only now; it expires at "
+            f"{token.expires_at:%Y-%m-%d %H:%M} UTC)",
+            messages.WARNING,
+        )
+
+    @admin.action(description="Revoke the selected tokens", permissions=["revoke"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        revoked = revoke_tokens(tokens=queryset, by=request.user)
+        self.message_user(request, f"{revoked} token(s) revoked", messages.SUCCESS)
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        # The model's change permission, which no role grants: superusers.
+        return request.user.has_perm("api.change_apitoken")

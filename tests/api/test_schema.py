@@ -29,6 +29,8 @@ PATHS = [
     "/api/v1/webhooks/{id}/rotate-secret",
     "/api/v1/webhooks/{id}/deliveries/",
     "/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver",
+    "/api/v1/tokens/",
+    "/api/v1/tokens/{id}/revoke",
 ]
 
 

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(settings.BASE_DIR)
 CAMPAIGN = ROOT / "demo" / "campaign.json"
+ANN_PASSWORD = "a strong one for ann"  # passes settings.AUTH_PASSWORD_VALIDATORS
 
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -76,13 +77,13 @@ def test_a_new_operator_creates_a_tenant_funds_it_and_launches() -> None:
 def test_grant_role_creates_the_staff_user_and_the_membership_once() -> None:
     Tenant.objects.create(slug="acme", name="Acme")
     first = manage(
-        "grant_role", "ann", "acme", "operator", "--password-env", "ANN_PW", ANN_PW="s3cret!"
+        "grant_role", "ann", "acme", "operator", "--password-env", "ANN_PW", ANN_PW=ANN_PASSWORD
     )
     assert first.returncode == 0 and "created user ann: operator in acme" in first.stdout
     second = manage("grant_role", "ann", "acme", "operator")
     assert second.returncode == 0 and "already operator" in second.stdout
     user = get_user_model().objects.get(username="ann")
-    assert user.is_staff and not user.is_superuser and user.check_password("s3cret!")
+    assert user.is_staff and not user.is_superuser and user.check_password(ANN_PASSWORD)
     assert list(user.groups.values_list("name", flat=True)) == ["operator"]
     assert TenantMembership.objects.filter(user=user).count() == 1
 
@@ -92,3 +93,13 @@ def test_grant_role_creates_the_staff_user_and_the_membership_once() -> None:
     no_password = manage("grant_role", "bob", "acme", "finance")
     assert no_password.returncode == 0
     assert not get_user_model().objects.get(username="bob").has_usable_password()
+
+
+def test_grant_role_refuses_a_weak_password_and_makes_no_user() -> None:
+    Tenant.objects.create(slug="acme", name="Acme")
+    for weak, why in (("a", "too short"), ("314159265358979", "entirely numeric")):
+        error = one_line_error(
+            manage("grant_role", "ann", "acme", "operator", "--password-env", "PW", PW=weak)
+        )
+        assert error.startswith("CommandError: password refused:") and why in error, error
+    assert not get_user_model().objects.filter(username="ann").exists()

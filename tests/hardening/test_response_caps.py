@@ -185,3 +185,46 @@ def test_a_sample_fed_an_endless_stream_ends_with_the_reason(
     assert all("-byte cap" in a.error_message for a in attempts)
     assert peak < 12 * SAMPLE_CAP, f"peak {peak / 2**20:.1f} MiB"
     print(f"sample run: tracemalloc peak {peak / 2**20:.1f} MiB, cap {SAMPLE_CAP // 2**20} MiB")
+
+
+@pytest.mark.django_db
+def test_each_retry_of_a_gzip_bomb_stores_the_capped_body_once(
+    hostile_server: str, monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Any
+) -> None:
+    """Every attempt reads the same first SAMPLE_CAP bytes; the evidence store keeps them once
+    and each later revision names the one that holds them (issue 28, point 8)."""
+    from evidence.models import Capture, EvidenceObject
+    from evidence.services import RAW_SAME_AS_REVISION
+    from geo_collect.settings import platform_settings
+    from sampling.models import Sample
+    from tests.conftest import launch_funded, make_campaign_data
+    from tests.inprocess import drive_in_process
+
+    media = tmp_path / "media"
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "default": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(media)},
+        },
+    }
+    monkeypatch.setenv("GEO_OPENAI_CHAT_BASE_URL", f"{hostile_server}/bomb")
+    monkeypatch.setenv("GEO_OPENAI_CHAT_EXTRA", '{"chat_path": "/chat", "stream": false}')
+    monkeypatch.setenv("GEO_OPENAI_CHAT_MAX_RESPONSE_BYTES", str(SAMPLE_CAP))
+    settings.GEO_PLATFORMS = platform_settings(os.environ)
+    settings.GEO_MAX_SUBMIT_ATTEMPTS = 3
+    target = {"platform": "openai_chat", "device": "desktop", "region": "us", "mode": "web_search"}
+    data = make_campaign_data(questions=1, targets=[target], repeats=1)
+    data["screenshot_policy"] = "none"
+    drive_in_process(launch_funded(data).pk)
+
+    sample = Sample.objects.get()
+    assert sample.collection_state == "failed"
+    captures = list(Capture.objects.filter(sample=sample).order_by("revision"))
+    assert len(captures) == 3  # one per attempt, each a revision
+    raws = EvidenceObject.objects.filter(capture__sample=sample, kind="raw")
+    assert [(o.revision, o.size) for o in raws] == [(captures[0].revision, SAMPLE_CAP)]
+    for later in captures[1:]:
+        assert f"{RAW_SAME_AS_REVISION}{captures[0].revision}" in later.warnings
+    stored = [p for p in media.rglob("*") if p.is_file() and p.stat().st_size >= SAMPLE_CAP]
+    assert len(stored) == 1, stored

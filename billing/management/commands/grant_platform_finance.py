@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
+from tenancy.command_passwords import password_from_env
 from tenancy.services import grant_platform_finance
 
 
@@ -24,9 +24,5 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        password = None
-        if options["password_env"]:
-            password = os.environ.get(options["password_env"])
-            if not password:
-                raise CommandError(f"environment variable {options['password_env']} is empty")
+        password = password_from_env(options["password_env"], username=options["username"])
         self.stdout.write(grant_platform_finance(username=options["username"], password=password))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from tenancy.command_passwords import password_from_env
 from tenancy.models import Tenant
 from tenancy.roles import ROLES
 from tenancy.services import grant_role
@@ -37,11 +37,7 @@ class Command(BaseCommand):
                 f"unknown tenant {options['tenant_slug']!r}; create it with "
                 "`manage.py create_tenant SLUG --name NAME`"
             )
-        password = None
-        if options["password_env"]:
-            password = os.environ.get(options["password_env"])
-            if not password:
-                raise CommandError(f"environment variable {options['password_env']} is empty")
+        password = password_from_env(options["password_env"], username=options["username"])
         outcome = grant_role(
             username=options["username"], tenant=tenant, role=role, password=password
         )
