@@ -1,4 +1,4 @@
-"""Fault runs (`make faults`): each fault of docs/architecture.md's failure table on a fresh run.
+"""Fault runs (`make faults`): one infrastructure fault at a time on a fresh run.
 
 Each scenario runs in a child process of its own with everything private to it, all on
 loopback: a database (copied from a migrated template) on a PostgreSQL cluster this harness
@@ -55,7 +55,7 @@ from geo_collect.processes import (  # noqa: E402
 WORK = Path(os.environ.get("GEO_FAULTS_DIR", "/tmp/geo-faults"))
 DATABASE = "geo_faults"
 TEMPLATE = "geo_faults_template"
-LEASE_SECONDS = 20
+LEASE_SECONDS = 120  # the production default (geo_collect/settings.py)
 PLATFORMS = ["openai", "anthropic", "deepseek", "collector"]
 QUESTIONS = 30
 REPEATS = 3  # 30 questions x 4 platforms x 3 = 360 samples
@@ -220,6 +220,7 @@ class Scenario:
     expect_parked: bool = False  # a lost in-flight direct answer parks its sample by design
     withhold_queue: str = ""  # workers do not consume it until the fault
     skew: str = ""  # libfaketime's FAKETIME for worker w1 from the start, e.g. "+2h"
+    lease_seconds: int = LEASE_SECONDS
 
 
 @dataclass
@@ -253,8 +254,8 @@ class World:
             "DATABASE_URL": self.cluster.url(DATABASE),
             "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
             "GEO_VAR_DIR": str(self.work / "var"),
-            "GEO_LEASE_SECONDS": str(LEASE_SECONDS),
-            "GEO_VISIBILITY_TIMEOUT": str(LEASE_SECONDS * 2),
+            "GEO_LEASE_SECONDS": str(self.scenario.lease_seconds),
+            "GEO_VISIBILITY_TIMEOUT": str(self.scenario.lease_seconds * 2),
             "GEO_PLATFORM_CONCURRENCY": "6",
             "GEO_LOG_LEVEL": "WARNING",
         }
@@ -463,22 +464,20 @@ def worker_killed(world: World, seconds: float) -> None:
     victim = world.procs["w1"]
     victim.kill()
     world.procs.pop("w1")  # not restarted by the supervisor meanwhile
-    world.pause(max(seconds, LEASE_SECONDS * 1.5))
+    world.pause(max(seconds, world.scenario.lease_seconds * 1.5))
     world.procs["w1"] = victim.start()
 
 
 def disk_full(world: World, seconds: float) -> None:
     """Fill the var folder (evidence and metrics: a tmpfs of its own) to the last byte."""
     filler = world.work / "var" / "filler"
-    with open(filler, "wb") as out:
+    with open(filler, "wb", buffering=0) as out:  # unbuffered: the close has nothing to flush
         with contextlib.suppress(OSError):
             while True:
                 out.write(b"\0" * (1 << 20))
-                out.flush()
         with contextlib.suppress(OSError):
             while True:
                 out.write(b"\0" * 4096)
-                out.flush()
     world.pause(seconds)
     filler.unlink()
 
@@ -534,6 +533,7 @@ SCENARIOS = {
             worker_killed,
             ride_out=False,
             expect_parked=True,
+            lease_seconds=20,  # down past its lease without waiting minutes
         ),
         Scenario("disk_full", "the var folder (evidence, metrics) full", disk_full),
         Scenario("clock_ahead", "one worker's clock 2 h ahead", skewed_worker, skew="+2h"),
@@ -851,8 +851,7 @@ def summary_line(r: dict[str, Any]) -> str:
         f" {r['succeeded']} succeeded, {r['failed']} failed, {r['parked_uncertain']} parked;"
         f" upstream {r['upstream_generated']} generated, {r['recorded']} recorded;"
         f" finished {r['seconds_to_finish_after_fault']}s after the fault;"
-        f" exits {len(r['process_exits'])}"
-        + "".join(f"; {note}" for note in r["notes"])
+        f" exits {len(r['process_exits'])}" + "".join(f"; {note}" for note in r["notes"])
     )
 
 
