@@ -41,6 +41,7 @@ from billing.reconciliation import (
 )
 from billing.selectors import account_balance, tenant_balances
 from billing.services import DEFAULT_CURRENCY, BillingError, format_amount, parse_amount, top_up
+from console.admin.sampling.runs import run_choices
 from console.admin_base import ReadOnlyMixin, ScopedInline, TenantScopedAdmin
 from console.widgets import money
 from sampling.models import Attempt, Run
@@ -306,6 +307,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
                 "title": "Reconciliation",
                 "opts": self.model._meta,
                 "params": params,
+                **run_choices(request),
                 **_report_context(report, params.get("page")),
             },
         )

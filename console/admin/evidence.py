@@ -193,6 +193,7 @@ class ReviewReasonFilter(OptionsFilter):
 class ReviewSampleAdmin(HistoryAdmin):
     """Samples an analyst must look at; accept / reject go through the state machine."""
 
+    count_noun = ("sample in the review queue", "samples in the review queue")
     list_display = (
         "id",
         "run_short",

@@ -148,3 +148,31 @@ def test_every_panel_of_the_run_page_follows_the_run_without_a_reload(
     assert _cell(page, "#run-money [data-money=held]") == "0.00 USD"
     assert _cell(page, ".field-finished_at .readonly") != "–"
     assert page.locator("#cancel-link").count() == 0 and page.locator("#live-note").count() == 0
+
+
+# WCAG's contrast ratio of an element's text on its own background, in the page.
+CONTRAST = """el => {
+  const rgb = c => c.match(/[0-9.]+/g).slice(0, 3).map(Number).map(v => v / 255)
+    .map(v => v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4));
+  const lum = c => { const [r, g, b] = rgb(c); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const style = getComputedStyle(el);
+  const [a, b] = [lum(style.color), lum(style.backgroundColor)].sort((x, y) => y - x);
+  return (a + 0.05) / (b + 0.05);
+}"""
+
+
+def test_the_review_pages_legend_chips_read_in_dark_mode(
+    live_server: Any, browser: Any, run: Run
+) -> None:
+    _succeed(run, 1)
+    sample = Sample.objects.filter(run=run, validity="valid").get()
+    Sample.objects.filter(pk=sample.pk).update(evidence_state="partial")
+    grant_role(username="anna", tenant=run.tenant, role="analyst", password=PASSWORD)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
+    review = f"/admin/evidence/reviewsample/{sample.pk}/change/"
+    log_in(page, f"{live_server.url}/admin/login/?next={review}", "anna", PASSWORD)
+    page.wait_for_selector("mark.geo-brand")
+    _shot(page, "review-dark")
+
+    for chip in ("mark.geo-brand", "mark.geo-competitor"):
+        assert page.locator(chip).first.evaluate(CONTRAST) >= 4.5, chip

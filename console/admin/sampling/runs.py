@@ -30,12 +30,13 @@ from console.widgets import (
     LAYER_STATES,
     money,
     outcome_badge,
+    plural,
     pretty_json,
     samples_url,
     status_context,
 )
 from pipeline.runs import cancel_run
-from sampling.models import Run
+from sampling.models import Batch, Run
 from sampling.selectors import (
     Status,
     batch_statuses,
@@ -45,7 +46,7 @@ from sampling.selectors import (
 )
 from sampling.selectors import run_status as status_of_run
 from tenancy.roles import REPORT_ROLES
-from tenancy.scope import user_scope
+from tenancy.scope import scoped, user_scope
 
 _STATUS_ATTR = "_console_status"
 CONTENT_TYPES = {
@@ -326,10 +327,6 @@ RUN_PANELS = {
 }
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def cancel_row(run: Run) -> dict[str, Any]:
     """One run on the cancel confirmation: what stops, what is released, what stays charged."""
     status = status_of_run(run_id=run.pk)
@@ -340,9 +337,9 @@ def cancel_row(run: Run) -> dict[str, Any]:
         "cancellable": run.finished_at is None and run.cancelled_at is None,
         "status": status,
         "outcome_label": status_context(status)["outcome_label"],
-        "stopping": _plural(release.samples, "sample"),
-        "continuing": _plural(max(status.pending - release.samples, 0), "sample"),
-        "charged_samples": _plural(release.samples_charged, "sample"),
+        "stopping": plural(release.samples, "sample"),
+        "continuing": plural(max(status.pending - release.samples, 0), "sample"),
+        "charged_samples": plural(release.samples_charged, "sample"),
         "released": money(release.released, currency),
         "still_held": money(release.still_held, currency),
         "charged": money(release.charged, currency),
@@ -352,7 +349,7 @@ def cancel_row(run: Run) -> dict[str, Any]:
 
 def _cancelled_message(run: Run, cancelled: int) -> str:
     return (
-        f"Run {str(run.pk)[:8]} cancelled: {_plural(cancelled, 'sample')} not yet submitted "
+        f"Run {str(run.pk)[:8]} cancelled: {plural(cancelled, 'sample')} not yet submitted "
         "will not run and their hold is released; work the upstream already accepted "
         "finishes and is charged."
     )
@@ -431,4 +428,32 @@ def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -
         "progress_url": reverse("admin:sampling_run_progress", args=[run.pk]),
         "cancel_url": reverse("admin:sampling_run_cancel", args=[run.pk]),
         "run_samples_url": samples_url(run=run.pk),
+    }
+
+
+RUN_CHOICES = 200  # the newest runs a chooser offers; older ones by date range
+
+
+def run_choices(request: HttpRequest) -> dict[str, Any]:
+    """What a run chooser (reconciliation) offers: the reader's newest runs, named by
+    campaign, tenant and launch time, and the platforms those runs used."""
+    runs = scoped(Run.objects.select_related("campaign", "tenant"), request.user).order_by(
+        "-created_at"
+    )
+    return {
+        "run_choices": [
+            (
+                str(run.pk),
+                f"{run.campaign.name} · {run.tenant.slug} · {run.created_at:%Y-%m-%d %H:%M}"
+                f" · {str(run.pk)[:8]}",
+            )
+            for run in runs[:RUN_CHOICES]
+        ],
+        "platform_choices": sorted(
+            set(
+                Batch.objects.filter(run__in=runs.values("pk"))
+                .values_list("platform", flat=True)
+                .distinct()
+            )
+        ),
     }
