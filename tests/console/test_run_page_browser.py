@@ -4,6 +4,7 @@ panel of the page live during a run without a reload. Screenshots go to var/scre
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,13 @@ def test_cancel_from_the_run_page_confirms_what_is_released_then_cancels(
     assert page.locator("#run-cancelled").count() == 1 and page.locator("#cancel-link").count() == 0
     assert Run.objects.get(pk=run.pk).cancelled_at is not None
     assert run_billing(run_id=run.pk).released_cancelled == 20
+
+    # A page that is not there is a console page with a way back (finding 10).
+    page.goto(f"{live_server.url}/admin/sampling/run/{uuid.uuid4()}/change/")
+    _shot(page, "console-404")
+    assert page.inner_text("h1") == "Not found (404)"
+    page.click("#error-home")
+    assert page.inner_text("#home-title") == "Campaigns, runs and evidence"
 
 
 def test_cancel_from_the_runs_list_asks_first_and_keep_running_cancels_nothing(
