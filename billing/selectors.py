@@ -10,10 +10,21 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum, When
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    When,
+)
 from django.db.models.functions import Coalesce
 
-from sampling.models import Run, Sample, SubmissionState
+from sampling.models import CollectionState, Run, Sample, SubmissionState
 from sampling.snapshots import Quote
 from tenancy.models import Tenant
 
@@ -241,3 +252,51 @@ def unsettled_samples(run: Run) -> QuerySet[Sample]:
         Q(reason=SettlementReason.COMPLETED) | Q(round=OuterRef("resumes"))
     )
     return Sample.objects.filter(run=run).exclude(Exists(settled))
+
+
+@dataclass(frozen=True)
+class CancelRelease:
+    """What cancelling a run now would do to its money (a preview; `release_unaccepted_hold`
+    decides again under the run's lock): the share held for samples the upstream never
+    accepted goes back to the balance, the rest stays held until those samples end, and what
+    was charged stays charged."""
+
+    currency: str | None
+    samples: int  # not yet submitted: they will not run
+    released: int  # their share of the hold, back to the available balance
+    still_held: int  # held for work already submitted: charged if it succeeds
+    charged: int  # accepted work, charged already
+    samples_charged: int
+
+
+def cancel_release(*, run_id: UUID | str) -> CancelRelease:
+    """The same samples `billing.services.release_unaccepted_hold` releases, priced from the
+    run's quote lines, read in one snapshot with the run's hold and charges."""
+    with snapshot():
+        run = Run.objects.get(pk=run_id)
+        quote = Quote.of(run) or Quote()
+        unaccepted = (
+            unsettled_samples(run)
+            .filter(submission_state=SubmissionState.PLANNED)
+            .exclude(collection_state=CollectionState.COMPLETED)
+        )
+        samples = released = 0
+        for group in unaccepted.values("platform", "device", "region", "mode").annotate(
+            n=Count("pk")
+        ):
+            target = "|".join(group[k] for k in ("platform", "device", "region", "mode"))
+            line = quote.line_for(target)
+            samples += group["n"]
+            released += group["n"] * (line.unit_price if line else 0)
+        if not quote.holds_money:
+            released = 0
+        held = _sum(Posting.objects.filter(account__run=run, account__kind=AccountKind.HOLD))
+        charged = SampleSettlement.objects.filter(run=run, reason=SettlementReason.COMPLETED)
+        return CancelRelease(
+            currency=quote.currency or None,
+            samples=samples,
+            released=min(released, held),
+            still_held=max(held - released, 0),
+            charged=_sum(SampleSettlement.objects.filter(run=run), "captured"),
+            samples_charged=charged.count(),
+        )

@@ -219,3 +219,16 @@ class HistoryInline(ReadOnlyMixin, ScopedInline):
     max_num = 0
     can_delete = False
     show_change_link = True
+
+
+class InternalTableMixin:
+    """Plumbing a superuser debugs with (refused stale writes, attempts, analysis revisions):
+    its pages stay reachable from the rows that link them for whoever may view them, but the
+    home page and the app pages list it for superusers only, so people see their work there."""
+
+    internal_table = True
+
+    def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
+        if not request.user.is_superuser:
+            return {}
+        return super().get_model_perms(request)  # type: ignore[misc]

@@ -35,6 +35,11 @@ LAYER_STATES: dict[str, list[str]] = {
 STATUS_SEGMENTS = ("succeeded", "review", "invalid", "failed", "pending")
 
 
+def plural(n: int, word: str, many: str = "") -> str:
+    """`1 run`, `2 runs` (`many` for the words that do not take an s)."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
 def muted(text: str) -> SafeString:
     return format_html('<span class="geo-muted">{}</span>', text)
 

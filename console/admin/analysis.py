@@ -16,7 +16,13 @@ from django.utils.safestring import SafeString, mark_safe
 
 from analysis.models import AmbiguousWord, AnalysisResult, AnalysisRevision, Mention
 from connectors.registry import known_platforms
-from console.admin_base import FieldValueFilter, HistoryAdmin, OptionsFilter, TenantScopedAdmin
+from console.admin_base import (
+    FieldValueFilter,
+    HistoryAdmin,
+    InternalTableMixin,
+    OptionsFilter,
+    TenantScopedAdmin,
+)
 from sampling.models import Run
 from tenancy.scope import scoped
 
@@ -118,7 +124,7 @@ class MentionAdmin(HistoryAdmin):
 
 
 @admin.register(AnalysisRevision)
-class AnalysisRevisionAdmin(HistoryAdmin):
+class AnalysisRevisionAdmin(InternalTableMixin, HistoryAdmin):
     list_display = ("id", "run", "number", "analyser", "analyser_version", "state", "expected")
     list_filter = ("analyser", "state")
 

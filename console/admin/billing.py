@@ -59,6 +59,7 @@ from billing.services import (
     was_replayed,
 )
 from connectors.registry import known_platforms
+from console.admin.sampling.runs import run_choices
 from console.admin_base import ReadOnlyMixin, ScopedInline, TenantScopedAdmin
 from console.widgets import money
 from sampling.models import Run
@@ -337,6 +338,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
                 "title": "Reconciliation",
                 "opts": self.model._meta,
                 "params": params,
+                **run_choices(request),
                 **_report_context(report, params.get("page")),
             },
         )

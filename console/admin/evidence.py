@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +33,7 @@ from console.widgets import (
     admin_link,
     citations_html,
     evidence_objects_html,
+    plural,
 )
 from evidence.models import (
     Capture,
@@ -49,9 +51,10 @@ from evidence.sanitize import (
     LINK_REL,
     render_display_html,
 )
-from evidence.services import ReviewNotAllowed, decide_review
+from evidence.services import ReviewNotAllowed, decide_review, read_object
 from sampling.models import AnalysisState, EvidenceState, QueueState, Sample
 from sampling.snapshots import RunConfig
+from sampling.transitions import PARSE_FAILED
 from tenancy.scope import scoped
 
 
@@ -170,12 +173,13 @@ def _mark_mentions(escaped_text: str, entities: list[Entity], brand: str) -> str
 
 
 def review_queue(user: Any) -> QuerySet[ReviewSample]:
-    acknowledged = ReviewDecision.objects.filter(
-        sample_id=OuterRef("pk"), decision=ReviewDecisionKind.ACKNOWLEDGED
-    )
+    """Samples awaiting a decision. One decision settles a sample: accepting or rejecting its
+    analysis is made on the page that lists its partial evidence too, so partial evidence
+    needs its own acknowledgement only when the analysis was never in question."""
+    decided = ReviewDecision.objects.filter(sample_id=OuterRef("pk"))
     queue = ReviewSample.objects.filter(queue_state=QueueState.DONE).filter(
         Q(analysis_state=AnalysisState.REVIEW)
-        | (Q(evidence_state=EvidenceState.PARTIAL) & ~Exists(acknowledged))
+        | (Q(evidence_state=EvidenceState.PARTIAL) & ~Exists(decided))
     )
     return scoped(queue, user)
 
@@ -193,6 +197,7 @@ class ReviewReasonFilter(OptionsFilter):
 class ReviewSampleAdmin(HistoryAdmin):
     """Samples an analyst must look at; accept / reject go through the state machine."""
 
+    count_noun = ("sample in the review queue", "samples in the review queue")
     list_display = (
         "id",
         "run_short",
@@ -222,19 +227,71 @@ class ReviewSampleAdmin(HistoryAdmin):
 
     @admin.display(description="reasons")
     def reasons(self, sample: Sample) -> str:
-        return "; ".join(_reasons(sample)) or "—"
+        return "; ".join(reason.plain for reason in review_reasons(sample)) or "—"
+
+    actions = ("accept_selected", "reject_selected", "acknowledge_selected")
 
     def get_urls(self) -> list[URLPattern]:
         return [self.object_url("decide", self.decide_view), *super().get_urls()]
 
     def change_view(self, request: HttpRequest, object_id: str, *_: Any, **__: Any) -> HttpResponse:
-        """The review page replaces the change form (nothing here is edited as a form)."""
-        sample = self._queued(request, object_id)
+        """The review page replaces the change form (nothing here is edited as a form). A
+        sample decided already (or never queued) in the reader's scope is shown as it stands,
+        with its decisions and without a form: a link to it keeps working."""
+        try:
+            sample = self._queued(request, object_id)
+            queued = True
+        except Http404:
+            sample = self._in_scope(request, object_id)
+            queued = False
+        context = _review_context(request, sample)
+        if not queued:
+            context.update(queued=False, can_accept=False, can_reject=False, can_acknowledge=False)
         return TemplateResponse(
             request,
             "admin/evidence/reviewsample/detail.html",
-            {**self.admin_site.each_context(request), **_review_context(request, sample)},
+            {**self.admin_site.each_context(request), **context},
         )
+
+    def _in_scope(self, request: HttpRequest, object_id: str) -> ReviewSample:
+        pk = _int_or_none(unquote(object_id))
+        queryset = scoped(ReviewSample.objects.select_related("question_revision"), request.user)
+        sample = queryset.filter(pk=pk).first() if pk is not None else None
+        if sample is None:
+            raise Http404("no such sample")
+        if not self.has_view_permission(request, sample):
+            raise PermissionDenied
+        return sample
+
+    def _decide_selected(
+        self, request: HttpRequest, queryset: QuerySet[ReviewSample], decision: str
+    ) -> None:
+        """One decision per selected sample; a sample it cannot settle is named, not hidden."""
+        if not request.user.has_perm("evidence.add_reviewdecision"):
+            raise PermissionDenied
+        done, refused = 0, []
+        for sample in queryset:
+            try:
+                decide_review(sample_id=sample.pk, decision=decision, reviewer_id=request.user.pk)
+                done += 1
+            except ReviewNotAllowed as error:
+                refused.append(f"sample {sample.pk}: {error}")
+        if done:
+            self.message_user(request, f"{plural(done, 'sample')} {decision}.", messages.SUCCESS)
+        for reason in refused:
+            self.message_user(request, reason, messages.WARNING)
+
+    @admin.action(description="Accept the analysis of the selected samples")
+    def accept_selected(self, request: HttpRequest, queryset: QuerySet[ReviewSample]) -> None:
+        self._decide_selected(request, queryset, ReviewDecisionKind.ACCEPTED)
+
+    @admin.action(description="Reject the selected samples")
+    def reject_selected(self, request: HttpRequest, queryset: QuerySet[ReviewSample]) -> None:
+        self._decide_selected(request, queryset, ReviewDecisionKind.REJECTED)
+
+    @admin.action(description="Acknowledge the partial evidence of the selected samples")
+    def acknowledge_selected(self, request: HttpRequest, queryset: QuerySet[ReviewSample]) -> None:
+        self._decide_selected(request, queryset, ReviewDecisionKind.ACKNOWLEDGED)
 
     def _queued(self, request: HttpRequest, object_id: str) -> ReviewSample:
         pk = _int_or_none(unquote(object_id))
@@ -270,18 +327,59 @@ def _int_or_none(value: str) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def _reasons(sample: Sample) -> list[str]:
+@dataclass(frozen=True)
+class ReviewReason:
+    """Why a sample is queued: a sentence for the analyst, the recorded string folded away."""
+
+    plain: str
+    detail: str
+
+
+def _unparsed(sample: Sample) -> bool:
+    return sample.analysis_reason.startswith(PARSE_FAILED)
+
+
+def review_reasons(sample: Sample) -> list[ReviewReason]:
     reasons = []
     if sample.analysis_state == AnalysisState.REVIEW:
-        note = (
-            analysis_review_note(sample_id=sample.pk)
-            or sample.validity_reason
-            or sample.analysis_reason  # e.g. the parser's error
+        if _unparsed(sample):
+            reasons.append(
+                ReviewReason(
+                    "The platform's answer could not be read, so nothing was analysed: its raw "
+                    "body is below. Reject it, or re-parse it once the parser is fixed.",
+                    sample.analysis_reason,
+                )
+            )
+        else:
+            note = analysis_review_note(sample_id=sample.pk) or sample.validity_reason
+            reasons.append(
+                ReviewReason(
+                    "The analysis is unsure about this answer: check the marked mentions, "
+                    "then accept or reject it.",
+                    note or sample.analysis_reason,
+                )
+            )
+    if sample.evidence_state == EvidenceState.PARTIAL and not _unparsed(sample):
+        reasons.append(
+            ReviewReason(
+                "Part of the evidence is missing (the screenshot or the citations, say); the "
+                "answer itself counts.",
+                sample.evidence_reason or "no reason recorded",
+            )
         )
-        reasons.append(f"analysis in review{': ' + note if note else ''}")
-    if sample.evidence_state == EvidenceState.PARTIAL:
-        reasons.append(f"partial evidence: {sample.evidence_reason or 'unspecified'}")
     return reasons
+
+
+RAW_SHOWN = 20_000  # characters of a raw body shown inline; the whole one is a download
+
+
+def _raw_body(capture: Capture | None) -> str:
+    """The raw response as received, decoded for reading (escaped by the template)."""
+    raw = capture.evidence_objects.filter(kind=EvidenceKind.RAW).first() if capture else None
+    if raw is None:
+        return ""
+    text = read_object(key=raw.key).decode("utf-8", errors="replace")
+    return text if len(text) <= RAW_SHOWN else text[:RAW_SHOWN] + "\n… (cut; download it whole)"
 
 
 def _review_context(request: HttpRequest, sample: ReviewSample) -> dict[str, Any]:
@@ -303,7 +401,9 @@ def _review_context(request: HttpRequest, sample: ReviewSample) -> dict[str, Any
         "opts": ReviewSample._meta,
         "sample": sample,
         "capture": capture,
-        "reasons": _reasons(sample),
+        "reasons": review_reasons(sample),
+        "queued": True,
+        "raw_body": _raw_body(capture) if _unparsed(sample) else "",
         "warnings": capture.warnings if capture is not None else [],
         "answer": highlighted_answer_html(capture.answer_text, entities, brand)
         if capture is not None
@@ -314,7 +414,12 @@ def _review_context(request: HttpRequest, sample: ReviewSample) -> dict[str, Any
         "screenshot_url": reverse("evidence:download", args=[screenshot.pk]) if screenshot else "",
         "thumbnail_url": reverse("evidence:download", args=[thumbnail.pk]) if thumbnail else "",
         "decisions": list(sample.review_decisions.select_related("reviewer")),
-        "can_accept": sample.analysis_state == AnalysisState.REVIEW,
+        # Only what can succeed: an unread answer or one without text has nothing to accept.
+        "can_accept": sample.analysis_state == AnalysisState.REVIEW
+        and not _unparsed(sample)
+        and capture is not None
+        and bool(capture.answer_text),
+        "can_reject": sample.analysis_state == AnalysisState.REVIEW,
         "can_acknowledge": sample.analysis_state != AnalysisState.REVIEW
         and sample.evidence_state == EvidenceState.PARTIAL,
         "decide_url": reverse("admin:evidence_reviewsample_decide", args=[sample.pk]),

@@ -211,7 +211,7 @@ def test_finance_tops_up_reads_ledger_and_reconciliation_and_downloads_csv_and_x
     page.goto(f"{live_server.url}/admin/billing/journalentry/")
     _shot(page, "finance-4-ledger")
     page.click("#reconciliation-link")
-    page.fill("input[name=run]", str(run.pk))
+    page.select_option("#recon-run", str(run.pk))
     page.click("#recon-form button[type=submit]:not([name])")
     page.wait_for_selector("#recon-totals")
     _shot(page, "finance-5-reconciliation")

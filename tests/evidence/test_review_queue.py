@@ -51,7 +51,7 @@ def test_analysis_in_review_is_accepted_through_the_state_machine(
     assert '<mark class="geo-competitor">Globex</mark>' in page
     assert "<strong><mark" in page  # Markdown rendered, then highlighted
     assert "https://acme.com/pricing" in page  # citations
-    assert "analysis in review" in page
+    assert "The analysis is unsure about this answer" in page
 
     decide = reverse("admin:evidence_reviewsample_decide", args=[sample.pk])
     response = client.post(decide, {"decision": "accepted", "note": "checked"})
@@ -84,7 +84,8 @@ def test_partial_evidence_shows_its_reason_and_can_only_be_acknowledged(
     client = _client(user("ana", tenant="acme", role="analyst"))
     sample_page = reverse("admin:evidence_reviewsample_change", args=[sample.pk])
     page = client.get(sample_page)
-    assert "partial evidence: SCREENSHOT_UNAVAILABLE" in page.content.decode()
+    assert "Part of the evidence is missing" in page.content.decode()
+    assert "<code>SCREENSHOT_UNAVAILABLE</code>" in page.content.decode()  # folded detail
     assert "No screenshot stored." in page.content.decode()
 
     decide = reverse("admin:evidence_reviewsample_decide", args=[sample.pk])

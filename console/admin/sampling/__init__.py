@@ -6,9 +6,11 @@ from django.contrib import admin
 
 from . import brands, campaigns, history, runs, samples
 
-admin.site.site_header = "GEO operator console"
+# The header and the home page's title say the reader's role (console/templatetags/console.py,
+# templates/admin/base_site.html); these are what a page without a reader shows.
+admin.site.site_header = "GEO console"
 admin.site.site_title = "GEO console"
-admin.site.index_title = "Campaigns, runs and evidence"
+admin.site.index_title = "Home"
 # The console's tables (runs, samples) are wide; the app list is one click away in the header.
 admin.site.enable_nav_sidebar = False
 

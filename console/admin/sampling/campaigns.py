@@ -23,7 +23,7 @@ from billing.services import BillingError
 from connectors.base import Capabilities
 from connectors.registry import get_connector, known_platforms
 from console.admin_base import CappedCountPaginator, ScopedInline, TenantScopedAdmin
-from console.widgets import money
+from console.widgets import money, plural
 from pipeline.preview import (
     LaunchPreview,
     StalePreview,
@@ -272,7 +272,9 @@ class CampaignAdmin(TenantScopedAdmin):
     @admin.display(description="runs", ordering="run_count")
     def runs_link(self, campaign: Campaign) -> SafeString:
         url = reverse("admin:sampling_run_changelist") + f"?campaign__id__exact={campaign.pk}"
-        return format_html('<a href="{}">{} runs</a>', url, getattr(campaign, "run_count", 0))
+        return format_html(
+            '<a href="{}">{}</a>', url, plural(getattr(campaign, "run_count", 0), "run")
+        )
 
     @admin.display(description="plan")
     def preview_link(self, campaign: Campaign) -> SafeString:
@@ -381,7 +383,9 @@ class CampaignAdmin(TenantScopedAdmin):
             )
         else:
             self.log_addition(request, run, f"Launched from the plan preview of {campaign}")
-            messages.success(request, f"Launched {run} with {run.planned_samples} samples.")
+            messages.success(
+                request, f"Launched {run} with {plural(run.planned_samples, 'sample')}."
+            )
         return redirect("admin:sampling_run_change", run.pk)
 
 

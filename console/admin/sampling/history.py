@@ -5,12 +5,12 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import Q
 
-from console.admin_base import HistoryAdmin, OptionsFilter
+from console.admin_base import HistoryAdmin, InternalTableMixin, OptionsFilter
 from sampling.models import Attempt, OutboxMessage, StaleWrite
 
 
 @admin.register(Attempt)
-class AttemptAdmin(HistoryAdmin):
+class AttemptAdmin(InternalTableMixin, HistoryAdmin):
     list_display = (
         "id",
         "sample",
@@ -28,7 +28,7 @@ class AttemptAdmin(HistoryAdmin):
 
 
 @admin.register(StaleWrite)
-class StaleWriteAdmin(HistoryAdmin):
+class StaleWriteAdmin(InternalTableMixin, HistoryAdmin):
     list_display = (
         "id",
         "sample",

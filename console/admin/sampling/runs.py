@@ -7,12 +7,15 @@ from datetime import datetime
 from typing import Any, cast
 
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.utils import display_for_value
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
@@ -21,18 +24,19 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 
 from analysis.report_exports import FORMATS, render_report, stream_report
 from analysis.reports import ReportIntegrityError, build_run_report
-from billing.selectors import run_billing
+from billing.selectors import cancel_release, run_billing, snapshot
 from console.admin_base import TenantScopedAdmin
 from console.widgets import (
     LAYER_STATES,
     money,
     outcome_badge,
+    plural,
     pretty_json,
     samples_url,
     status_context,
 )
 from pipeline.runs import cancel_run
-from sampling.models import Run
+from sampling.models import Batch, Run
 from sampling.selectors import (
     Status,
     batch_statuses,
@@ -42,7 +46,7 @@ from sampling.selectors import (
 )
 from sampling.selectors import run_status as status_of_run
 from tenancy.roles import REPORT_ROLES
-from tenancy.scope import user_scope
+from tenancy.scope import scoped, user_scope
 
 _STATUS_ATTR = "_console_status"
 CONTENT_TYPES = {
@@ -198,18 +202,39 @@ class RunAdmin(TenantScopedAdmin):
             return format_html('<span class="geo-muted">{}</span>', "no quote recorded")
         return pretty_json(run.quote_snapshot)
 
-    @admin.action(description="Cancel the selected runs", permissions=["cancel"])
-    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+    @admin.action(description="Cancel the selected runs…", permissions=["cancel"])
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> TemplateResponse | None:
+        """First a confirmation page naming what each run releases and keeps charged (as
+        Django's delete action does); its confirm button posts the action again."""
+        if request.POST.get("confirm") != "yes":
+            return self._cancel_confirmation(request, list(queryset), action=True)
         for run in queryset:
             cancelled = cancel_run(run_id=run.pk)
-            self.message_user(request, f"{run}: {cancelled} samples not yet submitted cancelled.")
+            self.message_user(request, _cancelled_message(run, cancelled), messages.SUCCESS)
+        return None
+
+    def _cancel_confirmation(
+        self, request: HttpRequest, runs: list[Run], *, action: bool
+    ) -> TemplateResponse:
+        rows = [cancel_row(run) for run in runs]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Cancel this run?" if len(runs) == 1 else f"Cancel {len(runs)} runs?",
+            "rows": rows,
+            "cancellable": [row for row in rows if row["cancellable"]],
+            "action": action,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "original": runs[0] if not action and runs else None,
+        }
+        return TemplateResponse(request, "admin/sampling/run/cancel_confirmation.html", context)
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view
         report_download = wrap(xframe_options_sameorigin(self.report_download_view))
         return [
             self.object_url("progress", self.progress_view),
-            self.object_url("cancel", self.cancel_view, post_only=True),
+            self.object_url("cancel", self.cancel_view),
             self.object_url("report", self.report_view),
             path(
                 "<path:object_id>/report.<str:fmt>",
@@ -223,28 +248,39 @@ class RunAdmin(TenantScopedAdmin):
         return _run_detail_context(request, obj, self)
 
     def progress_view(self, request: HttpRequest, object_id: str) -> JsonResponse:
+        """Everything the run page shows, from one snapshot: the status counts, each panel
+        rendered by the page's own templates, and the run's changing fields."""
         run = self._scoped_object_or_404(request, object_id)
-        status = status_of_run(run_id=run.pk)
-        context = status_context(status)
+        with snapshot():
+            run.refresh_from_db()
+            context = _run_detail_context(request, run, self)
+            panels = {
+                panel_id: render_to_string(template, context, request)
+                for panel_id, template in RUN_PANELS.items()
+            }
+        status: Status = context["status"]
         return JsonResponse(
             {
                 **status.as_dict(),
                 "outcome_label": context["outcome_label"],
                 "percent_terminal": context["percent_terminal"],
                 "segments": context["segments"],
+                "panels": panels,
+                "fields": {
+                    name: str(display_for_value(getattr(run, name), "–"))
+                    for name in ("finished_at", "cancelled_at")
+                },
             }
         )
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """GET: what cancelling would release and keep charged; POST: cancel."""
         run = self._scoped_object_or_404(request, object_id)
         if not self.has_cancel_permission(request):
             raise PermissionDenied
-        cancelled = cancel_run(run_id=run.pk)
-        messages.success(
-            request,
-            f"Cancelled: {cancelled} samples not yet submitted will not run; work the upstream "
-            "already accepted finishes and is charged.",
-        )
+        if request.method != "POST":
+            return self._cancel_confirmation(request, [run], action=False)
+        messages.success(request, _cancelled_message(run, cancel_run(run_id=run.pk)))
         return redirect("admin:sampling_run_change", run.pk)
 
     def _reportable_run(self, request: HttpRequest, object_id: str) -> Run:
@@ -283,6 +319,40 @@ class RunAdmin(TenantScopedAdmin):
             name = f"run-{str(run.pk)[:8]}-report.{fmt}"
             response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
+
+
+RUN_PANELS = {
+    f"run-{name}": f"admin/sampling/run/_{name}_panel.html"
+    for name in ("status", "money", "platforms", "failures", "layers", "batches")
+}
+
+
+def cancel_row(run: Run) -> dict[str, Any]:
+    """One run on the cancel confirmation: what stops, what is released, what stays charged."""
+    status = status_of_run(run_id=run.pk)
+    release = cancel_release(run_id=run.pk)
+    currency = release.currency or ""
+    return {
+        "run": run,
+        "cancellable": run.finished_at is None and run.cancelled_at is None,
+        "status": status,
+        "outcome_label": status_context(status)["outcome_label"],
+        "stopping": plural(release.samples, "sample"),
+        "continuing": plural(max(status.pending - release.samples, 0), "sample"),
+        "charged_samples": plural(release.samples_charged, "sample"),
+        "released": money(release.released, currency),
+        "still_held": money(release.still_held, currency),
+        "charged": money(release.charged, currency),
+        "holds_money": bool(currency),
+    }
+
+
+def _cancelled_message(run: Run, cancelled: int) -> str:
+    return (
+        f"Run {str(run.pk)[:8]} cancelled: {plural(cancelled, 'sample')} not yet submitted "
+        "will not run and their hold is released; work the upstream already accepted "
+        "finishes and is charged."
+    )
 
 
 def _money_summary(run: Run) -> dict[str, str] | None:
@@ -330,6 +400,7 @@ def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -
     ]
     return {
         **status_context(status),
+        "run_panels": list(RUN_PANELS.values()),
         "run": run,
         "layers": layers,
         "batch_page": page,
@@ -357,4 +428,32 @@ def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -
         "progress_url": reverse("admin:sampling_run_progress", args=[run.pk]),
         "cancel_url": reverse("admin:sampling_run_cancel", args=[run.pk]),
         "run_samples_url": samples_url(run=run.pk),
+    }
+
+
+RUN_CHOICES = 200  # the newest runs a chooser offers; older ones by date range
+
+
+def run_choices(request: HttpRequest) -> dict[str, Any]:
+    """What a run chooser (reconciliation) offers: the reader's newest runs, named by
+    campaign, tenant and launch time, and the platforms those runs used."""
+    runs = scoped(Run.objects.select_related("campaign", "tenant"), request.user).order_by(
+        "-created_at"
+    )
+    return {
+        "run_choices": [
+            (
+                str(run.pk),
+                f"{run.campaign.name} · {run.tenant.slug} · {run.created_at:%Y-%m-%d %H:%M}"
+                f" · {str(run.pk)[:8]}",
+            )
+            for run in runs[:RUN_CHOICES]
+        ],
+        "platform_choices": sorted(
+            set(
+                Batch.objects.filter(run__in=runs.values("pk"))
+                .values_list("platform", flat=True)
+                .distinct()
+            )
+        ),
     }

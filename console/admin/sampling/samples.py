@@ -21,6 +21,7 @@ from console.widgets import (
     admin_link,
     layer_display,
     muted,
+    plural,
     screenshot_html,
 )
 from evidence.models import Capture, ReviewDecision
@@ -363,7 +364,7 @@ class SampleAdmin(HistoryAdmin):
             except NotResolvable as error:
                 self.message_user(request, str(error), messages.WARNING)
         if done:
-            self.message_user(request, f"{done} samples resolved as {resolution.value}.")
+            self.message_user(request, f"{plural(done, 'sample')} resolved as {resolution.value}.")
 
 
 def _terminal_or_plain(sample: Sample, layer: str) -> SafeString:

@@ -1,41 +1,33 @@
-/* Live progress: poll the run's status (same aggregation service) until it is finished,
-   then reload once so every table shows the final counts. */
+/* The live run page: every panel comes from the run's progress endpoint (one snapshot,
+   rendered by the same templates as the page), swapped in every two seconds until the run is
+   finished; the last answer is the final state, so the page never needs a reload. */
 (function () {
-  var cancel = document.getElementById("cancel-form");
-  if (cancel) {
-    cancel.addEventListener("submit", function (event) {
-      if (!window.confirm(cancel.dataset.confirm)) { event.preventDefault(); }
-    });
+  var first = document.getElementById("run-status");
+  if (!first || first.dataset.finished === "1") { return; }
+  // The batch table's page travels with the poll, so the rows on screen stay the ones shown.
+  var url = first.dataset.progressUrl + window.location.search;
+  function swap(id, html) {
+    var old = document.getElementById(id);
+    if (!old || !html) { return; }
+    var holder = document.createElement("div");
+    holder.innerHTML = html;
+    var fresh = holder.firstElementChild;
+    if (fresh) { old.replaceWith(fresh); }
   }
-  var panel = document.getElementById("run-status");
-  if (!panel || panel.dataset.finished === "1") { return; }
-  var url = panel.dataset.progressUrl;
   function update(data) {
-    panel.querySelector(".geo-status-text").textContent =
-      (data.planned - data.pending) + " of " + data.planned + " samples terminal (" + data.percent_terminal + "%)";
-    var badge = panel.querySelector(".geo-badge");
-    badge.textContent = data.outcome_label;
-    badge.className = "geo-badge geo-" + data.outcome;
-    badge.dataset.outcome = data.outcome;
-    var bar = panel.querySelector(".geo-bar");
-    bar.innerHTML = "";
-    data.segments.forEach(function (seg) {
-      var span = document.createElement("span");
-      span.className = "geo-seg-" + seg.name;
-      span.style.width = seg.width + "%";
-      span.title = seg.name + ": " + seg.count;
-      bar.appendChild(span);
+    Object.keys(data.panels || {}).forEach(function (id) { swap(id, data.panels[id]); });
+    Object.keys(data.fields || {}).forEach(function (name) {
+      var cell = document.querySelector(".field-" + name + " .readonly");
+      if (cell) { cell.textContent = data.fields[name]; }
     });
-    ["planned", "succeeded", "review", "invalid", "failed", "pending", "uncertain", "parked"].forEach(function (name) {
-      var cell = panel.querySelector('[data-count="' + name + '"]');
-      if (cell) { cell.textContent = data[name]; }
-    });
-    if (data.finished) { window.location.reload(); }
   }
   function poll() {
     fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
       .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (data) { if (data) { update(data); } if (!data || !data.finished) { setTimeout(poll, 2000); } })
+      .then(function (data) {
+        if (data) { update(data); }
+        if (!data || !data.finished) { setTimeout(poll, 2000); }
+      })
       .catch(function () { setTimeout(poll, 5000); });
   }
   setTimeout(poll, 2000);

@@ -1,0 +1,70 @@
+"""The run page's one progress endpoint (issue 29, finding 3): every panel of the page from the
+same moment, rendered by the page's own templates."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from console.admin.sampling.runs import RUN_PANELS
+from sampling.models import Run, Sample
+from tests.admin.conftest import SUCCEEDED
+
+pytestmark = pytest.mark.django_db
+
+
+def _progress(client: Client, run: Run) -> dict:
+    response = client.get(reverse("admin:sampling_run_progress", args=[run.pk]))
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    return response.json()
+
+
+def test_progress_renders_every_panel_of_the_run_page(admin_client: Client, run: Run) -> None:
+    data = _progress(admin_client, run)
+
+    assert (
+        set(data["panels"])
+        == set(RUN_PANELS)
+        == {
+            "run-status",
+            "run-money",
+            "run-platforms",
+            "run-failures",
+            "run-layers",
+            "run-batches",
+        }
+    )
+    for panel_id, html in data["panels"].items():
+        assert html.strip().startswith(f'<div class="geo-panel" id="{panel_id}"'), panel_id
+    assert data["fields"] == {"finished_at": "–", "cancelled_at": "–"}
+
+
+def test_every_panel_counts_the_samples_that_succeeded_since_launch(
+    admin_client: Client, run: Run
+) -> None:
+    first = Sample.objects.filter(run=run).order_by("id").first()
+    assert first is not None
+    Sample.objects.filter(pk=first.pk).update(**SUCCEEDED)
+
+    data = _progress(admin_client, run)
+
+    panels = data["panels"]
+    assert data["succeeded"] == 1 and data["pending"] == 3
+    assert 'data-count="succeeded">1</strong>' in panels["run-status"]
+    assert (
+        '<td data-count="succeeded">1</td><td data-count="review">0</td>' in panels["run-platforms"]
+    )
+    assert '<td data-count="succeeded">1</td>' in panels["run-batches"]
+    assert '<td data-count="pending">3</td>' in panels["run-batches"]
+    assert 'data-layer-state="analysis.accepted">1</td>' in panels["run-layers"]
+
+
+def test_progress_keeps_the_batch_page_the_person_is_looking_at(
+    admin_client: Client, run: Run
+) -> None:
+    url = reverse("admin:sampling_run_progress", args=[run.pk])
+
+    data = admin_client.get(url, {"batch_page": "1"}).json()
+
+    assert '<tr class="batch" data-batch="0">' in data["panels"]["run-batches"]
