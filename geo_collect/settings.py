@@ -419,6 +419,19 @@ GEO_GLOBAL_RATE_LIMIT = float(os.environ.get("GEO_GLOBAL_RATE_LIMIT", "0"))
 GEO_TENANT_RATE_LIMIT = float(os.environ.get("GEO_TENANT_RATE_LIMIT", "0"))
 # A step claimed this many times without finishing is parked with its reason (poison message).
 GEO_MAX_STEP_CLAIMS = int(os.environ.get("GEO_MAX_STEP_CLAIMS", "8"))
+# An accepted task is polled through failed polls for this long after its acceptance.
+GEO_POLL_DEADLINE_SECONDS = float(os.environ.get("GEO_POLL_DEADLINE_SECONDS", "3600"))
+# A circuit per platform and egress (pipeline/circuits.py): it opens after this many
+# connection failures (nothing reached the platform) within the window, with no answer
+# between; stays open for the cooldown (doubling on every reopen, up to the maximum), then
+# lets this many probe steps through (half-open), and closes once they reach the platform.
+GEO_CIRCUIT_FAILURES = int(os.environ.get("GEO_CIRCUIT_FAILURES", "5"))
+GEO_CIRCUIT_WINDOW_SECONDS = float(os.environ.get("GEO_CIRCUIT_WINDOW_SECONDS", "30"))
+GEO_CIRCUIT_OPEN_SECONDS = float(os.environ.get("GEO_CIRCUIT_OPEN_SECONDS", "5"))
+GEO_CIRCUIT_MAX_OPEN_SECONDS = float(os.environ.get("GEO_CIRCUIT_MAX_OPEN_SECONDS", "60"))
+GEO_CIRCUIT_PROBES = int(os.environ.get("GEO_CIRCUIT_PROBES", "1"))
+# How often the dispatcher reads the open circuits (one statement).
+GEO_CIRCUIT_REFRESH_SECONDS = float(os.environ.get("GEO_CIRCUIT_REFRESH_SECONDS", "1"))
 # Shared secret of the collection provider's signed callbacks (POST /callbacks/collector/).
 GEO_COLLECTOR_CALLBACK_SECRET = os.environ.get("GEO_COLLECTOR_CALLBACK_SECRET", "")
 

@@ -44,7 +44,7 @@ from pipeline.step_context import (
     locked_step,
     queue_charge,
     retry_policy,
-    upstream_wait,
+    upstream_call,
     verdict_for,
 )
 from pipeline.step_context import frozen_model as frozen_model
@@ -145,9 +145,9 @@ def handle_verify(ctx: StepContext, sample: Sample) -> str:
     attempt = sample.attempt_set.order_by("-attempt_no").first()
     if attempt is None:
         raise RuntimeError(f"sample {sample.pk} is uncertain without an attempt")
-    upstream_wait()
+    lookup = connector(sample.platform).lookup
     try:
-        upstream_id = connector(sample.platform).lookup(attempt.idempotency_key)
+        upstream_id = upstream_call(sample.platform, lambda: lookup(attempt.idempotency_key))
     except UpstreamError as error:
         return decided(ctx, retry_policy().after_verify_error(error))
     with locked_step(ctx, "verify") as step:
@@ -166,13 +166,12 @@ def _age_seconds(sample: Sample) -> float:
 
 def handle_poll(ctx: StepContext, sample: Sample) -> str:
     policy = retry_policy()
-    upstream_wait()
+    poll = connector(sample.platform).poll
     try:
-        polled = connector(sample.platform).poll(sample.upstream_id)
+        polled = upstream_call(sample.platform, lambda: poll(sample.upstream_id))
     except UpstreamError as error:
-        # The age is read only when there is no hint to follow (the policy prefers the hint).
-        age = 0.0 if error.retry_after else _age_seconds(sample)
-        return decided(ctx, policy.after_poll_error(error, claims=sample.claims, age_seconds=age))
+        # Failed polls are bounded by the task's age (its deadline), not by their count.
+        return decided(ctx, policy.after_poll_error(error, age_seconds=_age_seconds(sample)))
     if polled.state in ("queued", "running"):
         age = 0.0 if polled.retry_after else _age_seconds(sample)
         decision = policy.next_poll(age_seconds=age, hint=polled.retry_after)
@@ -211,10 +210,10 @@ def _render_screenshot(ctx: StepContext, sample: Sample) -> str:
 def handle_evidence(ctx: StepContext, sample: Sample) -> str:
     if not connector(sample.platform).capabilities().asynchronous:
         return _render_screenshot(ctx, sample)
-    upstream_wait()
+    fetch = connector(sample.platform).fetch_evidence
     try:
         result = inputs.upstream_result(
-            connector(sample.platform).fetch_evidence(sample.upstream_id, sample_id=sample.pk)
+            upstream_call(sample.platform, lambda: fetch(sample.upstream_id, sample_id=sample.pk))
         )
     except UpstreamError as error:
         return decided(ctx, retry_policy().after_evidence_error(error, claims=sample.claims))

@@ -60,7 +60,13 @@ log = logging.getLogger(__name__)
 
 # Retrying these is the policy's call; when it gives up on one, the reason says why.
 _RETRYABLE = frozenset(
-    {ErrorClass.RATE_LIMITED, ErrorClass.TRANSIENT, ErrorClass.TRUNCATED, ErrorClass.LOST}
+    {
+        ErrorClass.RATE_LIMITED,
+        ErrorClass.TRANSIENT,
+        ErrorClass.UNREACHABLE,
+        ErrorClass.TRUNCATED,
+        ErrorClass.LOST,
+    }
 )
 
 
@@ -432,7 +438,10 @@ class SampleStep:
     def _retry(self, outcome: str, step: str, decision: RetryDecision, reason: str) -> str:
         assert decision.action in (RETRY, POLL), decision
         metrics.RETRIES.labels(self.sample.platform, seen(self.sample, "step"), reason).inc()
-        return self._release_and_save(outcome, step=step, delay=decision.delay_seconds)
+        self._release(step=step, delay=decision.delay_seconds)
+        if not decision.counted:  # an unreachable platform, a poll bounded by its deadline
+            self.sample.claims = 0
+        return self._save(outcome)
 
     def _release(self, *, step: str, delay: float = 0.0, state: str = QueueState.READY) -> None:
         s = self.sample
