@@ -306,7 +306,8 @@ def reopen_for_resume(
     sample.claims, sample.due_at = 0, Now()
     sample.completed_at = None
     sample.resumes += 1
-    sample.attempts_before_resume = sample.attempts
+    if not poll_again:  # a task polled again stays in the round of the attempt it came from
+        sample.attempts_before_resume = sample.attempts
     SampleReopen.objects.create(
         sample=sample,
         run_id=sample.run_id,

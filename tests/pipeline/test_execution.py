@@ -9,7 +9,7 @@ crashes and real protocols are proven by the real-process suites (tests/e2e, tes
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -38,10 +38,11 @@ from connectors.base import (
     SubmitOutcome,
     UpstreamError,
 )
+from connectors.retry import GAVE_UP_POLLING
 from evidence.models import Capture
 from evidence.services import decide_review
 from geo_collect.settings import platform_settings
-from pipeline import execution, repair, step_context
+from pipeline import circuits, execution, repair, step_context
 from pipeline.invariants import check_all
 from pipeline.repair import repair_evidence
 from pipeline.runs import finish_run_if_done, on_run_finished
@@ -484,13 +485,65 @@ def test_a_poll_failure_keeps_the_task_id_and_polls_again(upstream: Any) -> None
     assert (sample.upstream_id, sample.step) == ("task-1", "poll")
 
 
-def test_poll_failures_past_the_budget_fail_with_the_reason(upstream: Any) -> None:
+def test_failed_polls_past_the_old_claim_cap_poll_again_and_are_not_poison(
+    upstream: Any,
+) -> None:
     upstream(asynchronous=True, poll=UpstreamError(ErrorClass.TRANSIENT, "503"))
 
     outcome, sample = _step(_accepted(), Step.POLL, claims=settings.GEO_MAX_STEP_CLAIMS - 1)
 
+    assert outcome == "retry-later:poll"
+    assert (sample.step, sample.claims, sample.queue_state) == ("poll", 0, "ready")
+
+
+def test_poll_failures_past_the_task_deadline_fail_with_the_reason(upstream: Any) -> None:
+    upstream(asynchronous=True, poll=UpstreamError(ErrorClass.TRANSIENT, "503"))
+    late = Now() - timedelta(seconds=settings.GEO_POLL_DEADLINE_SECONDS + 1)
+
+    outcome, sample = _step(_accepted(), Step.POLL, accepted_at=late)
+
     assert outcome == "failed"
-    assert sample.failure_reason.startswith("poll failed")
+    assert sample.failure_reason.startswith(GAVE_UP_POLLING)
+
+
+def test_an_unreachable_platform_never_fails_an_accepted_task_past_its_deadline(
+    upstream: Any,
+) -> None:
+    upstream(asynchronous=True, poll=UpstreamError(ErrorClass.UNREACHABLE, "not sent"))
+    late = Now() - timedelta(seconds=settings.GEO_POLL_DEADLINE_SECONDS + 1)
+
+    outcome, sample = _step(_accepted(), Step.POLL, accepted_at=late)
+
+    assert outcome == "retry-later:poll"
+    assert (sample.submission_state, sample.upstream_id) == ("accepted", "task-1")
+
+
+@pytest.fixture
+def counted_here() -> Iterator[None]:
+    """The circuit failures this process counts are forgotten after the test."""
+    yield
+    circuits.forget_counted()
+
+
+@pytest.mark.usefixtures("counted_here")
+def test_unreachable_submits_spend_no_attempt_of_the_budget_and_are_not_poison(
+    upstream: Any, settings: Any
+) -> None:
+    upstream(submit=UpstreamError(ErrorClass.UNREACHABLE, "not sent: refused", egress="direct"))
+    sample = _sample()
+    tries = settings.GEO_MAX_SUBMIT_ATTEMPTS + settings.GEO_MAX_STEP_CLAIMS
+
+    outcomes = [_step(sample, due_at=Now())[0] for _ in range(tries)]
+
+    assert set(outcomes) == {"retry:unreachable"}
+    after = Sample.objects.get(pk=sample.pk)
+    assert (after.attempts, after.step, after.claims) == (tries, "submit", 0)
+    assert after.collection_state == "queued"
+    # The platform then answers with errors it could have answered: those count, as before.
+    upstream(submit=UpstreamError(ErrorClass.TRANSIENT, "503"))
+    answered = [_step(sample, due_at=Now())[0] for _ in range(settings.GEO_MAX_SUBMIT_ATTEMPTS)]
+    assert answered[-1] == "failed:transient"
+    assert answered[:-1] == ["retry:transient"] * (settings.GEO_MAX_SUBMIT_ATTEMPTS - 1)
 
 
 def test_fetched_evidence_completes_the_collection_and_is_analysed(upstream: Any) -> None:
