@@ -21,6 +21,7 @@ RETRY = "retry"  # do the step again after delay_seconds (a submit asks the upst
 POLL = "poll"  # keep the upstream id, poll again after delay_seconds
 VERIFY = "verify"  # the request may have been accepted: look it up before any retry
 REVIEW = "review"  # keep the raw response for a human; never re-ask
+REASK = "reask"  # an outcome that cannot be known: ask again as a new attempt (by policy)
 FAIL = "fail"  # give up with the reason
 
 _NEVER_RETRIED = frozenset(
@@ -42,7 +43,7 @@ GAVE_UP_ON_ACCEPTED = (GAVE_UP_POLLING, GAVE_UP_FETCHING, "poll failed ")
 
 @dataclass(frozen=True)
 class RetryDecision:
-    action: str  # RETRY | POLL | VERIFY | REVIEW | FAIL
+    action: str  # RETRY | POLL | VERIFY | REVIEW | REASK | FAIL
     delay_seconds: float
     reason: str
     # False: the claim that met this error is not held against the step's poison cap (the
@@ -195,14 +196,25 @@ class RetryPolicy:
             return RetryDecision(FAIL, 0.0, f"{GAVE_UP_FETCHING}: {error}")
         return RetryDecision(RETRY, delay, f"evidence fetch failed ({error.error_class.value})")
 
-    def after_verify_error(self, error: UpstreamError) -> RetryDecision:
+    def after_verify_error(
+        self, error: UpstreamError, *, reask_after: float | None = None, age_seconds: float = 0.0
+    ) -> RetryDecision:
         """Looking up an uncertain request failed. A platform that cannot look requests up
-        never will: a person decides. Otherwise look again later (the poison cap bounds it;
-        an unreachable platform is waited out without counting)."""
+        never will: a person decides, unless the platform's policy says to ask again
+        `reask_after` seconds after the uncertain attempt started (`age_seconds` ago): then
+        wait until then (not counted), and ask again. Otherwise look again later (the poison
+        cap bounds it; an unreachable platform is waited out without counting)."""
         if error.error_class is ErrorClass.UNSUPPORTED:
-            return RetryDecision(
-                REVIEW, 0.0, "uncertain: platform cannot confirm acceptance; needs review"
-            )
+            if reask_after is None:
+                return RetryDecision(
+                    REVIEW, 0.0, "uncertain: platform cannot confirm acceptance; needs review"
+                )
+            if age_seconds >= reask_after:
+                return RetryDecision(
+                    REASK, 0.0, f"uncertain for {age_seconds:.0f}s: asked again by policy"
+                )
+            wait = reask_after - age_seconds
+            return RetryDecision(RETRY, wait, f"uncertain: ask again in {wait:.0f}s", counted=False)
         unreachable = error.error_class is ErrorClass.UNREACHABLE
         return RetryDecision(
             RETRY, self.verify_delay_seconds, f"verify failed: {error}", counted=not unreachable

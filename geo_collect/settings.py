@@ -350,8 +350,13 @@ GEO_PLATFORM_MODELS: dict[str, str] = default_models()  # connectors/platforms.p
 # BASE_URL, MODEL, TIMEOUT (seconds), EGRESS ("direct,http://proxy:3128": attempts alternate
 # between these paths), EXTRA (a JSON object of adapter options, e.g. Doubao's bot_id) and
 # CALLBACK_URL. Kept as given; connectors/registry.py turns them into a ConnectorConfig.
+# UNCERTAIN_REASK_SECONDS: what happens to a request whose outcome the platform cannot confirm
+# (no lookup: the direct APIs): unset, it is parked for a person (the default); a number of
+# seconds, it is asked again as a new attempt that long after the uncertain one started, whose
+# outcome and upstream cost stay unknown (flagged in reconciliation).
 PLATFORM_SETTING_NAMES = ("API_KEY", "BASE_URL", "MODEL", "TIMEOUT", "EGRESS", "EXTRA",
-                          "CALLBACK_URL", "MAX_RESPONSE_BYTES", "MAX_RESPONSE_SECONDS")  # fmt: skip
+                          "CALLBACK_URL", "MAX_RESPONSE_BYTES", "MAX_RESPONSE_SECONDS",
+                          "UNCERTAIN_REASK_SECONDS")  # fmt: skip
 
 
 def platform_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:

@@ -21,7 +21,7 @@ from django.conf import settings
 from analysis.services import analyse_sample
 from billing import services as billing
 from connectors.base import ErrorClass, UpstreamError
-from connectors.retry import REVIEW, RetryDecision
+from connectors.retry import REASK, REVIEW, RetryDecision
 from evidence import services as evidence_services
 from evidence.models import Capture
 from evidence.screenshots import ScreenshotUnavailable, render_answer_page
@@ -44,6 +44,7 @@ from pipeline.step_context import (
     locked_step,
     queue_charge,
     retry_policy,
+    uncertain_reask_seconds,
     upstream_call,
     verdict_for,
 )
@@ -58,7 +59,7 @@ from pipeline.submission import (
 from sampling import inputs
 from sampling.dbtime import db_now
 from sampling.leases import renew_lease
-from sampling.models import CollectionState, QueueState, Sample, Step
+from sampling.models import Attempt, CollectionState, QueueState, Sample, Step
 from sampling.steps import load_for_step
 
 
@@ -149,11 +150,25 @@ def handle_verify(ctx: StepContext, sample: Sample) -> str:
     try:
         upstream_id = upstream_call(sample.platform, lambda: lookup(attempt.idempotency_key))
     except UpstreamError as error:
-        return decided(ctx, retry_policy().after_verify_error(error))
+        return _verify_failed(ctx, sample, attempt, error)
     with locked_step(ctx, "verify") as step:
         if upstream_id:
             return step.verified(attempt, upstream_id=upstream_id)
         return step.not_accepted(attempt)
+
+
+def _verify_failed(ctx: StepContext, sample: Sample, attempt: Attempt, error: UpstreamError) -> str:
+    """The lookup failed: park, look again, or (a platform that cannot look up, whose policy
+    is to re-ask) ask again once the uncertain attempt is old enough."""
+    reask_after = uncertain_reask_seconds(sample.platform)
+    age = 0.0
+    if reask_after is not None and error.error_class is ErrorClass.UNSUPPORTED:
+        age = (db_now() - attempt.started_at).total_seconds()
+    decision = retry_policy().after_verify_error(error, reask_after=reask_after, age_seconds=age)
+    if decision.action != REASK:
+        return decided(ctx, decision)
+    with locked_step(ctx, "reask") as step:
+        return step.reasked(attempt, reason=decision.reason)
 
 
 # --- poll ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from uuid import UUID
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as StoreConnectionError
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from analysis.services import AnalysisAhead, Verdict, analyse_ahead
@@ -67,6 +68,25 @@ def retry_policy() -> RetryPolicy:
         max_step_claims=settings.GEO_MAX_STEP_CLAIMS,
         poll_deadline_seconds=settings.GEO_POLL_DEADLINE_SECONDS,
     )
+
+
+def uncertain_reask_seconds(platform: str) -> float | None:
+    """The platform's policy for a request whose outcome it cannot confirm: None, parked for
+    a person (the default); seconds, asked again that long after the uncertain attempt
+    started (GEO_<PLATFORM>_UNCERTAIN_REASK_SECONDS)."""
+    given = settings.GEO_PLATFORMS.get(platform, {}).get("UNCERTAIN_REASK_SECONDS", "")
+    if not str(given).strip():
+        return None
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise ImproperlyConfigured(
+            f"GEO_{platform.upper()}_UNCERTAIN_REASK_SECONDS must be a number of seconds "
+            f"(0 or more), not {given!r}"
+        )
+    return seconds
 
 
 def locked_step(ctx: StepContext, operation: str) -> AbstractContextManager[SampleStep]:

@@ -70,6 +70,11 @@ _RETRYABLE = frozenset(
 )
 
 
+# The error class of an uncertain attempt asked again by its platform's policy: whether the
+# upstream answered (and billed) it is unknown.
+REASKED_UNKNOWN = "reasked_unknown"
+
+
 class Verdict(Protocol):
     """An analysis of the sample's answer (analysis.services.Verdict), applied in the write
     that records it."""
@@ -351,6 +356,22 @@ class SampleStep:
         self.sample.confirm_not_accepted()
         return self._release_and_save("verified-not-accepted", step=Step.SUBMIT)
 
+    def reasked(self, attempt: Attempt, *, reason: str) -> str:
+        """The platform cannot say whether the uncertain attempt was accepted, and its policy
+        is to ask again (not to park for a person): the question is sent again as a new
+        attempt. The uncertain one is closed with that reason (`REASKED_UNKNOWN`): its outcome
+        and upstream cost were never learned (billing.reconciliation lists it as cost
+        unknown)."""
+        self._write_attempt(
+            attempt,
+            status=AttemptStatus.FAILED,
+            error_class=REASKED_UNKNOWN,
+            error_message=reason,
+            finished_at=Now(),
+        )
+        self.sample.confirm_not_accepted()
+        return self._release_and_save("uncertain-reasked", step=Step.SUBMIT)
+
     # --- poll and evidence -------------------------------------------------------------------
 
     def poll_again(self, decision: RetryDecision, *, state: str) -> str:
@@ -490,7 +511,7 @@ class SampleStep:
         if before["evidence_state"] == EvidenceState.PENDING != s.evidence_state:
             metrics.EVIDENCE_RECORDED.labels(s.platform, s.evidence_state).inc()
 
-    def _write_attempt(self, attempt: Attempt, **values: str) -> None:
+    def _write_attempt(self, attempt: Attempt, **values: Any) -> None:
         if not tracked(attempt):
             track(attempt)
         self.attempt = attempt

@@ -7,6 +7,7 @@ from connectors.retry import (
     FAIL,
     GAVE_UP_POLLING,
     POLL,
+    REASK,
     RETRY,
     REVIEW,
     VERIFY,
@@ -172,6 +173,16 @@ def test_a_verify_lookup_that_cannot_work_goes_to_review_else_is_tried_again() -
     assert unsupported.action == REVIEW
     failed = policy.after_verify_error(UpstreamError(ErrorClass.TRANSIENT, "503"))
     assert (failed.action, failed.delay_seconds) == (RETRY, 5.0)
+
+
+def test_an_uncertain_policy_waits_its_time_then_asks_again_instead_of_parking() -> None:
+    policy = RetryPolicy(max_step_claims=3)
+    cannot_tell = UpstreamError(ErrorClass.UNSUPPORTED, "no lookup")
+    early = policy.after_verify_error(cannot_tell, reask_after=300, age_seconds=100)
+    assert (early.action, early.delay_seconds, early.counted) == (RETRY, 200, False)
+    due = policy.after_verify_error(cannot_tell, reask_after=300, age_seconds=300)
+    assert due.action == REASK
+    assert policy.after_verify_error(cannot_tell, age_seconds=10_000).action == REVIEW  # default
 
 
 def test_a_step_that_raised_backs_off_exponentially_up_to_a_minute() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db.models.functions import Now
 from django.test import override_settings
@@ -43,7 +44,7 @@ from evidence.models import Capture
 from evidence.services import decide_review
 from geo_collect.settings import platform_settings
 from pipeline import circuits, execution, repair, step_context
-from pipeline.invariants import check_all
+from pipeline.invariants import check_all, check_no_unrecorded_resubmit
 from pipeline.repair import repair_evidence
 from pipeline.runs import finish_run_if_done, on_run_finished
 from sampling.leases import Claim, claim_sample, renew_lease
@@ -434,6 +435,78 @@ def test_verify_on_a_platform_that_cannot_tell_parks_the_sample_for_review(upstr
 
     assert outcome == "parked"
     assert (sample.queue_state, sample.submission_state) == ("parked", "uncertain")
+
+
+def _reask_after(settings: Any, seconds: str) -> None:
+    openai = {**settings.GEO_PLATFORMS.get("openai", {}), "UNCERTAIN_REASK_SECONDS": seconds}
+    settings.GEO_PLATFORMS = {**settings.GEO_PLATFORMS, "openai": openai}
+
+
+def test_an_uncertain_direct_sample_is_asked_again_by_its_platform_policy(
+    upstream: Any, settings: Any
+) -> None:
+    _reask_after(settings, "0")
+    scripted = upstream(
+        lookup=UpstreamError(ErrorClass.UNSUPPORTED, "no lookup"),
+        submit=SubmitOutcome(upstream_id="resp-2", result=_result()),
+    )
+    uncertain = _uncertain("openai")
+    Sample.objects.filter(pk=uncertain.pk).update(attempts=1)
+
+    outcome, sample = _step(uncertain, Step.VERIFY)
+
+    assert outcome == "uncertain-reasked"
+    assert (sample.submission_state, sample.step, sample.queue_state) == (
+        "planned",
+        "submit",
+        "ready",
+    )
+    first = Attempt.objects.get(sample=sample, attempt_no=1)
+    assert (first.status, first.error_class) == (AttemptStatus.FAILED, "reasked_unknown")
+    assert first.finished_at is not None
+    assert _step(sample, due_at=Now())[0] == "answered"
+    assert scripted.calls == ["lookup", "submit"]
+    second = Attempt.objects.get(sample=sample, attempt_no=2)
+    assert second.status == AttemptStatus.ACCEPTED
+    # The first attempt's upstream cost is unknown: reconciliation lists it for a person.
+    report = reconcile(run_id=sample.run_id)
+    unknown = [r for r in report.rows if r.status == "cost_unknown"]
+    assert [(r.sample_id, r.upstream_id) for r in unknown] == [
+        (sample.pk, "(unknown: attempt key-1)")
+    ]
+    assert report.totals["cost_unknown"] == 1
+    # The second attempt followed the first with a recorded reason: not a blind resubmit.
+    assert check_no_unrecorded_resubmit(sample.run_id) == []
+
+
+def test_an_uncertain_direct_sample_waits_for_its_policy_time_before_it_is_asked_again(
+    upstream: Any, settings: Any
+) -> None:
+    _reask_after(settings, "300")
+    scripted = upstream(lookup=UpstreamError(ErrorClass.UNSUPPORTED, "no lookup"))
+
+    outcome, sample = _step(
+        _uncertain("openai"), Step.VERIFY, claims=settings.GEO_MAX_STEP_CLAIMS - 1
+    )
+
+    assert outcome == "retry-later:verify"
+    assert (sample.submission_state, sample.queue_state, sample.claims) == (
+        "uncertain",
+        "ready",
+        0,
+    )
+    assert scripted.calls == ["lookup"]
+    wait = (sample.due_at - Attempt.objects.get(sample=sample).started_at).total_seconds()
+    assert 295 <= wait <= 305
+
+
+def test_an_uncertain_policy_that_is_not_a_number_of_seconds_is_named(
+    upstream: Any, settings: Any
+) -> None:
+    _reask_after(settings, "soon")
+
+    with pytest.raises(ImproperlyConfigured, match="GEO_OPENAI_UNCERTAIN_REASK_SECONDS"):
+        step_context.uncertain_reask_seconds("openai")
 
 
 def test_verify_that_fails_is_tried_again_later(upstream: Any) -> None:
