@@ -35,6 +35,7 @@ from django.utils.dateparse import parse_datetime
 from connectors.registry import known_platforms
 from sampling import inputs
 from sampling.models import Attempt, Run, Sample
+from sampling.steps import REASKED_UNKNOWN
 
 from .models import (
     AccountKind,
@@ -53,7 +54,8 @@ MATCHED = "matched"
 AMOUNT_MISMATCH = "amount_mismatch"
 MISSING_UPSTREAM = "missing_upstream"
 MISSING_OURS = "missing_ours"
-STATUSES = (MATCHED, AMOUNT_MISMATCH, MISSING_UPSTREAM, MISSING_OURS)
+COST_UNKNOWN = "cost_unknown"
+STATUSES = (MATCHED, AMOUNT_MISMATCH, MISSING_UPSTREAM, MISSING_OURS, COST_UNKNOWN)
 
 REQUIRED_COLUMNS = ("upstream_id", "currency", "occurred_at")
 # A statement's amounts: `amount` in major units as a person writes them (0.90 USD), or
@@ -487,7 +489,8 @@ def reconcile(
             r.status = MATCHED
         else:
             r.status = AMOUNT_MISMATCH
-    ordered = sorted(rows.values(), key=lambda r: (r.platform, r.upstream_id))
+    unknown = _unknown_cost_rows(run_id=run_id, start=start, end=end, platform=platform)
+    ordered = sorted([*rows.values(), *unknown], key=lambda r: (r.platform, r.upstream_id))
     totals: dict[str, int] = defaultdict(int)
     for r in ordered:
         totals[r.status] += 1
@@ -499,6 +502,39 @@ def reconcile(
         platform=platform,
         totals=dict(totals),
     )
+
+
+def _unknown_cost_rows(
+    *,
+    run_id: UUID | str | None,
+    start: datetime | None,
+    end: datetime | None,
+    platform: str | None,
+) -> list[ReconRow]:
+    """Attempts whose outcome was never learned and that were asked again (a platform's
+    uncertain policy, pipeline/execution.py): the upstream may have answered and billed
+    them, so their cost is unknown, one row each for a person to settle with the provider."""
+    attempts = Attempt.objects.filter(error_class=REASKED_UNKNOWN)
+    if run_id is not None:
+        attempts = attempts.filter(sample__run_id=run_id)
+    if platform:
+        attempts = attempts.filter(sample__platform=platform)
+    if start is not None:
+        attempts = attempts.filter(started_at__gte=start)
+    if end is not None:
+        attempts = attempts.filter(started_at__lt=end)
+    return [
+        ReconRow(
+            platform=plat,
+            upstream_id=upstream_id or f"(unknown: attempt {key})",
+            run_id=str(run),
+            sample_id=sample_id,
+            status=COST_UNKNOWN,
+        )
+        for plat, upstream_id, key, run, sample_id in attempts.values_list(
+            "sample__platform", "upstream_id", "idempotency_key", "sample__run_id", "sample_id"
+        ).order_by("pk")
+    ]
 
 
 def restricted_to_runs(report: ReconReport, run_ids: set[str]) -> ReconReport:
@@ -542,6 +578,9 @@ STATUS_EXPLANATIONS = {
     "lists it yet (import the provider's statement, or ask the provider)",
     MISSING_OURS: "the provider's statement lists a task we have no record of "
     "(a lost callback, or a task that is not ours)",
+    COST_UNKNOWN: "a request whose outcome the platform could not confirm, asked again by the "
+    "platform's uncertain policy: it may have been answered and billed upstream (check the "
+    "provider's usage for its time)",
 }
 
 

@@ -23,6 +23,10 @@ class ErrorClass(enum.StrEnum):
     UNSUPPORTED = "unsupported"  # capability the platform lacks: fail, no retry
     RATE_LIMITED = "rate_limited"  # 429: wait as told, bounded retries
     TRANSIENT = "transient"  # 408/409/5xx/529 before acceptance: backoff with jitter
+    # No connection was made (refused, unresolvable, connect timeout, proxy down): the
+    # platform cannot have seen the request, nor answered it. It opens the platform's circuit
+    # (pipeline/circuits.py) and does not count as an attempt the platform could have answered.
+    UNREACHABLE = "unreachable"
     ACCEPTANCE_UNKNOWN = "acceptance_unknown"  # sent, no answer: verify upstream first
     POLL_FAILED = "poll_failed"  # poll failed after acceptance: keep id, keep polling
     PARSE_FAILED = "parse_failed"  # answer could not be parsed: keep raw, review, never re-ask
@@ -31,7 +35,9 @@ class ErrorClass(enum.StrEnum):
     LOST = "lost"  # upstream no longer knows an accepted task
 
 
-RETRYABLE_BEFORE_ACCEPTANCE = frozenset({ErrorClass.RATE_LIMITED, ErrorClass.TRANSIENT})
+RETRYABLE_BEFORE_ACCEPTANCE = frozenset(
+    {ErrorClass.RATE_LIMITED, ErrorClass.TRANSIENT, ErrorClass.UNREACHABLE}
+)
 
 
 class UpstreamError(Exception):

@@ -21,20 +21,34 @@ RETRY = "retry"  # do the step again after delay_seconds (a submit asks the upst
 POLL = "poll"  # keep the upstream id, poll again after delay_seconds
 VERIFY = "verify"  # the request may have been accepted: look it up before any retry
 REVIEW = "review"  # keep the raw response for a human; never re-ask
+REASK = "reask"  # an outcome that cannot be known: ask again as a new attempt (by policy)
 FAIL = "fail"  # give up with the reason
 
 _NEVER_RETRIED = frozenset(
     {ErrorClass.INVALID, ErrorClass.AUTH, ErrorClass.UNSUPPORTED, ErrorClass.UPSTREAM_FAILED}
 )
 # Re-asking is safe for these: nothing was accepted, or what was accepted is gone for good.
-_BACKOFF_RETRIED = frozenset({ErrorClass.TRANSIENT, ErrorClass.TRUNCATED, ErrorClass.LOST})
+_BACKOFF_RETRIED = frozenset(
+    {ErrorClass.TRANSIENT, ErrorClass.UNREACHABLE, ErrorClass.TRUNCATED, ErrorClass.LOST}
+)
+
+
+# Reasons with which the product, not the upstream, gave up on a task the upstream accepted:
+# the task may still be there, so a resume polls it again instead of submitting a second one
+# (pipeline/resume.py). "poll failed " is the reason of the poll cap before issue 30.
+GAVE_UP_POLLING = "poll deadline passed"
+GAVE_UP_FETCHING = "evidence fetch failed"
+GAVE_UP_ON_ACCEPTED = (GAVE_UP_POLLING, GAVE_UP_FETCHING, "poll failed ")
 
 
 @dataclass(frozen=True)
 class RetryDecision:
-    action: str  # RETRY | POLL | VERIFY | REVIEW | FAIL
+    action: str  # RETRY | POLL | VERIFY | REVIEW | REASK | FAIL
     delay_seconds: float
     reason: str
+    # False: the claim that met this error is not held against the step's poison cap (the
+    # platform was unreachable, or a poll bounded by its deadline instead).
+    counted: bool = True
 
     @property
     def retry(self) -> bool:
@@ -61,6 +75,9 @@ class RetryPolicy:
     verify_delay_seconds: float = 5.0
     evidence_delay_seconds: float = 2.0
     max_step_claims: int = 8
+    # How long an accepted task is polled through failed polls, from its acceptance (time, not
+    # a count of failed polls); an unreachable platform never ends it.
+    poll_deadline_seconds: float = 3600.0
     # How long a worker holding an answer keeps trying to write it to the inbox.
     inbox_write_seconds: float = 60.0
 
@@ -76,9 +93,13 @@ class RetryPolicy:
         attempt_no: int,
         elapsed_seconds: float,
         rng: random.Random | None = None,
+        unreachable_before: int = 0,
     ) -> RetryDecision:
         """What to do after attempt `attempt_no` (1-based) failed with `error`, `elapsed_seconds`
-        after the first attempt started."""
+        after the first attempt started. The attempt budget counts the attempts the platform
+        could have answered: the `unreachable_before` earlier ones, and this one if it is
+        UNREACHABLE, made no connection and are not counted (the total time budget still is);
+        the backoff grows with every attempt all the same."""
         rng = rng or random.Random()
         error_class = error.error_class if isinstance(error, UpstreamError) else error
         hint = error.retry_after if isinstance(error, UpstreamError) else None
@@ -94,11 +115,16 @@ class RetryPolicy:
             return RetryDecision(FAIL, 0.0, "upstream said x-should-retry: false")
         if error_class in _NEVER_RETRIED and verdict is not True:
             return RetryDecision(FAIL, 0.0, f"{error_class.value} is not retried")
-        if attempt_no >= self.max_attempts:
-            return RetryDecision(FAIL, 0.0, f"{attempt_no} attempts used")
+        unreachable = error_class is ErrorClass.UNREACHABLE
+        answerable = attempt_no - unreachable_before - (1 if unreachable else 0)
+        if not unreachable and answerable >= self.max_attempts:
+            return RetryDecision(FAIL, 0.0, f"{answerable} attempts used")
         if error_class is ErrorClass.RATE_LIMITED and hint is not None:
             return self._honour_hint(hint, elapsed_seconds, rng)
-        return self._within_budget(self.backoff(attempt_no, rng), elapsed_seconds, RETRY)
+        decision = self._within_budget(self.backoff(attempt_no, rng), elapsed_seconds, RETRY)
+        if unreachable and decision.retry:  # no connection: not a claim that keeps failing
+            return RetryDecision(RETRY, decision.delay_seconds, "unreachable", counted=False)
+        return decision
 
     def _honour_hint(
         self, hint: float, elapsed_seconds: float, rng: random.Random
@@ -146,31 +172,53 @@ class RetryPolicy:
         delay = self.poll_delay(age_seconds=age_seconds, hint=hint)
         return RetryDecision(POLL, delay, f"poll after {delay:.2f}s")
 
-    def after_poll_error(
-        self, error: UpstreamError, *, claims: int, age_seconds: float
-    ) -> RetryDecision:
-        """A poll failed: keep the upstream id and poll again later, until the step was
-        claimed `max_step_claims` times; then fail with the reason."""
-        if claims >= self.max_step_claims:
-            return RetryDecision(FAIL, 0.0, f"poll failed {claims} times: {error}")
+    def after_poll_error(self, error: UpstreamError, *, age_seconds: float) -> RetryDecision:
+        """A poll failed: keep the upstream id and poll again later, until the task's deadline
+        (`poll_deadline_seconds` after its acceptance, however many polls failed); then fail
+        with the reason. A platform that cannot be reached is never a verdict on the task: it
+        is polled again whatever its age. No failed poll counts towards the poison cap."""
+        unreachable = error.error_class is ErrorClass.UNREACHABLE
+        if not unreachable and age_seconds >= self.poll_deadline_seconds:
+            return RetryDecision(
+                FAIL, 0.0, f"{GAVE_UP_POLLING} ({self.poll_deadline_seconds:.0f}s): {error}"
+            )
         delay = self.poll_delay(age_seconds=age_seconds, hint=error.retry_after)
-        return RetryDecision(POLL, delay, f"poll failed ({error.error_class.value}): poll again")
+        reason = f"poll failed ({error.error_class.value}): poll again"
+        return RetryDecision(POLL, delay, reason, counted=False)
 
     def after_evidence_error(self, error: UpstreamError, *, claims: int) -> RetryDecision:
-        """Fetching an accepted task's evidence failed: fetch again, until the cap."""
-        if claims >= self.max_step_claims:
-            return RetryDecision(FAIL, 0.0, f"evidence fetch failed: {error}")
+        """Fetching an accepted task's evidence failed: fetch again, until the cap. An
+        unreachable platform is waited out without counting."""
         delay = error.retry_after or self.evidence_delay_seconds
+        if error.error_class is ErrorClass.UNREACHABLE:
+            return RetryDecision(RETRY, delay, "evidence fetch: unreachable", counted=False)
+        if claims >= self.max_step_claims:
+            return RetryDecision(FAIL, 0.0, f"{GAVE_UP_FETCHING}: {error}")
         return RetryDecision(RETRY, delay, f"evidence fetch failed ({error.error_class.value})")
 
-    def after_verify_error(self, error: UpstreamError) -> RetryDecision:
+    def after_verify_error(
+        self, error: UpstreamError, *, reask_after: float | None = None, age_seconds: float = 0.0
+    ) -> RetryDecision:
         """Looking up an uncertain request failed. A platform that cannot look requests up
-        never will: a person decides. Otherwise look again later (the poison cap bounds it)."""
+        never will: a person decides, unless the platform's policy says to ask again
+        `reask_after` seconds after the uncertain attempt started (`age_seconds` ago): then
+        wait until then (not counted), and ask again. Otherwise look again later (the poison
+        cap bounds it; an unreachable platform is waited out without counting)."""
         if error.error_class is ErrorClass.UNSUPPORTED:
-            return RetryDecision(
-                REVIEW, 0.0, "uncertain: platform cannot confirm acceptance; needs review"
-            )
-        return RetryDecision(RETRY, self.verify_delay_seconds, f"verify failed: {error}")
+            if reask_after is None:
+                return RetryDecision(
+                    REVIEW, 0.0, "uncertain: platform cannot confirm acceptance; needs review"
+                )
+            if age_seconds >= reask_after:
+                return RetryDecision(
+                    REASK, 0.0, f"uncertain for {age_seconds:.0f}s: asked again by policy"
+                )
+            wait = reask_after - age_seconds
+            return RetryDecision(RETRY, wait, f"uncertain: ask again in {wait:.0f}s", counted=False)
+        unreachable = error.error_class is ErrorClass.UNREACHABLE
+        return RetryDecision(
+            RETRY, self.verify_delay_seconds, f"verify failed: {error}", counted=not unreachable
+        )
 
     def after_archive_error(
         self, error: BaseException, *, outage: bool, claims: int, age_seconds: float

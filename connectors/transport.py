@@ -156,7 +156,7 @@ class HttpTransport:
         stream: bool = False,
         deadline_seconds: float | None = None,
     ) -> HttpExchange:
-        """Send and read the whole response. Raises UpstreamError TRANSIENT when the request
+        """Send and read the whole response. Raises UpstreamError UNREACHABLE when the request
         was never sent, ACCEPTANCE_UNKNOWN when it was sent and nothing came back."""
         proxy = choose_egress(self.config.egress_proxies, attempt_no)
         egress = egress_label(proxy)
@@ -232,7 +232,7 @@ class HttpTransport:
     def _send_error(self, exc: requests.RequestException, egress: str) -> UpstreamError:
         if _failed_before_sending(exc):
             return UpstreamError(
-                ErrorClass.TRANSIENT,
+                ErrorClass.UNREACHABLE,
                 f"not sent: {self._describe(exc)}",
                 egress=egress,
             )

@@ -93,6 +93,11 @@ METRICS_UNRECORDED = Counter(
     "without it (geo_collect/metric_files.py; logged once per process).",
 )
 metric_files.on_unrecorded.append(METRICS_UNRECORDED.inc)
+CIRCUIT_CHANGES = Counter(
+    "geo_circuit_changes",
+    "Circuit changes per platform and egress, by the state entered (open, half_open, closed).",
+    ["platform", "egress", "state"],
+)
 DATABASE_OUTAGES = Counter(
     "geo_database_outages",
     "Database outages a process rode out (the database unreachable, then reachable again).",
@@ -142,3 +147,7 @@ def leading(*, role: str, leads: bool) -> None:
 
 def database_outage(*, process: str) -> None:
     DATABASE_OUTAGES.labels(process).inc()
+
+
+def circuit_changed(*, platform: str, egress: str, state: str) -> None:
+    CIRCUIT_CHANGES.labels(platform, egress, state).inc()

@@ -392,8 +392,13 @@ GEO_PLATFORM_MODELS: dict[str, str] = default_models()  # connectors/platforms.p
 # BASE_URL, MODEL, TIMEOUT (seconds), EGRESS ("direct,http://proxy:3128": attempts alternate
 # between these paths), EXTRA (a JSON object of adapter options, e.g. Doubao's bot_id) and
 # CALLBACK_URL. Kept as given; connectors/registry.py turns them into a ConnectorConfig.
+# UNCERTAIN_REASK_SECONDS: what happens to a request whose outcome the platform cannot confirm
+# (no lookup: the direct APIs): unset, it is parked for a person (the default); a number of
+# seconds, it is asked again as a new attempt that long after the uncertain one started, whose
+# outcome and upstream cost stay unknown (flagged in reconciliation).
 PLATFORM_SETTING_NAMES = ("API_KEY", "BASE_URL", "MODEL", "TIMEOUT", "EGRESS", "EXTRA",
-                          "CALLBACK_URL", "MAX_RESPONSE_BYTES", "MAX_RESPONSE_SECONDS")  # fmt: skip
+                          "CALLBACK_URL", "MAX_RESPONSE_BYTES", "MAX_RESPONSE_SECONDS",
+                          "UNCERTAIN_REASK_SECONDS")  # fmt: skip
 
 
 def platform_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
@@ -461,6 +466,19 @@ GEO_GLOBAL_RATE_LIMIT = float(os.environ.get("GEO_GLOBAL_RATE_LIMIT", "0"))
 GEO_TENANT_RATE_LIMIT = float(os.environ.get("GEO_TENANT_RATE_LIMIT", "0"))
 # A step claimed this many times without finishing is parked with its reason (poison message).
 GEO_MAX_STEP_CLAIMS = int(os.environ.get("GEO_MAX_STEP_CLAIMS", "8"))
+# An accepted task is polled through failed polls for this long after its acceptance.
+GEO_POLL_DEADLINE_SECONDS = float(os.environ.get("GEO_POLL_DEADLINE_SECONDS", "3600"))
+# A circuit per platform and egress (pipeline/circuits.py): it opens after this many
+# connection failures (nothing reached the platform) within the window, with no answer
+# between; stays open for the cooldown (doubling on every reopen, up to the maximum), then
+# lets this many probe steps through (half-open), and closes once they reach the platform.
+GEO_CIRCUIT_FAILURES = int(os.environ.get("GEO_CIRCUIT_FAILURES", "5"))
+GEO_CIRCUIT_WINDOW_SECONDS = float(os.environ.get("GEO_CIRCUIT_WINDOW_SECONDS", "30"))
+GEO_CIRCUIT_OPEN_SECONDS = float(os.environ.get("GEO_CIRCUIT_OPEN_SECONDS", "5"))
+GEO_CIRCUIT_MAX_OPEN_SECONDS = float(os.environ.get("GEO_CIRCUIT_MAX_OPEN_SECONDS", "60"))
+GEO_CIRCUIT_PROBES = int(os.environ.get("GEO_CIRCUIT_PROBES", "1"))
+# How often the dispatcher reads the open circuits (one statement).
+GEO_CIRCUIT_REFRESH_SECONDS = float(os.environ.get("GEO_CIRCUIT_REFRESH_SECONDS", "1"))
 # Shared secret of the collection provider's signed callbacks (POST /callbacks/collector/).
 GEO_COLLECTOR_CALLBACK_SECRET = os.environ.get("GEO_COLLECTOR_CALLBACK_SECRET", "")
 

@@ -14,6 +14,9 @@ Publishing happens after the claim commits. If it fails, or the process dies fir
 lease expires and the sample becomes claimable again: nothing is lost, and the fencing token
 keeps a late duplicate from writing.
 
+Circuits (pipeline/circuits.py): a platform whose every egress is unreachable (its circuit
+open) has none of its calls claimed, except the half-open probes once its cooldown passed.
+
 Leadership (pipeline/leadership.py): a dispatcher given a `Leadership` renews its leader lease
 at the start of every tick and does nothing else unless it leads; its writes (claims, outbox
 marks, lease sweeps, schedule launches) carry the lease's fence, so a leader that lost the
@@ -42,6 +45,7 @@ from connectors.registry import get_connector
 from connectors.retry import OPERATIONS, RateLimit, RateLimiter
 from geo_collect.celery import app
 from geo_collect.failpoints import failpoint
+from pipeline.circuits import CircuitGate
 from pipeline.leadership import Leadership
 from pipeline.limits import CallBudget
 from pipeline.runs import finish_ended_runs
@@ -208,6 +212,7 @@ class Dispatcher:
         self.leadership = leadership
         self.booked_at = -math.inf  # monotonic time of the last bookkeeping
         self.calls = CallBudget()  # global and per-tenant, alongside the per-platform limiter
+        self.circuits = CircuitGate()  # platforms whose calls are held: unreachable
         self.limiter = RateLimiter(
             limits={
                 (platform, op): RateLimit(per_second=rate, burst=max(1.0, rate))
@@ -231,6 +236,7 @@ class Dispatcher:
         now = self.clock() if self.clock else None
         report.scheduled = len(launch_due_slots(now=now, fence=fence))
         load = _load()
+        self.circuits.begin_tick()
         for (platform, step), tenants in load.due.items():
             if not self.may_act():  # stopped mid-tick long enough to maybe have lost the lease
                 return report
@@ -261,6 +267,9 @@ class Dispatcher:
     ) -> None:
         op, group = _STEP_KIND[step]
         free = _group_cap(group) - load.leased_by_group[(platform, group)]
+        # An unreachable platform's calls wait together (only its half-open probes go), before
+        # any rate token or call budget is spent on them.
+        free = self.circuits.take(platform=platform, step=step, wanted=free)
         free = min(free, self._tokens(platform, op, free))
         upstream = group == "upstream"  # calls that reach a platform count against budgets
         if upstream:
@@ -287,6 +296,9 @@ class Dispatcher:
         if upstream:
             self.calls.give_back_global(free - len(claims))
         load.leased_by_group[(platform, group)] += len(claims)
+        self.circuits.claimed(
+            platform=platform, step=step, claims=[(c.sample_id, c.token) for c in claims]
+        )
         _publish(claims, report)
 
     def _tokens(self, platform: str, op: str, wanted: int) -> int:

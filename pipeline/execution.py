@@ -21,7 +21,7 @@ from django.conf import settings
 from analysis.services import analyse_sample
 from billing import services as billing
 from connectors.base import ErrorClass, UpstreamError
-from connectors.retry import REVIEW, RetryDecision
+from connectors.retry import REASK, REVIEW, RetryDecision
 from evidence import services as evidence_services
 from evidence.models import Capture
 from evidence.screenshots import ScreenshotUnavailable, render_answer_page
@@ -44,7 +44,8 @@ from pipeline.step_context import (
     locked_step,
     queue_charge,
     retry_policy,
-    upstream_wait,
+    uncertain_reask_seconds,
+    upstream_call,
     verdict_for,
 )
 from pipeline.step_context import frozen_model as frozen_model
@@ -58,7 +59,7 @@ from pipeline.submission import (
 from sampling import inputs
 from sampling.dbtime import db_now
 from sampling.leases import renew_lease
-from sampling.models import CollectionState, QueueState, Sample, Step
+from sampling.models import Attempt, CollectionState, QueueState, Sample, Step
 from sampling.steps import load_for_step
 
 
@@ -145,15 +146,29 @@ def handle_verify(ctx: StepContext, sample: Sample) -> str:
     attempt = sample.attempt_set.order_by("-attempt_no").first()
     if attempt is None:
         raise RuntimeError(f"sample {sample.pk} is uncertain without an attempt")
-    upstream_wait()
+    lookup = connector(sample.platform).lookup
     try:
-        upstream_id = connector(sample.platform).lookup(attempt.idempotency_key)
+        upstream_id = upstream_call(sample.platform, lambda: lookup(attempt.idempotency_key))
     except UpstreamError as error:
-        return decided(ctx, retry_policy().after_verify_error(error))
+        return _verify_failed(ctx, sample, attempt, error)
     with locked_step(ctx, "verify") as step:
         if upstream_id:
             return step.verified(attempt, upstream_id=upstream_id)
         return step.not_accepted(attempt)
+
+
+def _verify_failed(ctx: StepContext, sample: Sample, attempt: Attempt, error: UpstreamError) -> str:
+    """The lookup failed: park, look again, or (a platform that cannot look up, whose policy
+    is to re-ask) ask again once the uncertain attempt is old enough."""
+    reask_after = uncertain_reask_seconds(sample.platform)
+    age = 0.0
+    if reask_after is not None and error.error_class is ErrorClass.UNSUPPORTED:
+        age = (db_now() - attempt.started_at).total_seconds()
+    decision = retry_policy().after_verify_error(error, reask_after=reask_after, age_seconds=age)
+    if decision.action != REASK:
+        return decided(ctx, decision)
+    with locked_step(ctx, "reask") as step:
+        return step.reasked(attempt, reason=decision.reason)
 
 
 # --- poll ---------------------------------------------------------------------------------
@@ -166,13 +181,12 @@ def _age_seconds(sample: Sample) -> float:
 
 def handle_poll(ctx: StepContext, sample: Sample) -> str:
     policy = retry_policy()
-    upstream_wait()
+    poll = connector(sample.platform).poll
     try:
-        polled = connector(sample.platform).poll(sample.upstream_id)
+        polled = upstream_call(sample.platform, lambda: poll(sample.upstream_id))
     except UpstreamError as error:
-        # The age is read only when there is no hint to follow (the policy prefers the hint).
-        age = 0.0 if error.retry_after else _age_seconds(sample)
-        return decided(ctx, policy.after_poll_error(error, claims=sample.claims, age_seconds=age))
+        # Failed polls are bounded by the task's age (its deadline), not by their count.
+        return decided(ctx, policy.after_poll_error(error, age_seconds=_age_seconds(sample)))
     if polled.state in ("queued", "running"):
         age = 0.0 if polled.retry_after else _age_seconds(sample)
         decision = policy.next_poll(age_seconds=age, hint=polled.retry_after)
@@ -211,10 +225,10 @@ def _render_screenshot(ctx: StepContext, sample: Sample) -> str:
 def handle_evidence(ctx: StepContext, sample: Sample) -> str:
     if not connector(sample.platform).capabilities().asynchronous:
         return _render_screenshot(ctx, sample)
-    upstream_wait()
+    fetch = connector(sample.platform).fetch_evidence
     try:
         result = inputs.upstream_result(
-            connector(sample.platform).fetch_evidence(sample.upstream_id, sample_id=sample.pk)
+            upstream_call(sample.platform, lambda: fetch(sample.upstream_id, sample_id=sample.pk))
         )
     except UpstreamError as error:
         return decided(ctx, retry_policy().after_evidence_error(error, claims=sample.claims))

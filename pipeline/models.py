@@ -1,5 +1,6 @@
-"""The pipeline's own coordination table: the leader lease of the dispatcher
-(pipeline/leadership.py). Everything else the pipeline writes lives in the domain apps."""
+"""The pipeline's own coordination tables: the leader lease of the dispatcher
+(pipeline/leadership.py) and the circuits of the platforms (pipeline/circuits.py). Everything
+else the pipeline writes lives in the domain apps."""
 
 from __future__ import annotations
 
@@ -24,3 +25,39 @@ class LeaderLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} led by {self.holder or 'nobody'} (epoch {self.epoch})"
+
+
+class CircuitState(models.TextChoices):
+    CLOSED = "closed"  # steps go to the platform
+    OPEN = "open"  # the platform is unreachable: its submits and polls are held
+    HALF_OPEN = "half_open"  # the cooldown passed: probe steps are out
+
+
+class Circuit(models.Model):
+    """One platform reached through one egress (direct, or a proxy): whether its steps are
+    sent, or held because the platform cannot be reached. Written by workers (a connection
+    failure counts, `failures` within the window started at `window_started_at`; the one that
+    reaches the threshold opens it) and by the dispatcher (half-open after `retry_at`, closed
+    once its probes reached the platform), always by conditional updates (pipeline/circuits.py).
+    Times are database time."""
+
+    platform = models.CharField(max_length=64)
+    egress = models.CharField(max_length=255)
+    state = models.CharField(
+        max_length=16, choices=CircuitState.choices, default=CircuitState.CLOSED
+    )
+    failures = models.IntegerField(default=0)
+    window_started_at = models.DateTimeField(null=True, blank=True)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+    opens = models.IntegerField(default=0)  # opened since it was last closed: the cooldown grows
+    opened_at = models.DateTimeField(null=True, blank=True)
+    retry_at = models.DateTimeField(null=True, blank=True)
+    probed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["platform", "egress"], name="circuit_platform_egress")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform} via {self.egress}: {self.state}"

@@ -2,9 +2,11 @@
 
 Every sample that is not valid and completed (never run, failed, invalid, waiting in review
 because its answer could not be parsed, parked) is asked again as a new attempt of the same
-sample; valid completed samples are kept untouched. The re-open is the one recorded way out
-of a terminal state (`sampling.transitions.reopen_for_resume`). Billing holds a sample's share
-again only if it was released; a sample is charged at most once whatever happens.
+sample; valid completed samples are kept untouched. A provider task we gave up polling is
+polled again instead (`task_may_be_there`): never a second task for one accepted sample. The
+re-open is the one recorded way out of a terminal state
+(`sampling.transitions.reopen_for_resume`). Billing holds a sample's share again only if it was
+released; a sample is charged at most once whatever happens.
 
 The console and the API call `resume_run`; `manage.py resume_run` prints its plan.
 """
@@ -19,8 +21,10 @@ from uuid import UUID
 from django.db import transaction
 
 from billing.rehold import rehold_released
+from connectors.registry import get_connector
+from connectors.retry import GAVE_UP_ON_ACCEPTED
 from sampling.locking import lock_run, lock_sample
-from sampling.models import CollectionState, QueueState, Run, Sample
+from sampling.models import CollectionState, QueueState, Run, Sample, Step, SubmissionState
 from sampling.transitions import reopen_for_resume
 
 NEVER_RUN = "never_run"
@@ -63,6 +67,22 @@ def redo_reason(sample: Sample) -> str | None:
     return f"analysis_{sample.analysis_state}"  # review (unparsed answer) or failed
 
 
+def task_may_be_there(sample: Sample) -> bool:
+    """An accepted provider task that we, not the provider, gave up on (polls past their
+    deadline, a fetch that kept failing, a poll parked as poison): it may still be running or
+    done upstream, so a resume polls it again. Submitting again would make a second task,
+    billed twice upstream. A task the provider said failed or lost is asked again as usual."""
+    if sample.submission_state != SubmissionState.ACCEPTED or not sample.upstream_id:
+        return False
+    if not get_connector(sample.platform).capabilities().asynchronous:
+        return False  # a direct API's answer came with its acceptance: nothing to poll
+    if sample.queue_state == QueueState.PARKED:
+        return sample.step in (Step.POLL, Step.EVIDENCE)
+    return sample.collection_state == CollectionState.FAILED and sample.failure_reason.startswith(
+        GAVE_UP_ON_ACCEPTED
+    )
+
+
 def _in_flight(sample: Sample) -> bool:
     """Work a worker holds or will pick up (an accepted task to poll, a retry due later):
     resuming would race it."""
@@ -102,8 +122,13 @@ def resume_run(*, run_id: UUID | str, dry_run: bool = False, actor: str = "") ->
         for sample_id, reason in plan.redo.items():
             if reason == NEVER_RUN:
                 continue  # still due: its first attempt is what it needs
+            sample = lock_sample(sample_id)
             reopen_for_resume(
-                lock_sample(sample_id), resume_no=resume_no, reason=reason, actor=actor
+                sample,
+                resume_no=resume_no,
+                reason=reason,
+                actor=actor,
+                poll_again=task_may_be_there(sample),
             )
         Run.objects.filter(pk=run.pk).update(resumes=resume_no, finished_at=None, cancelled_at=None)
         plan.resume_no = resume_no

@@ -13,20 +13,23 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 from uuid import UUID
 
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as StoreConnectionError
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from analysis.services import AnalysisAhead, Verdict, analyse_ahead
 from billing import services as billing
-from connectors.base import Connector, ErrorClass, NormalizedResult, SampleRequest
+from connectors.base import Connector, ErrorClass, NormalizedResult, SampleRequest, UpstreamError
 from connectors.registry import get_connector
 from connectors.retry import FAIL, REVIEW, RetryDecision, RetryPolicy
 from evidence import services as evidence_services
 from evidence.models import Capture
+from pipeline import circuits
 from pipeline.runs import finish_run_if_done
 from sampling.leases import renew_lease
 from sampling.models import Run, Sample
@@ -35,6 +38,7 @@ from sampling.steps import STORED, Evidence, SampleStep, fenced_step
 from sampling.transitions import StaleToken
 
 log = logging.getLogger("pipeline.execution")
+_T = TypeVar("_T")
 
 
 def connector(platform: str) -> Connector:
@@ -60,8 +64,29 @@ class StepContext:
 def retry_policy() -> RetryPolicy:
     """The retry policy of every step, from the settings."""
     return RetryPolicy(
-        max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS, max_step_claims=settings.GEO_MAX_STEP_CLAIMS
+        max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS,
+        max_step_claims=settings.GEO_MAX_STEP_CLAIMS,
+        poll_deadline_seconds=settings.GEO_POLL_DEADLINE_SECONDS,
     )
+
+
+def uncertain_reask_seconds(platform: str) -> float | None:
+    """The platform's policy for a request whose outcome it cannot confirm: None, parked for
+    a person (the default); seconds, asked again that long after the uncertain attempt
+    started (GEO_<PLATFORM>_UNCERTAIN_REASK_SECONDS)."""
+    given = settings.GEO_PLATFORMS.get(platform, {}).get("UNCERTAIN_REASK_SECONDS", "")
+    if not str(given).strip():
+        return None
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise ImproperlyConfigured(
+            f"GEO_{platform.upper()}_UNCERTAIN_REASK_SECONDS must be a number of seconds "
+            f"(0 or more), not {given!r}"
+        )
+    return seconds
 
 
 def locked_step(ctx: StepContext, operation: str) -> AbstractContextManager[SampleStep]:
@@ -117,6 +142,33 @@ def upstream_wait() -> None:
     anyway)."""
     if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
         connection.close()
+
+
+def upstream_call(platform: str, call: Callable[[], _T]) -> _T:
+    """Ask the platform (`call`), telling its circuit (pipeline/circuits.py) whether the
+    call reached it: a connection failure is counted (and may open the circuit), anything the
+    platform sent back closes a circuit this process counted failures on (else costs
+    nothing). A sent request that got nothing back says neither."""
+    upstream_wait()
+    try:
+        result = call()
+    except UpstreamError as error:
+        if error.error_class is ErrorClass.UNREACHABLE:
+            _tell_circuit(circuits.unreachable, platform, error.egress)
+        elif error.error_class is not ErrorClass.ACCEPTANCE_UNKNOWN:
+            _tell_circuit(circuits.reached, platform, error.egress)
+        raise
+    _tell_circuit(circuits.reached, platform, getattr(result, "egress", None))
+    return result
+
+
+def _tell_circuit(report: Callable[..., object], platform: str, egress: str | None) -> None:
+    # The circuit is advice to the dispatcher: a database error here must not replace the
+    # step's own outcome (the step's fenced write meets the outage itself).
+    try:
+        report(platform=platform, egress=egress)
+    except DatabaseError as error:
+        log.warning("circuit of %s not updated: %s", platform, error)
 
 
 def keep_lease(*, sample_id: int, token: int) -> AbstractContextManager[None]:

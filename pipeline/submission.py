@@ -12,6 +12,7 @@ from functools import partial
 from uuid import UUID
 
 from django.db import InterfaceError, OperationalError, connection
+from django.db.models import Count, Min, Q
 
 from billing.costs import apply_cost, price_usage, queue_attempt_cost
 from connectors.base import ErrorClass, NormalizedResult, SubmitOutcome, UpstreamError
@@ -35,7 +36,7 @@ from pipeline.step_context import (
     request_for,
     retry_policy,
     store_unavailable,
-    upstream_wait,
+    upstream_call,
     verdict_for,
     wants_rendered_screenshot,
 )
@@ -68,13 +69,14 @@ def begin_in_batch(ctx: StepContext, begun: list[Begun]) -> str:
 
 
 def submit_together(begun: list[Begun]) -> dict[int, str]:
-    upstream = connector(begun[0][1].platform)
+    platform = begun[0][1].platform
+    upstream = connector(platform)
     requests = [request_for(sample, attempt.idempotency_key) for _, sample, attempt in begun]
+    attempt_no = min(attempt.attempt_no for _, _, attempt in begun)
     results: list[SubmitOutcome | UpstreamError]
-    upstream_wait()
     try:
-        results = upstream.submit_batch(
-            requests, attempt_no=min(attempt.attempt_no for _, _, attempt in begun)
+        results = upstream_call(
+            platform, lambda: upstream.submit_batch(requests, attempt_no=attempt_no)
         )
     except UpstreamError as error:  # the whole call failed: every task shares its fate
         results = [error] * len(begun)
@@ -134,11 +136,11 @@ def handle_submit(ctx: StepContext, loaded: Sample) -> str:
         return begun
     sample, attempt = begun
     upstream = connector(sample.platform)
-    upstream_wait()
+    request = request_for(sample, attempt.idempotency_key)
     try:
         outcome = inputs.upstream_outcome(
-            upstream.submit(
-                request_for(sample, attempt.idempotency_key), attempt_no=attempt.attempt_no
+            upstream_call(
+                sample.platform, lambda: upstream.submit(request, attempt_no=attempt.attempt_no)
             )
         )
     except UpstreamError as error:
@@ -173,17 +175,18 @@ def _submit_decision(
 ) -> RetryDecision:
     """What the policy says after a failed attempt, counting the attempts and time of this
     round (a resume starts a new one), in database time."""
-    first = (
-        sample.attempt_set.filter(attempt_no__gt=sample.attempts_before_resume)
-        .order_by("attempt_no")
-        .values_list("started_at", flat=True)
-        .first()
+    # One statement: when the round began, and how many of its attempts (before this one,
+    # whose outcome is written after the decision) reached no platform.
+    unreachable = Q(error_class=ErrorClass.UNREACHABLE.value) & ~Q(attempt_no=attempt_no)
+    counted = sample.attempt_set.filter(attempt_no__gt=sample.attempts_before_resume).aggregate(
+        first=Min("started_at"), unreachable=Count("pk", filter=unreachable)
     )
     return retry_policy().decide(
         error,
         attempt_no=attempt_no - sample.attempts_before_resume,
-        elapsed_seconds=(db_now() - first).total_seconds() if first else 0.0,
+        elapsed_seconds=(db_now() - counted["first"]).total_seconds() if counted["first"] else 0.0,
         rng=random.Random(),
+        unreachable_before=counted["unreachable"] or 0,
     )
 
 

@@ -60,8 +60,19 @@ log = logging.getLogger(__name__)
 
 # Retrying these is the policy's call; when it gives up on one, the reason says why.
 _RETRYABLE = frozenset(
-    {ErrorClass.RATE_LIMITED, ErrorClass.TRANSIENT, ErrorClass.TRUNCATED, ErrorClass.LOST}
+    {
+        ErrorClass.RATE_LIMITED,
+        ErrorClass.TRANSIENT,
+        ErrorClass.UNREACHABLE,
+        ErrorClass.TRUNCATED,
+        ErrorClass.LOST,
+    }
 )
+
+
+# The error class of an uncertain attempt asked again by its platform's policy: whether the
+# upstream answered (and billed) it is unknown.
+REASKED_UNKNOWN = "reasked_unknown"
 
 
 class Verdict(Protocol):
@@ -345,6 +356,22 @@ class SampleStep:
         self.sample.confirm_not_accepted()
         return self._release_and_save("verified-not-accepted", step=Step.SUBMIT)
 
+    def reasked(self, attempt: Attempt, *, reason: str) -> str:
+        """The platform cannot say whether the uncertain attempt was accepted, and its policy
+        is to ask again (not to park for a person): the question is sent again as a new
+        attempt. The uncertain one is closed with that reason (`REASKED_UNKNOWN`): its outcome
+        and upstream cost were never learned (billing.reconciliation lists it as cost
+        unknown)."""
+        self._write_attempt(
+            attempt,
+            status=AttemptStatus.FAILED,
+            error_class=REASKED_UNKNOWN,
+            error_message=reason,
+            finished_at=Now(),
+        )
+        self.sample.confirm_not_accepted()
+        return self._release_and_save("uncertain-reasked", step=Step.SUBMIT)
+
     # --- poll and evidence -------------------------------------------------------------------
 
     def poll_again(self, decision: RetryDecision, *, state: str) -> str:
@@ -432,7 +459,10 @@ class SampleStep:
     def _retry(self, outcome: str, step: str, decision: RetryDecision, reason: str) -> str:
         assert decision.action in (RETRY, POLL), decision
         metrics.RETRIES.labels(self.sample.platform, seen(self.sample, "step"), reason).inc()
-        return self._release_and_save(outcome, step=step, delay=decision.delay_seconds)
+        self._release(step=step, delay=decision.delay_seconds)
+        if not decision.counted:  # an unreachable platform, a poll bounded by its deadline
+            self.sample.claims = 0
+        return self._save(outcome)
 
     def _release(self, *, step: str, delay: float = 0.0, state: str = QueueState.READY) -> None:
         s = self.sample
@@ -481,7 +511,7 @@ class SampleStep:
         if before["evidence_state"] == EvidenceState.PENDING != s.evidence_state:
             metrics.EVIDENCE_RECORDED.labels(s.platform, s.evidence_state).inc()
 
-    def _write_attempt(self, attempt: Attempt, **values: str) -> None:
+    def _write_attempt(self, attempt: Attempt, **values: Any) -> None:
         if not tracked(attempt):
             track(attempt)
         self.attempt = attempt

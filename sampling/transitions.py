@@ -275,29 +275,39 @@ def mark_evidence_repaired(*, sample_id: int, note: str) -> Sample:
 # --- resume: the one way out of a terminal state ---------------------------------------------
 
 
-def reopen_for_resume(sample: Sample, *, resume_no: int, reason: str, actor: str = "") -> None:
+def reopen_for_resume(
+    sample: Sample, *, resume_no: int, reason: str, actor: str = "", poll_again: bool = False
+) -> None:
     """Ask a finished (or parked) sample again, as a new attempt of the same sample: its layers
     go back to the start, the next submit is attempt `attempts + 1`, and the re-open is
     recorded with what the sample was. Earlier attempts and captures stay as they are. The
     caller holds the run's and the sample's locks (sampling/locking.py); raises
-    ConcurrentChange if a worker took the sample in between."""
+    ConcurrentChange if a worker took the sample in between.
+
+    `poll_again`: the upstream accepted a task for it that may still be there (we gave up
+    polling it, the upstream never said it ended): it stays accepted under its task and
+    attempt, and is polled again, never submitted a second time."""
     read_queue_state = sample.queue_state
     if read_queue_state not in (QueueState.DONE, QueueState.PARKED):
         raise ConcurrentChange(f"sample {sample.pk} is {read_queue_state}, not finished")
     track(sample)
     attempts_before = sample.attempts
-    sample.reopen_submission()
+    if not poll_again:
+        sample.reopen_submission()
+        sample.upstream_id = ""
+        sample.accepted_at = None
     sample.reopen_collection()
     sample.reopen_evidence()
     sample.reopen_analysis()
-    sample.upstream_id = ""
     sample.failure_reason = sample.validity = sample.validity_reason = ""
     sample.evidence_reason = sample.analysis_reason = ""
-    sample.step, sample.queue_state = Step.SUBMIT, QueueState.READY
+    sample.step = Step.POLL if poll_again else Step.SUBMIT
+    sample.queue_state = QueueState.READY
     sample.claims, sample.due_at = 0, Now()
-    sample.accepted_at = sample.completed_at = None
+    sample.completed_at = None
     sample.resumes += 1
-    sample.attempts_before_resume = sample.attempts
+    if not poll_again:  # a task polled again stays in the round of the attempt it came from
+        sample.attempts_before_resume = sample.attempts
     SampleReopen.objects.create(
         sample=sample,
         run_id=sample.run_id,

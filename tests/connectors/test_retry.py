@@ -5,7 +5,9 @@ import pytest
 from connectors.base import ErrorClass, UpstreamError
 from connectors.retry import (
     FAIL,
+    GAVE_UP_POLLING,
     POLL,
+    REASK,
     RETRY,
     REVIEW,
     VERIFY,
@@ -100,14 +102,48 @@ def test_parse_failure_goes_to_review_and_is_never_re_asked() -> None:
     assert (decision.retry, decision.action) == (False, REVIEW)
 
 
-def test_poll_failure_keeps_polling_until_the_step_was_claimed_too_often() -> None:
+def test_failed_polls_keep_polling_until_the_task_deadline_however_many_failed() -> None:
     error = UpstreamError(ErrorClass.POLL_FAILED, "503")
-    policy = RetryPolicy(max_step_claims=8)
-    again = policy.after_poll_error(error, claims=7, age_seconds=100)
-    assert (again.action, again.delay_seconds) == (POLL, 10.0)  # a tenth of the task's age
-    given_up = policy.after_poll_error(error, claims=8, age_seconds=100)
+    policy = RetryPolicy(max_step_claims=8, poll_deadline_seconds=600)
+    again = policy.after_poll_error(error, age_seconds=100)
+    assert (again.action, again.delay_seconds, again.counted) == (POLL, 10.0, False)
+    given_up = policy.after_poll_error(error, age_seconds=600)
     assert given_up.action == FAIL
-    assert given_up.reason.startswith("poll failed 8 times")
+    assert given_up.reason.startswith(GAVE_UP_POLLING)
+
+
+def test_an_unreachable_platform_never_ends_a_poll_even_past_the_deadline() -> None:
+    error = UpstreamError(ErrorClass.UNREACHABLE, "not sent: connection refused")
+    policy = RetryPolicy(poll_deadline_seconds=600)
+    late = policy.after_poll_error(error, age_seconds=10_000)
+    assert (late.action, late.counted) == (POLL, False)
+
+
+def test_unreachable_attempts_do_not_count_against_the_attempt_budget() -> None:
+    policy = RetryPolicy(max_attempts=3, max_total_seconds=900)
+    unreachable = UpstreamError(ErrorClass.UNREACHABLE, "not sent: connection refused")
+    # The tenth attempt, all of them unreachable: still retried, and not held as poison.
+    tenth = policy.decide(unreachable, attempt_no=10, elapsed_seconds=60, unreachable_before=9)
+    assert (tenth.action, tenth.counted) == (RETRY, False)
+    transient = UpstreamError(ErrorClass.TRANSIENT, "503")
+    # Two answerable attempts after eight unreachable ones: one more is allowed.
+    second = policy.decide(transient, attempt_no=10, elapsed_seconds=60, unreachable_before=8)
+    assert (second.action, second.counted) == (RETRY, True)
+    third = policy.decide(transient, attempt_no=11, elapsed_seconds=60, unreachable_before=8)
+    assert (third.action, third.reason) == (FAIL, "3 attempts used")
+    # The total time budget still bounds an outage that never ends.
+    over = policy.decide(unreachable, attempt_no=10, elapsed_seconds=899, unreachable_before=9)
+    assert over.action == FAIL
+
+
+def test_an_unreachable_platform_is_waited_out_by_fetches_and_lookups_without_counting() -> None:
+    policy = RetryPolicy(max_step_claims=3)
+    unreachable = UpstreamError(ErrorClass.UNREACHABLE, "not sent: connection refused")
+    fetch = policy.after_evidence_error(unreachable, claims=3)
+    lookup = policy.after_verify_error(unreachable)
+    assert (fetch.action, fetch.counted) == (RETRY, False)
+    assert (lookup.action, lookup.counted) == (RETRY, False)
+    assert policy.after_verify_error(UpstreamError(ErrorClass.TRANSIENT, "503")).counted
 
 
 def test_poll_interval_follows_the_hint_else_the_task_age_within_bounds() -> None:
@@ -137,6 +173,16 @@ def test_a_verify_lookup_that_cannot_work_goes_to_review_else_is_tried_again() -
     assert unsupported.action == REVIEW
     failed = policy.after_verify_error(UpstreamError(ErrorClass.TRANSIENT, "503"))
     assert (failed.action, failed.delay_seconds) == (RETRY, 5.0)
+
+
+def test_an_uncertain_policy_waits_its_time_then_asks_again_instead_of_parking() -> None:
+    policy = RetryPolicy(max_step_claims=3)
+    cannot_tell = UpstreamError(ErrorClass.UNSUPPORTED, "no lookup")
+    early = policy.after_verify_error(cannot_tell, reask_after=300, age_seconds=100)
+    assert (early.action, early.delay_seconds, early.counted) == (RETRY, 200, False)
+    due = policy.after_verify_error(cannot_tell, reask_after=300, age_seconds=300)
+    assert due.action == REASK
+    assert policy.after_verify_error(cannot_tell, age_seconds=10_000).action == REVIEW  # default
 
 
 def test_a_step_that_raised_backs_off_exponentially_up_to_a_minute() -> None:

@@ -96,7 +96,7 @@ def test_retries_alternate_direct_and_proxy(
     assert simulator.stats()["platforms"]["openai"]["requests"] == 2
 
 
-def test_connection_refused_before_sending_is_transient() -> None:
+def test_connection_refused_before_sending_is_unreachable() -> None:
     config = ConnectorConfig(
         platform="openai",
         base_url=f"http://127.0.0.1:{_closed_port()}/openai",
@@ -105,19 +105,21 @@ def test_connection_refused_before_sending_is_transient() -> None:
     with pytest.raises(UpstreamError) as caught:
         OpenAIResponsesConnector(config).submit(sample("anyone there?"))
     error = caught.value
-    assert error.error_class is ErrorClass.TRANSIENT
+    assert error.error_class is ErrorClass.UNREACHABLE
     assert error.message.startswith("not sent")
     assert "sk-never-leak-this" not in str(error)
 
 
-def test_unreachable_proxy_is_transient_and_records_the_egress(simulator: SimulatorHandle) -> None:
+def test_an_unreachable_proxy_is_unreachable_and_records_its_egress(
+    simulator: SimulatorHandle,
+) -> None:
     proxy = f"http://127.0.0.1:{_closed_port()}"
     config = ConnectorConfig(
         platform="openai", base_url=simulator.url("openai"), api_key="k", egress_proxies=(proxy,)
     )
     with pytest.raises(UpstreamError) as caught:
         HttpTransport(config).request("POST", "/v1/responses", json_body={})
-    assert caught.value.error_class is ErrorClass.TRANSIENT
+    assert caught.value.error_class is ErrorClass.UNREACHABLE
     assert caught.value.egress == proxy
 
 

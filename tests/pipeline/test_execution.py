@@ -9,13 +9,14 @@ crashes and real protocols are proven by the real-process suites (tests/e2e, tes
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from io import StringIO
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db.models.functions import Now
 from django.test import override_settings
@@ -38,11 +39,12 @@ from connectors.base import (
     SubmitOutcome,
     UpstreamError,
 )
+from connectors.retry import GAVE_UP_POLLING
 from evidence.models import Capture
 from evidence.services import decide_review
 from geo_collect.settings import platform_settings
-from pipeline import execution, repair, step_context
-from pipeline.invariants import check_all
+from pipeline import circuits, execution, repair, step_context
+from pipeline.invariants import check_all, check_no_unrecorded_resubmit
 from pipeline.repair import repair_evidence
 from pipeline.runs import finish_run_if_done, on_run_finished
 from sampling.leases import Claim, claim_sample, renew_lease
@@ -435,6 +437,78 @@ def test_verify_on_a_platform_that_cannot_tell_parks_the_sample_for_review(upstr
     assert (sample.queue_state, sample.submission_state) == ("parked", "uncertain")
 
 
+def _reask_after(settings: Any, seconds: str) -> None:
+    openai = {**settings.GEO_PLATFORMS.get("openai", {}), "UNCERTAIN_REASK_SECONDS": seconds}
+    settings.GEO_PLATFORMS = {**settings.GEO_PLATFORMS, "openai": openai}
+
+
+def test_an_uncertain_direct_sample_is_asked_again_by_its_platform_policy(
+    upstream: Any, settings: Any
+) -> None:
+    _reask_after(settings, "0")
+    scripted = upstream(
+        lookup=UpstreamError(ErrorClass.UNSUPPORTED, "no lookup"),
+        submit=SubmitOutcome(upstream_id="resp-2", result=_result()),
+    )
+    uncertain = _uncertain("openai")
+    Sample.objects.filter(pk=uncertain.pk).update(attempts=1)
+
+    outcome, sample = _step(uncertain, Step.VERIFY)
+
+    assert outcome == "uncertain-reasked"
+    assert (sample.submission_state, sample.step, sample.queue_state) == (
+        "planned",
+        "submit",
+        "ready",
+    )
+    first = Attempt.objects.get(sample=sample, attempt_no=1)
+    assert (first.status, first.error_class) == (AttemptStatus.FAILED, "reasked_unknown")
+    assert first.finished_at is not None
+    assert _step(sample, due_at=Now())[0] == "answered"
+    assert scripted.calls == ["lookup", "submit"]
+    second = Attempt.objects.get(sample=sample, attempt_no=2)
+    assert second.status == AttemptStatus.ACCEPTED
+    # The first attempt's upstream cost is unknown: reconciliation lists it for a person.
+    report = reconcile(run_id=sample.run_id)
+    unknown = [r for r in report.rows if r.status == "cost_unknown"]
+    assert [(r.sample_id, r.upstream_id) for r in unknown] == [
+        (sample.pk, "(unknown: attempt key-1)")
+    ]
+    assert report.totals["cost_unknown"] == 1
+    # The second attempt followed the first with a recorded reason: not a blind resubmit.
+    assert check_no_unrecorded_resubmit(sample.run_id) == []
+
+
+def test_an_uncertain_direct_sample_waits_for_its_policy_time_before_it_is_asked_again(
+    upstream: Any, settings: Any
+) -> None:
+    _reask_after(settings, "300")
+    scripted = upstream(lookup=UpstreamError(ErrorClass.UNSUPPORTED, "no lookup"))
+
+    outcome, sample = _step(
+        _uncertain("openai"), Step.VERIFY, claims=settings.GEO_MAX_STEP_CLAIMS - 1
+    )
+
+    assert outcome == "retry-later:verify"
+    assert (sample.submission_state, sample.queue_state, sample.claims) == (
+        "uncertain",
+        "ready",
+        0,
+    )
+    assert scripted.calls == ["lookup"]
+    wait = (sample.due_at - Attempt.objects.get(sample=sample).started_at).total_seconds()
+    assert 295 <= wait <= 305
+
+
+def test_an_uncertain_policy_that_is_not_a_number_of_seconds_is_named(
+    upstream: Any, settings: Any
+) -> None:
+    _reask_after(settings, "soon")
+
+    with pytest.raises(ImproperlyConfigured, match="GEO_OPENAI_UNCERTAIN_REASK_SECONDS"):
+        step_context.uncertain_reask_seconds("openai")
+
+
 def test_verify_that_fails_is_tried_again_later(upstream: Any) -> None:
     upstream(asynchronous=True, lookup=UpstreamError(ErrorClass.TRANSIENT, "502"))
 
@@ -484,13 +558,65 @@ def test_a_poll_failure_keeps_the_task_id_and_polls_again(upstream: Any) -> None
     assert (sample.upstream_id, sample.step) == ("task-1", "poll")
 
 
-def test_poll_failures_past_the_budget_fail_with_the_reason(upstream: Any) -> None:
+def test_failed_polls_past_the_old_claim_cap_poll_again_and_are_not_poison(
+    upstream: Any,
+) -> None:
     upstream(asynchronous=True, poll=UpstreamError(ErrorClass.TRANSIENT, "503"))
 
     outcome, sample = _step(_accepted(), Step.POLL, claims=settings.GEO_MAX_STEP_CLAIMS - 1)
 
+    assert outcome == "retry-later:poll"
+    assert (sample.step, sample.claims, sample.queue_state) == ("poll", 0, "ready")
+
+
+def test_poll_failures_past_the_task_deadline_fail_with_the_reason(upstream: Any) -> None:
+    upstream(asynchronous=True, poll=UpstreamError(ErrorClass.TRANSIENT, "503"))
+    late = Now() - timedelta(seconds=settings.GEO_POLL_DEADLINE_SECONDS + 1)
+
+    outcome, sample = _step(_accepted(), Step.POLL, accepted_at=late)
+
     assert outcome == "failed"
-    assert sample.failure_reason.startswith("poll failed")
+    assert sample.failure_reason.startswith(GAVE_UP_POLLING)
+
+
+def test_an_unreachable_platform_never_fails_an_accepted_task_past_its_deadline(
+    upstream: Any,
+) -> None:
+    upstream(asynchronous=True, poll=UpstreamError(ErrorClass.UNREACHABLE, "not sent"))
+    late = Now() - timedelta(seconds=settings.GEO_POLL_DEADLINE_SECONDS + 1)
+
+    outcome, sample = _step(_accepted(), Step.POLL, accepted_at=late)
+
+    assert outcome == "retry-later:poll"
+    assert (sample.submission_state, sample.upstream_id) == ("accepted", "task-1")
+
+
+@pytest.fixture
+def counted_here() -> Iterator[None]:
+    """The circuit failures this process counts are forgotten after the test."""
+    yield
+    circuits.forget_counted()
+
+
+@pytest.mark.usefixtures("counted_here")
+def test_unreachable_submits_spend_no_attempt_of_the_budget_and_are_not_poison(
+    upstream: Any, settings: Any
+) -> None:
+    upstream(submit=UpstreamError(ErrorClass.UNREACHABLE, "not sent: refused", egress="direct"))
+    sample = _sample()
+    tries = settings.GEO_MAX_SUBMIT_ATTEMPTS + settings.GEO_MAX_STEP_CLAIMS
+
+    outcomes = [_step(sample, due_at=Now())[0] for _ in range(tries)]
+
+    assert set(outcomes) == {"retry:unreachable"}
+    after = Sample.objects.get(pk=sample.pk)
+    assert (after.attempts, after.step, after.claims) == (tries, "submit", 0)
+    assert after.collection_state == "queued"
+    # The platform then answers with errors it could have answered: those count, as before.
+    upstream(submit=UpstreamError(ErrorClass.TRANSIENT, "503"))
+    answered = [_step(sample, due_at=Now())[0] for _ in range(settings.GEO_MAX_SUBMIT_ATTEMPTS)]
+    assert answered[-1] == "failed:transient"
+    assert answered[:-1] == ["retry:transient"] * (settings.GEO_MAX_SUBMIT_ATTEMPTS - 1)
 
 
 def test_fetched_evidence_completes_the_collection_and_is_analysed(upstream: Any) -> None:

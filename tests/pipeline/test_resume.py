@@ -16,7 +16,8 @@ from django.core.management import CommandError, call_command
 from billing.checks import verify_ledger
 from billing.models import SampleSettlement
 from billing.selectors import run_billing
-from connectors.base import ErrorClass, SampleRequest, SubmitOutcome, UpstreamError
+from connectors.base import ErrorClass, PollOutcome, SampleRequest, SubmitOutcome, UpstreamError
+from connectors.retry import GAVE_UP_POLLING
 from evidence.models import Capture
 from pipeline import step_context
 from pipeline.invariants import check_all
@@ -150,3 +151,71 @@ def test_resume_refuses_a_run_with_samples_in_flight(upstream: Any) -> None:
 def test_resume_of_an_unknown_run_names_it() -> None:
     with pytest.raises(CommandError, match="no run with id 'nope'"):
         call_command("resume_run", "nope")
+
+
+class ProviderTasks(ScriptedUpstream):
+    """A provider that accepts one task per question. Its polls fail (503) for "slow" tasks
+    and report the "gone" ones failed; once `healed`, every task has completed."""
+
+    healed = False
+
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        fate = request.question.split(":")[0]
+        self.calls.append(f"submit:{fate}:{attempt_no}")
+        return SubmitOutcome(upstream_id=f"task-{fate}-{attempt_no}")
+
+    def poll(self, upstream_id: str) -> PollOutcome:
+        self.calls.append(f"poll:{upstream_id}")
+        if self.healed:
+            return PollOutcome(state="completed")
+        if upstream_id.startswith("task-gone"):
+            return PollOutcome(state="failed", message="the provider failed it")
+        raise UpstreamError(ErrorClass.TRANSIENT, "503")
+
+    def fetch_evidence(self, upstream_id: str, *, sample_id: int | None = None) -> Any:
+        result = _result(ANSWER)
+        result.sample_id, result.upstream_id = sample_id, upstream_id
+        return result
+
+
+def test_resume_polls_a_task_we_gave_up_on_and_submits_no_second_one(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    provider = ProviderTasks(asynchronous=True)
+    monkeypatch.setattr(step_context, "get_connector", lambda platform: provider)
+    settings.GEO_POLL_DEADLINE_SECONDS = 0  # the first failed poll is past the deadline
+    data = make_campaign_data(
+        questions=0,
+        targets=[
+            {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}
+        ],
+        repeats=1,
+    )
+    data.update(questions=["slow: which CRM?", "gone: which CRM?"], screenshot_policy="none")
+    run = launch_funded(data)
+    _finish(run)
+    before = _by_question(run)
+    assert before["slow"].failure_reason.startswith(GAVE_UP_POLLING)
+    assert before["gone"].failure_reason.startswith("upstream reports failed")
+
+    provider.healed = True
+    resume_run(run_id=run.pk, actor="test")
+    reopened = _by_question(run)
+    _finish(run)
+
+    slow = reopened["slow"]
+    # The task we gave up on is polled again, under the same task and attempt.
+    assert (slow.step, slow.submission_state, slow.upstream_id) == (
+        "poll",
+        "accepted",
+        "task-slow-1",
+    )
+    assert reopened["gone"].step == "submit"  # the provider ended that task: asked again
+    after = _by_question(run)
+    assert run_status(run_id=run.pk).outcome == "all_succeeded"
+    assert (after["slow"].attempts, after["slow"].upstream_id) == (1, "task-slow-1")
+    submits = [c for c in provider.calls if c.startswith("submit:")]
+    assert sorted(submits) == ["submit:gone:1", "submit:gone:2", "submit:slow:1"]
+    assert Attempt.objects.filter(sample=after["slow"]).count() == 1
+    assert [v.message for v in check_all(run.pk)] == []
+    assert verify_ledger().violations == []

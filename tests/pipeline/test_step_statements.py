@@ -15,7 +15,7 @@ from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
 from connectors.base import PollOutcome, SubmitOutcome
-from pipeline import tasks
+from pipeline import circuits, tasks
 from sampling.models import Sample, Step
 from tests.conftest import launch_funded, make_campaign_data
 from tests.pipeline.test_execution import _claim, _result, upstream  # noqa: F401
@@ -49,6 +49,7 @@ def _one_of_two(platform: str) -> Sample:
 def _statements(sample: Sample, capture: Any) -> tuple[str, int]:
     """Claim the sample and run its step as the worker task does; the statements it sent."""
     claim = _claim(sample)
+    circuits.forget_counted()  # the happy path: this process saw no platform unreachable
     # The run-end check runs after the commit, still in the task: counted too.
     with CaptureQueriesContext(connection) as queries, capture(execute=True):
         outcome = tasks.execute_step(sample.pk, claim.token)
