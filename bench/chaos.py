@@ -661,6 +661,7 @@ def upstream_log_check(chaos: Chaos) -> tuple[list[str], dict[str, int]]:
     from django.db.models import Count, Q
 
     from sampling.models import Attempt
+    from sampling.steps import REASKED_UNKNOWN
 
     problems: list[str] = []
     answers = chaos.upstream_answers
@@ -699,7 +700,8 @@ def upstream_log_check(chaos: Chaos) -> tuple[list[str], dict[str, int]]:
                 "id",
                 filter=Q(status__in=["started", "unknown"])
                 | Q(status="failed", error_message__startswith="reviewed: ")
-                | Q(status="failed", error_message__startswith="superseded by resume"),
+                | Q(status="failed", error_message__startswith="superseded by resume")
+                | Q(status="failed", error_class=REASKED_UNKNOWN),  # asked again by policy
             ),
         )
     )
