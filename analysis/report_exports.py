@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from openpyxl import Workbook
+from openpyxl.cell import WriteOnlyCell
 from openpyxl.styles import Font
+from openpyxl.utils import get_column_letter
 
-from sampling.spreadsheets import InertCsvWriter, write_only_row
+from sampling.spreadsheets import InertCsvWriter
 
 from .reports import BUCKETS, Metrics, RunReport
 from .stats import Rate
@@ -31,9 +34,9 @@ __all__ = [
 ]
 
 FORMATS = ("json", "csv", "xlsx", "html")
-CSV_COLUMNS = ("scope", "group", "metric", "entity", "value", "successes", "n", "ci_low", "ci_high")
 COLOURS = {
     "succeeded": "#16a34a",
+    "cancelled": "#6b7280",
     "review": "#f59e0b",
     "invalid": "#9ca3af",
     "failed": "#dc2626",
@@ -47,69 +50,165 @@ def report_json(report: RunReport) -> str:
 
 
 # --- CSV --------------------------------------------------------------------------------
+# One rectangle: every row has every column (empty where a metric has none), the first column
+# names the report's section, questions are named by their text. A UTF-8 byte-order mark
+# first, so a spreadsheet opened by double-click reads Chinese text as such.
+
+CSV_COLUMNS = (
+    "section",
+    "scope",
+    "group",
+    "question",
+    "metric",
+    "entity",
+    "value",
+    "successes",
+    "n",
+    "ci_low",
+    "ci_high",
+)
+BOM = "\ufeff"
 
 
-def _rate_row(scope: str, group: str, metric: str, entity: str, r: Rate) -> list[Any]:
-    return [scope, group, metric, entity, r.value, r.successes, r.n, r.low, r.high]
+def _row(section: str, scope: str, group: str, metric: str, **values: Any) -> list[Any]:
+    cells = {"section": section, "scope": scope, "group": group, "metric": metric, **values}
+    return ["" if cells.get(c) is None else cells.get(c, "") for c in CSV_COLUMNS]
 
 
-def _metric_rows(scope: str, m: Metrics, brand: str) -> Iterator[list[Any]]:
+def _rate_row(
+    section: str, scope: str, group: str, metric: str, entity: str, r: Rate, question: str = ""
+) -> list[Any]:
+    return _row(
+        section,
+        scope,
+        group,
+        metric,
+        question=question,
+        entity=entity,
+        value=r.value,
+        successes=r.successes,
+        n=r.n,
+        ci_low=r.low,
+        ci_high=r.high,
+    )
+
+
+def _question_text(label: str) -> str:
+    """A question revision's label is "rN: text"; the text alone."""
+    head, sep, text = label.partition(": ")
+    return text if sep and head.startswith("r") and head[1:].isdigit() else label
+
+
+def _metric_rows(section: str, scope: str, m: Metrics, brand: str) -> Iterator[list[Any]]:
     group = m.label if scope != "run" else m.key
+    question = _question_text(m.label) if scope == "question" else ""
+
+    def row(metric: str, **values: Any) -> list[Any]:
+        return _row(section, scope, group, metric, question=question, **values)
+
     for name, value in m.counts.as_dict().items():
-        yield [scope, group, f"samples_{name}", "", value, "", "", "", ""]
+        yield row(f"samples_{name}", value=value)
     for entity, r in m.entity_mention_rates.items():
-        yield _rate_row(scope, group, "mention_rate", entity, r)
+        yield _rate_row(section, scope, group, "mention_rate", entity, r, question)
     for entity, r in m.share_of_voice.items():
-        yield _rate_row(scope, group, "share_of_voice", entity, r)
-    yield [scope, group, "avg_first_mention_rank", brand, m.first_rank.mean, "", m.first_rank.n]
-    yield _rate_row(scope, group, "brand_citation_share", brand, m.citation_share)
+        yield _rate_row(section, scope, group, "share_of_voice", entity, r, question)
+    yield row("avg_first_mention_rank", entity=brand, value=m.first_rank.mean, n=m.first_rank.n)
+    yield _rate_row(
+        section, scope, group, "brand_citation_share", brand, m.citation_share, question
+    )
     for domain, n in m.top_domains:
-        yield [scope, group, "top_cited_domain", domain, n, "", "", "", ""]
+        yield row("top_cited_domain", entity=domain, value=n)
+
+
+def _question_labels(report: RunReport) -> dict[int, str]:
+    return {int(m.key): m.label for m in report.by_question if m.key.isdigit()}
 
 
 def _analysis_rows(report: RunReport) -> Iterator[list[Any]]:
     """Sentiment per entity and head-to-head per question, from the report's revision."""
     for stat in report.sentiment:
         for sentiment, r in stat.shares.items():
-            yield _rate_row("sentiment", "all", f"sentiment_{sentiment}", stat.entity, r)
-        yield _rate_row("sentiment", "all", "recommended", stat.entity, stat.recommended)
+            yield _rate_row("sentiment", "all", "all", f"sentiment_{sentiment}", stat.entity, r)
+        yield _rate_row("sentiment", "all", "all", "recommended", stat.entity, stat.recommended)
+    labels = _question_labels(report)
     for h in report.head_to_head:
-        group = str(h.question_revision_id)
-        yield _rate_row("head_to_head", group, "brand_ranked_first", h.competitor, h.brand_ahead)
+        label = labels.get(h.question_revision_id, f"revision {h.question_revision_id}")
+        text = _question_text(label)
+        yield _rate_row(
+            "head_to_head", "question", label, "brand_ranked_first", h.competitor, h.brand_ahead,
+            text,
+        )  # fmt: skip
         for name in ("answers", "both", "brand_only", "competitor_only"):
-            yield ["head_to_head", group, name, h.competitor, getattr(h, name), "", "", "", ""]
+            yield _row(
+                "head_to_head", "question", label, name, question=text, entity=h.competitor,
+                value=getattr(h, name),
+            )  # fmt: skip
+
+
+def _summary_rows(report: RunReport) -> Iterator[list[Any]]:
+    for name, value in _summary(report):
+        yield _row("summary", "run", report.run_id, name, value=value)
 
 
 def _csv_rows(report: RunReport) -> Iterator[list[Any]]:
     yield list(CSV_COLUMNS)
+    yield from _summary_rows(report)
     yield from _analysis_rows(report)
-    yield from _metric_rows("run", report.overall, report.brand)
+    yield from _metric_rows("metrics", "run", report.overall, report.brand)
     for m in report.by_platform:
-        yield from _metric_rows("platform", m, report.brand)
+        yield from _metric_rows("metrics", "platform", m, report.brand)
     for m in report.by_question:
-        yield from _metric_rows("question", m, report.brand)
+        yield from _metric_rows("metrics", "question", m, report.brand)
+    for b in report.breakdowns:
+        for m in b.groups:
+            yield from _metric_rows("breakdown", b.dimension, m, report.brand)
+    brand = report.brand
     for p in report.over_time:
         for name, value in p.counts.as_dict().items():
-            yield ["over_time", p.run_id, f"samples_{name}", "", value]
-        yield _rate_row("over_time", p.run_id, "mention_rate", report.brand, p.mention_rate)
-        yield _rate_row("over_time", p.run_id, "share_of_voice", report.brand, p.share_of_voice)
+            yield _row("over_time", "run", p.run_id, f"samples_{name}", value=value)
+        yield _rate_row("over_time", "run", p.run_id, "mention_rate", brand, p.mention_rate)
+        yield _rate_row("over_time", "run", p.run_id, "share_of_voice", brand, p.share_of_voice)
         yield _rate_row(
-            "over_time", p.run_id, "brand_citation_share", report.brand, p.citation_share
+            "over_time", "run", p.run_id, "brand_citation_share", brand, p.citation_share
         )
     for e in report.evidence:
-        yield _rate_row("evidence", e.platform, "evidence_missing_rate", "", e.missing_rate)
+        yield _rate_row(
+            "evidence", "platform", e.platform, "evidence_missing_rate", "", e.missing_rate
+        )
         for reason, n in e.reasons.items():
-            yield ["evidence", e.platform, "evidence_missing_reason", reason, n]
+            yield _row(
+                "evidence", "platform", e.platform, "evidence_missing_reason", entity=reason,
+                value=n,
+            )  # fmt: skip
     for check in report.checks:
-        yield ["check", check.name, "passed", "", check.detail]
+        yield _row("check", "check", check.name, "passed", value=check.detail)
+
+
+def _summary(report: RunReport) -> list[tuple[str, Any]]:
+    """What the report is about, for the CSV's summary rows and the workbook's first sheet."""
+    return [
+        ("run", report.run_id),
+        ("tenant", report.tenant),
+        ("campaign", report.campaign),
+        ("brand", report.brand),
+        ("competitors", ", ".join(report.competitors)),
+        ("outcome", report.outcome),
+        ("cancelled", "yes" if report.cancelled else "no"),
+        ("cancelled_at", report.cancelled_at),
+        ("created", report.created_at),
+        ("finished", report.finished_at),
+        ("generated", report.generated_at),
+        ("denominator", "planned samples"),
+    ]
 
 
 def report_csv_chunks(report: RunReport, rows_per_chunk: int = 500) -> Iterator[str]:
     """The CSV in chunks of rows, for a streaming response (no whole file in memory)."""
     out = io.StringIO()
+    out.write(BOM)
     writer = InertCsvWriter(out, lineterminator="\n")
     for index, row in enumerate(_csv_rows(report), start=1):
-        writer.writerow(row)
+        writer.writerow([v.isoformat() if isinstance(v, datetime) else v for v in row])
         if index % rows_per_chunk == 0:
             yield out.getvalue()
             out.seek(0)
@@ -122,10 +221,60 @@ def report_csv(report: RunReport) -> str:
 
 
 # --- XLSX -------------------------------------------------------------------------------
+# Every section of the HTML report, one sheet each: rates as numbers formatted as
+# percentages, dates as dates (UTC), the header row frozen and bold, columns wide enough.
+
+PERCENT = "0.0%"
+DATE = "yyyy-mm-dd hh:mm"
 
 
-def _table_header(report: RunReport) -> list[str]:
-    header = ["group", "planned", *BUCKETS]
+class _Pct(float):
+    """A share in [0, 1], written with the percent format."""
+
+
+def _pct(value: float | None) -> _Pct | None:
+    return None if value is None else _Pct(value)
+
+
+def _cell(sheet: Any, value: Any, *, bold: bool = False) -> WriteOnlyCell:
+    if isinstance(value, datetime):  # Excel has no time zones: UTC, named in the header
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    cell = WriteOnlyCell(sheet, value="" if value is None else value)
+    if isinstance(value, str):
+        cell.data_type = "s"  # text stays text, never a formula
+    elif isinstance(value, _Pct):
+        cell.value = float(value)
+        cell.number_format = PERCENT
+    elif isinstance(value, datetime):
+        cell.number_format = DATE
+    if bold:
+        cell.font = Font(bold=True)
+    return cell
+
+
+def _sheet(book: Workbook, title: str, header: list[str], rows: Iterable[list[Any]]) -> None:
+    """A sheet with a frozen, bold header row and columns sized to the header and content."""
+    sheet = book.create_sheet(title)
+    sheet.freeze_panes = "A2"
+    rows = list(rows)
+    for index, name in enumerate(header):
+        longest = max([len(name), *(len(_shown(row[index])) for row in rows if index < len(row))])
+        sheet.column_dimensions[get_column_letter(index + 1)].width = min(max(longest, 8) + 2, 60)
+    sheet.append([_cell(sheet, name, bold=True) for name in header])
+    for row in rows:
+        sheet.append([_cell(sheet, value) for value in row])
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, _Pct):
+        return "100.0%"
+    if isinstance(value, datetime):
+        return "2026-01-01 00:00"
+    return "" if value is None else str(value)
+
+
+def _table_header(report: RunReport, first: str = "group") -> list[str]:
+    header = [first, "planned", *BUCKETS]
     header += ["brand mentioned", "mention rate", "95% CI low", "95% CI high"]
     header += [f"SoV {e}" for e in report.entities]
     header += ["SoV n", "avg first rank", "rank n", "citation share", "cit. n", "CI low", "CI high"]
@@ -140,71 +289,93 @@ def _table_row(m: Metrics, report: RunReport) -> list[Any]:
         c.planned,
         *(getattr(c, b) for b in BUCKETS),
         m.mention_rate.successes,
-        m.mention_rate.value,
-        m.mention_rate.low,
-        m.mention_rate.high,
-        *(m.share_of_voice[e].value for e in report.entities),
+        _pct(m.mention_rate.value),
+        _pct(m.mention_rate.low),
+        _pct(m.mention_rate.high),
+        *(_pct(m.share_of_voice[e].value) for e in report.entities),
         sov_n,
         m.first_rank.mean,
         m.first_rank.n,
-        m.citation_share.value,
+        _pct(m.citation_share.value),
         m.citation_share.n,
-        m.citation_share.low,
-        m.citation_share.high,
+        _pct(m.citation_share.low),
+        _pct(m.citation_share.high),
     ]
+
+
+def _rate_cells(r: Rate) -> list[Any]:
+    return [_pct(r.value), r.successes, r.n, _pct(r.low), _pct(r.high)]
+
+
+RATE_HEADER = ["rate", "successes", "n", "95% CI low", "95% CI high"]
 
 
 def report_xlsx(report: RunReport) -> bytes:
     """Write-only workbook: rows stream to a temporary file as they are appended."""
     book = Workbook(write_only=True)
-    summary = book.create_sheet("Summary")
-    for row in (
-        ("run", report.run_id),
-        ("tenant", report.tenant),
-        ("campaign", report.campaign),
-        ("brand", report.brand),
-        ("competitors", ", ".join(report.competitors)),
-        ("outcome", report.outcome),
-        ("created", report.created_at.isoformat()),
-        ("generated", report.generated_at.isoformat()),
-        ("denominator", "planned samples"),
-        *((f"check: {c.name}", c.detail) for c in report.checks),
-    ):
-        write_only_row(summary, list(row))
-    header = _table_header(report)
-    bold = Font(bold=True)
-    for title, rows in (
-        ("Run", [report.overall]),
-        ("Platforms", report.by_platform),
-        ("Questions", report.by_question),
-    ):
-        sheet = book.create_sheet(title)
-        write_only_row(sheet, header, font=bold)
-        for m in rows:
-            write_only_row(sheet, _table_row(m, report))
-    trend = book.create_sheet("Over time")
-    write_only_row(
-        trend, ["run", "created", "planned", *BUCKETS, "mention rate", "CI low", "CI high", "n"]
+    summary = [[name.replace("_", " ") + (" (UTC)" if isinstance(v, datetime) else ""), v]
+               for name, v in _summary(report)]  # fmt: skip
+    summary += [[f"check: {c.name}", c.detail] for c in report.checks]
+    _sheet(book, "Summary", ["item", "value"], summary)
+    tables = [("Run", [report.overall]), ("Platforms", report.by_platform)]
+    tables += [("Questions", report.by_question)]
+    for title, groups in tables:
+        _sheet(book, title, _table_header(report), (_table_row(m, report) for m in groups))
+    for b in report.breakdowns:
+        rows = (_table_row(m, report) for m in b.groups)
+        _sheet(book, f"By {b.dimension}", _table_header(report, b.dimension), rows)
+    sentiment = [
+        [s.entity, s.mentioned, *(_pct(r.value) for r in s.shares.values()),
+         *_rate_cells(s.recommended)]
+        for s in report.sentiment
+    ]  # fmt: skip
+    shares = list(report.sentiment[0].shares) if report.sentiment else []
+    _sheet(
+        book,
+        "Sentiment",
+        ["entity", "mentioned", *shares, *(f"recommended {h}" for h in RATE_HEADER)],
+        sentiment,
     )
-    for p in report.over_time:
-        c = p.counts
-        write_only_row(
-            trend,
-            [
-                p.run_id,
-                p.created_at.isoformat(),
-                c.planned,
-                *(getattr(c, b) for b in BUCKETS),
-                p.mention_rate.value,
-                p.mention_rate.low,
-                p.mention_rate.high,
-                p.mention_rate.n,
-            ],
-        )
-    domains = book.create_sheet("Top cited domains")
-    write_only_row(domains, ["domain", "citations"])
-    for domain, n in report.overall.top_domains:
-        write_only_row(domains, [domain, n])
+    labels = _question_labels(report)
+    _sheet(
+        book,
+        "Head-to-head",
+        ["question", "competitor", "answers", "both named", "brand only", "competitor only",
+         *(f"brand first: {h}" for h in RATE_HEADER)],
+        (
+            [_question_text(labels.get(h.question_revision_id, str(h.question_revision_id))),
+             h.competitor, h.answers, h.both, h.brand_only, h.competitor_only,
+             *_rate_cells(h.brand_ahead)]
+            for h in report.head_to_head
+        ),
+    )  # fmt: skip
+    _sheet(
+        book,
+        "Over time",
+        ["run", "created (UTC)", "planned", *BUCKETS, "mention rate", "CI low", "CI high", "n"],
+        (
+            [p.run_id, p.created_at, p.counts.planned, *(getattr(p.counts, b) for b in BUCKETS),
+             _pct(p.mention_rate.value), _pct(p.mention_rate.low), _pct(p.mention_rate.high),
+             p.mention_rate.n]
+            for p in report.over_time
+        ),
+    )  # fmt: skip
+    _sheet(
+        book,
+        "Evidence",
+        ["platform", *(f"missing {h}" for h in RATE_HEADER), "reasons"],
+        (
+            [e.platform, *_rate_cells(e.missing_rate),
+             ", ".join(f"{k} ({n})" for k, n in e.reasons.items())]
+            for e in report.evidence
+        ),
+    )  # fmt: skip
+    _sheet(
+        book,
+        "Top cited domains",
+        ["domain", "citations"],
+        [list(d) for d in report.overall.top_domains],
+    )
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
@@ -453,7 +624,7 @@ def report_html(report: RunReport) -> str:
         e: ENTITY_COLOURS[i % len(ENTITY_COLOURS)] for i, e in enumerate(report.entities)
     }
     groups = [*report.by_platform]
-    labels = {int(m.key): m.label for m in report.by_question if m.key.isdigit()}
+    labels = _question_labels(report)
     return render_to_string(
         "reports/run_report.html",
         {
@@ -483,6 +654,10 @@ def report_html(report: RunReport) -> str:
             "entity_colours": entity_colours,
             "rows": [_html_row(m, report) for m in [report.overall, *groups]],
             "question_rows": [_html_row(m, report) for m in report.by_question],
+            "breakdown_tables": [
+                {"dimension": b.dimension, "rows": [_html_row(m, report) for m in b.groups]}
+                for b in report.breakdowns
+            ],
             "sentiment_rows": [
                 {
                     "entity": s.entity,

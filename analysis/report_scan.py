@@ -57,9 +57,9 @@ MENTION = Mention._meta.db_table
 CITATION = Citation._meta.db_table
 FETCH = 2000
 
-# A sample's bucket (sampling/buckets.py); NULL: a finished sample in no bucket (a bug the
-# report names).
-BUCKET_CASE = buckets.case_sql("s")
+# A sample's bucket in the report's partition (sampling/buckets.py REPORTED: cancelled apart
+# from failed); NULL: a finished sample in no bucket (a bug the report names).
+BUCKET_CASE = buckets.case_sql("s", buckets.REPORTED)
 SUCCEEDED_SQL = buckets.SUCCEEDED.sql("s")
 # The run's samples that are not succeeded (sample_run_unsucceeded_idx): a mention or citation
 # row of one of them does not count. Parameter: the run.
@@ -202,6 +202,27 @@ class Groups:
         return found
 
 
+TARGET_PARTS = ("platform", "device", "region", "mode")
+
+
+def target_key(platform: str, device: str, region: str, mode: str) -> str:
+    """A target as the by-target pass names its group (billing.services.target_key's form)."""
+    return "|".join((platform, device, region, mode))
+
+
+def _target_sql(alias: str) -> str:
+    return " || '|' || ".join(f"{alias}.{part}" for part in TARGET_PARTS)
+
+
+def _keyed(table: str, alias: str, by_target: bool) -> tuple[str, str]:
+    """(FROM clause, group key) of a pass over a run's mention or citation rows: per
+    platform, or per target (read from the row's sample: these rows carry only the
+    platform)."""
+    if not by_target:
+        return f"{table} {alias}", f"{alias}.platform"
+    return f"{table} {alias} JOIN {SAMPLE} t ON t.id = {alias}.sample_id", _target_sql("t")
+
+
 def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -235,13 +256,14 @@ def _per_platform_and_question(base: str, keys: str, sums: str) -> str:
     )
 
 
-def _add_samples(groups: Groups, run_id: UUID | str) -> None:
+def _add_samples(groups: Groups, run_id: UUID | str, by_target: bool = False) -> None:
     """Samples per bucket ("unclassified" for a finished sample in no bucket), and per
     platform, evidence state and reason: one pass over the run's samples for both."""
     missing_states = [str(state) for state in MISSING_STATES]
     missing = ", ".join("%s" for _ in missing_states)
+    key = _target_sql("s") if by_target else "s.platform"
     sql = (
-        f"WITH base AS (SELECT s.platform AS p, s.question_revision_id AS q, {BUCKET_CASE} AS b, "
+        f"WITH base AS (SELECT {key} AS p, s.question_revision_id AS q, {BUCKET_CASE} AS b, "
         f"s.evidence_state AS es, CASE WHEN s.evidence_state IN ({missing}) "
         "THEN s.evidence_reason ELSE '' END AS er, "
         f"COUNT(*) AS n FROM {SAMPLE} s WHERE s.run_id = %s GROUP BY 1, 2, 3, 4, 5) "
@@ -268,7 +290,12 @@ def unclassified_ids(run_id: UUID | str, limit: int = 10) -> list[int]:
 
 
 def _add_mentions(
-    groups: Groups, run_id: UUID | str, revision_id: int, brand: str, sentiments: tuple[str, ...]
+    groups: Groups,
+    run_id: UUID | str,
+    revision_id: int,
+    brand: str,
+    sentiments: tuple[str, ...],
+    by_target: bool = False,
 ) -> None:
     """One pass over the revision's mention rows of succeeded samples (one set of rows per
     sample and revision; a competitor's row carries the brand's result in the same answer):
@@ -300,11 +327,13 @@ def _add_mentions(
         + ", ".join(f"COUNT(*) FILTER (WHERE {where}) AS {name}" for name, where in counts.items())
     )
 
+    source, key = _keyed(MENTION, "m", by_target)
+
     def cells(where: str) -> str:
         return (
-            f"SELECT m.platform AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
-            f"FROM {MENTION} m WHERE m.revision_id = %s{where} "
-            "GROUP BY m.platform, m.question_revision_id, m.entity"
+            f"SELECT {key} AS p, m.question_revision_id AS q, m.entity AS e, {selected} "
+            f"FROM {source} WHERE m.revision_id = %s{where} "
+            f"GROUP BY {key}, m.question_revision_id, m.entity"
         )
 
     # Less the rows of not-succeeded samples (0) everywhere, and those of the not-analysed
@@ -383,7 +412,9 @@ def _host_key() -> str:
     )
 
 
-def _add_citations(groups: Groups, run_id: UUID | str, brand_domains: list[str]) -> None:
+def _add_citations(
+    groups: Groups, run_id: UUID | str, brand_domains: list[str], by_target: bool = False
+) -> None:
     """Citations of the analysed captures, the brand's share, unparseable ones and cited
     registrable domains. Streams (scope, group, host key, n) rows.
 
@@ -392,10 +423,12 @@ def _add_citations(groups: Groups, run_id: UUID | str, brand_domains: list[str])
     sample is its capture's, copied with the row), are subtracted (`net_cells`)."""
     brands = tuple(h for h in (extract_host(d) for d in brand_domains) if h)
 
+    source, key = _keyed(CITATION, "ci", by_target)
+
     def cells(where: str) -> str:
         return (
-            f"SELECT ci.platform AS p, ci.question_revision_id AS q, {_host_key()} AS k, "
-            f"COUNT(*) AS n FROM {CITATION} ci WHERE ci.run_id = %s{where} GROUP BY 1, 2, 3"
+            f"SELECT {key} AS p, ci.question_revision_id AS q, {_host_key()} AS k, "
+            f"COUNT(*) AS n FROM {source} WHERE ci.run_id = %s{where} GROUP BY 1, 2, 3"
         )
 
     not_counted = (
@@ -430,14 +463,19 @@ def run_groups(
     brand: str,
     brand_domains: list[str],
     sentiments: tuple[str, ...] = (),
+    *,
+    by_target: bool = False,
 ) -> Groups:
     """The run's tallies per platform and per question revision, and overall (the sum of
-    the platforms: every sample has one); `sentiments`: the sentiments to count."""
+    the platforms: every sample has one); `sentiments`: the sentiments to count. With
+    `by_target`, `by_platform` is keyed by target (`target_key`) instead: the mention and
+    citation passes then read each row's sample for its device, region and mode (a join the
+    per-platform report does not pay; only runs with several targets of a kind ask for it)."""
     groups = Groups(overall=Tally(), by_platform={}, by_question={})
-    _add_samples(groups, run_id)
+    _add_samples(groups, run_id, by_target)
     if revision_id is not None:
-        _add_mentions(groups, run_id, revision_id, brand, sentiments)
-    _add_citations(groups, run_id, brand_domains)
+        _add_mentions(groups, run_id, revision_id, brand, sentiments, by_target)
+    _add_citations(groups, run_id, brand_domains, by_target)
     for tally in groups.by_platform.values():
         groups.overall.add(tally)
     return groups

@@ -74,6 +74,7 @@ from .evidence_summary import EvidenceSummary, evidence_summaries
 from .mention_metrics import HeadToHead, SentimentStat, head_to_head, sentiment_distribution
 from .models import AnalysisRevision
 from .report_scan import (
+    TARGET_PARTS,
     Groups,
     Tally,
     run_groups,
@@ -96,7 +97,10 @@ __all__ = [
     "build_run_report",
 ]
 
-BUCKETS = tuple(bucket.name for bucket in buckets.OUTCOMES)
+# The report's buckets: the status buckets with cancelled samples apart from failed ones
+# (sampling/buckets.py REPORTED); the status aggregation counts them within failed.
+BUCKETS = tuple(bucket.name for bucket in buckets.REPORTED)
+STATUS_BUCKETS = tuple(bucket.name for bucket in buckets.OUTCOMES)
 TREND_RUNS = 12
 TOP_DOMAINS = 10
 
@@ -119,10 +123,11 @@ class BucketCounts:
 
     planned: int
     succeeded: int
-    failed: int
+    failed: int  # not counting the cancelled ones
     invalid: int
     review: int
     pending: int
+    cancelled: int = 0  # ended by a cancel before the upstream was asked
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -174,6 +179,7 @@ def _counts(tally: Tally) -> BucketCounts:
         invalid=b["invalid"],
         review=b["review"],
         pending=b["pending"],
+        cancelled=b["cancelled"],
     )
 
 
@@ -222,7 +228,7 @@ class Check:
 _COUNTER_FROM_SCAN: dict[str, Callable[[Counter[str]], int]] = {
     "samples": lambda b: sum(b.values()),
     "succeeded": lambda b: b["succeeded"],
-    "failed": lambda b: b["failed"],
+    "failed": lambda b: b["failed"] + b["cancelled"],  # the counters count them as failed
     "invalid": lambda b: b["invalid"],
     "review": lambda b: b["review"],
     "terminal": lambda b: sum(b.values()) - b["pending"],
@@ -279,10 +285,11 @@ def _verify(
     differences += _conservation("SQL aggregate (run_status)", status.as_dict(), planned)
     differences += _scan_differences(run, groups)
     scanned = _counts(groups.overall)
-    for name in BUCKETS:
-        if getattr(status, name) != getattr(scanned, name):
+    for name in STATUS_BUCKETS:
+        by_scan = getattr(scanned, name) + (scanned.cancelled if name == "failed" else 0)
+        if getattr(status, name) != by_scan:
             differences.append(
-                f"run: {name} by record scan = {getattr(scanned, name)}, "
+                f"run: {name} by record scan = {by_scan}, "
                 f"by status aggregation = {getattr(status, name)}"
             )
     by_rows = _mentioned_by_mention_rows(sentiment, brand)
@@ -301,9 +308,9 @@ def _verify(
     return [
         Check(
             "conservation",
-            f"succeeded {scanned.succeeded} + failed {scanned.failed} + invalid "
-            f"{scanned.invalid} + review {scanned.review} + pending {scanned.pending} = "
-            f"planned {planned}",
+            f"succeeded {scanned.succeeded} + failed {scanned.failed} + cancelled "
+            f"{scanned.cancelled} + invalid {scanned.invalid} + review {scanned.review} + "
+            f"pending {scanned.pending} = planned {planned}",
         ),
         Check(
             "double count",
@@ -325,6 +332,57 @@ def _second_count_check(recount: SecondCount | None) -> Check:
         f"mentions re-derived from the stored answer text for {recount.records} of "
         f"{recount.of} succeeded records agree with the stored results",
     )
+
+
+# --- breakdowns by target, region, device and mode ------------------------------------
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """The run's metrics per value of one dimension of its targets: `target` (when a
+    platform has several targets), `region`, `device` or `mode` (when the run has more than
+    one of it). The groups add up to the run, as the platforms do."""
+
+    dimension: str
+    groups: list[Metrics]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"dimension": self.dimension, "groups": [m.as_dict() for m in self.groups]}
+
+
+def _dimensions(config: RunConfig) -> list[str]:
+    """The breakdowns a run's targets call for, in the order the report shows them."""
+    targets = [(t.platform, t.device, t.region, t.mode) for t in config.targets]
+    platforms = [t[0] for t in targets]
+    wanted = ["target"] if len(set(platforms)) < len(platforms) else []
+    for index, part in enumerate(TARGET_PARTS[1:], start=1):
+        if len({t[index] for t in targets}) > 1:
+            wanted.append(part)
+    return wanted
+
+
+def _breakdowns(
+    run: Run, config: RunConfig, revision_id: int | None, metrics: Callable[..., Metrics]
+) -> list[Breakdown]:
+    """One more pass over the run's rows, grouped per target, when the run has more than one
+    target of a platform or more than one region, device or mode; rolled up per dimension."""
+    dimensions = _dimensions(config)
+    if not dimensions:
+        return []
+    brand, domains = config.brand.name, list(config.brand.domains)
+    per_target = run_groups(
+        run.pk, revision_id, brand, domains, SENTIMENTS, by_target=True
+    ).by_platform
+    out = []
+    for dimension in dimensions:
+        rolled: dict[str, Tally] = {}
+        for key, tally in per_target.items():
+            parts = dict(zip(TARGET_PARTS, key.split("|"), strict=True))
+            label = " / ".join(parts.values()) if dimension == "target" else parts[dimension]
+            rolled.setdefault(label, Tally()).add(tally)
+        groups = [metrics(label, label, tally) for label, tally in sorted(rolled.items())]
+        out.append(Breakdown(dimension=dimension, groups=groups))
+    return out
 
 
 # --- the report -------------------------------------------------------------------------
@@ -373,6 +431,12 @@ class RunReport:
     sentiment: list[SentimentStat] = field(default_factory=list)
     head_to_head: list[HeadToHead] = field(default_factory=list)
     evidence: list[EvidenceSummary] = field(default_factory=list)
+    cancelled_at: datetime | None = None  # the run was cancelled (its samples: `cancelled`)
+    breakdowns: list[Breakdown] = field(default_factory=list)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancelled_at is not None
 
     @property
     def entities(self) -> list[str]:
@@ -400,6 +464,9 @@ class RunReport:
             "sentiment": [s.as_dict() for s in self.sentiment],
             "head_to_head": [h.as_dict() for h in self.head_to_head],
             "evidence_by_platform": [e.as_dict() for e in self.evidence],
+            "cancelled": self.cancelled,
+            "cancelled_at": self.cancelled_at.isoformat() if self.cancelled_at else None,
+            "breakdowns": [b.as_dict() for b in self.breakdowns],
         }
 
 
@@ -434,9 +501,12 @@ class _Checked:
     head_to_head: list[HeadToHead]
     sentiment: list[SentimentStat]
     evidence: list[EvidenceSummary]
+    breakdowns: list[Breakdown] = field(default_factory=list)
 
 
-def _checked_metrics(run: Run, revision: AnalysisRevision | None) -> _Checked:
+def _checked_metrics(
+    run: Run, revision: AnalysisRevision | None, *, with_breakdowns: bool = False
+) -> _Checked:
     config = RunConfig.of(run)
     brand = config.brand.name
     entities = config.entity_names
@@ -467,6 +537,7 @@ def _checked_metrics(run: Run, revision: AnalysisRevision | None) -> _Checked:
         head_to_head=head_to_head(groups.pairs),
         sentiment=sentiment,
         evidence=evidence_summaries(groups.evidence),
+        breakdowns=_breakdowns(run, config, revision_id, metrics) if with_breakdowns else [],
     )
 
 
@@ -537,7 +608,7 @@ def build_run_report(
 def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | None) -> RunReport:
     run = Run.objects.select_related("campaign", "tenant").get(pk=run_id)
     chosen = _revision(run, revision)
-    checked = _checked_metrics(run, chosen)
+    checked = _checked_metrics(run, chosen, with_breakdowns=True)
     config = RunConfig.of(run)
     competitors = [c.name for c in config.competitors]
     status = run_status(run_id=run.pk)
@@ -561,4 +632,6 @@ def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | N
         sentiment=checked.sentiment,
         head_to_head=checked.head_to_head,
         evidence=checked.evidence,
+        cancelled_at=run.cancelled_at,
+        breakdowns=checked.breakdowns,
     )

@@ -54,7 +54,7 @@ def update_campaign(*, campaign: Campaign, changes: Any) -> Campaign:
     data = {**campaign_spec_data(campaign=campaign), **changes}
     if data["tenant"] != campaign.tenant.slug:
         raise PlanError(["tenant: a campaign cannot move to another tenant"])
-    spec = parse_campaign_spec(data)
+    spec = parse_campaign_spec(data, refuse_duplicates=True)
     with transaction.atomic():
         if spec.name != campaign.name:
             taken = Campaign.objects.filter(tenant=campaign.tenant, name=spec.name)
@@ -67,7 +67,7 @@ def update_campaign(*, campaign: Campaign, changes: Any) -> Campaign:
 def _spec_for(data: Any, tenant_slugs: set[str] | None) -> CampaignSpec:
     problems: list[str] = []
     try:
-        spec = parse_campaign_spec(data)
+        spec = parse_campaign_spec(data, refuse_duplicates=True)
     except PlanError as error:
         problems = list(error.problems)
         spec = None

@@ -14,24 +14,88 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from billing.services import BillingError
 from sampling.dbtime import db_now
 from sampling.leases import NO_FENCE, Fence, fence_holds
 from sampling.locking import Level, locked
-from sampling.models import MissedSlotPolicy, Schedule, ScheduleSlot, SlotOutcome
+from sampling.models import Campaign, MissedSlotPolicy, Schedule, ScheduleSlot, SlotOutcome
 from sampling.planning import PlanError
-from sampling.schedules import next_slot, parse_cron, slots_between
+from sampling.schedules import next_slot, parse_cron, slot_count, slots_between
 from sampling.services import campaign_as_spec
 
 from .launch import fetch_provider_quotes, launch_run
+from .preview import Money, quote_for_spec
 
 log = logging.getLogger(__name__)
 
 MAX_SLOTS_RECORDED = 1000  # a long outage of a per-minute schedule: the latest ones
+MONTH_DAYS = 30
+
+
+@dataclass(frozen=True)
+class ScheduleCost:
+    """What a schedule is expected to spend at the current price list: each slot launches a
+    run that holds its quote's estimated maximum (the plan preview's quote, `quote_for_spec`),
+    so this is the most a slot, a day and a month of slots can cost. `problem` says why there
+    is no figure (the campaign cannot be planned, no price applies)."""
+
+    per_slot: Money | None
+    slots_per_day: int
+    slots_per_month: int
+    price_version: str = ""
+    problem: str = ""
+
+    @property
+    def per_day(self) -> Money | None:
+        return self._times(self.slots_per_day)
+
+    @property
+    def per_month(self) -> Money | None:
+        return self._times(self.slots_per_month)
+
+    def _times(self, slots: int) -> Money | None:
+        if self.per_slot is None:
+            return None
+        return Money(self.per_slot.amount * slots, self.per_slot.currency)
+
+    def __str__(self) -> str:
+        counts = (
+            f"{self.slots_per_day} slot(s) in the next 24 hours, "
+            f"{self.slots_per_month} in the next {MONTH_DAYS} days"
+        )
+        if self.per_slot is None:
+            return f"No price: {self.problem} ({counts})"
+        return (
+            f"{self.per_slot} per slot (estimated maximum, price list {self.price_version}); "
+            f"{self.per_day} per day ({self.slots_per_day} slots in the next 24 hours); "
+            f"{self.per_month} per {MONTH_DAYS} days ({self.slots_per_month} slots)"
+        )
+
+
+def schedule_cost(*, campaign: Campaign, cron: str, timezone: str, now: datetime) -> ScheduleCost:
+    """The expected cost of running `cron` in `timezone` for `campaign` from `now` on.
+    Raises ScheduleError for a cron or timezone that is not one."""
+    parsed = parse_cron(cron)
+    per_day = slot_count(parsed, timezone, start=now, days=1)
+    per_month = slot_count(parsed, timezone, start=now, days=MONTH_DAYS)
+    try:
+        quote = quote_for_spec(campaign_as_spec(campaign=campaign))
+    except PlanError as error:
+        return ScheduleCost(None, per_day, per_month, problem="; ".join(error.problems))
+    except BillingError as error:
+        return ScheduleCost(None, per_day, per_month, problem=str(error))
+    return ScheduleCost(
+        per_slot=Money(quote.estimated_max, quote.currency),
+        slots_per_day=per_day,
+        slots_per_month=per_month,
+        price_version=quote.price_version,
+    )
 
 
 def launch_due_slots(*, now: datetime | None = None, fence: Fence = NO_FENCE) -> list[ScheduleSlot]:

@@ -53,6 +53,25 @@ class Is(Condition):
 
 
 @dataclass(frozen=True)
+class StartsWith(Condition):
+    """A text column that begins with a fixed prefix. `substr`, not LIKE: the SQL goes into
+    parametrised queries, where a `%` would be read as a placeholder (PostgreSQL and SQLite
+    both have substr)."""
+
+    column: str
+    prefix: str
+
+    def __post_init__(self) -> None:
+        assert self.prefix.isascii() and "'" not in self.prefix, self.prefix
+
+    def sql(self, alias: str) -> str:
+        return f"substr({alias}.{self.column}, 1, {len(self.prefix)}) = '{self.prefix}'"
+
+    def q(self) -> Q:
+        return Q(**{f"{self.column}__startswith": self.prefix})
+
+
+@dataclass(frozen=True)
 class Not(Condition):
     of: Condition
 
@@ -148,15 +167,40 @@ UNCLASSIFIED = Bucket(
     "unclassified", all_of(DONE, Not(any_of(*(bucket.condition for bucket in OUTCOMES))))
 )
 
+# A failed sample that a cancel ended before the upstream was asked (pipeline/runs.py
+# `cancel_run`, a step's `cancelled` outcome): its failure reason starts with CANCELLED_REASON.
+# The status counters and the run's status count it as failed (it is); the report shows it as
+# its own bucket (REPORTED), so a cancelled run's failures are not mistaken for the engines'.
+CANCELLED_REASON = "cancelled"
+CANCELLED = Bucket(
+    "cancelled",
+    all_of(
+        Is("collection_state", CollectionState.FAILED.value),
+        StartsWith("failure_reason", CANCELLED_REASON),
+        DONE,
+    ),
+)
+FAILED_NOT_CANCELLED = Bucket("failed", all_of(FAILED.condition, Not(CANCELLED.condition)))
+# The report's partition: OUTCOMES with failed split into failed and cancelled.
+REPORTED: tuple[Bucket, ...] = (
+    SUCCEEDED,
+    FAILED_NOT_CANCELLED,
+    CANCELLED,
+    INVALID,
+    REVIEW,
+    PENDING,
+)
+
 # Counted beside the outcome buckets (a sample in any bucket may also be one of these).
 TERMINAL = Bucket("terminal", DONE)
 PARKED = Bucket("parked", Is("queue_state", QueueState.PARKED.value))
 UNCERTAIN = Bucket("uncertain", Is("submission_state", SubmissionState.UNCERTAIN.value))
 
 
-def case_sql(alias: str = "s") -> str:
-    """The sample's bucket name as one SQL expression; NULL for an unclassified sample."""
-    whens = "".join(f"\n  WHEN {b.sql(alias)} THEN '{b.name}'" for b in OUTCOMES)
+def case_sql(alias: str = "s", partition: tuple[Bucket, ...] = OUTCOMES) -> str:
+    """The sample's bucket name (of `partition`: OUTCOMES, or the report's REPORTED) as one
+    SQL expression; NULL for an unclassified sample."""
+    whens = "".join(f"\n  WHEN {b.sql(alias)} THEN '{b.name}'" for b in partition)
     return f"CASE{whens}\nEND"
 
 

@@ -25,16 +25,67 @@ _NAME_MAX = 200
 
 
 class PlanError(ValueError):
-    """The specification cannot become a plan; `problems` lists every reason."""
+    """The specification cannot become a plan; `problems` lists every reason ("where:
+    what"), `located` the same as (where, what) pairs, for a form that shows each problem
+    beside its field or row."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], located: list[tuple[str, str]] | None = None) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+        self.located = located if located is not None else [_split(p) for p in problems]
+
+
+def _split(problem: str) -> tuple[str, str]:
+    where, _, what = problem.partition(": ")
+    return (where, what) if what else ("", problem)
 
 
 def normalize_text(text: str) -> str:
     """NFKC, then strip and collapse runs of whitespace to one space."""
     return _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip()
+
+
+def question_key(text: str) -> str:
+    """What two questions are compared by: width (NFKC), letter case and every space ignored
+    ("best CRM ?" and "Best CRM？" are one question; so, rarely, are "a cat" and "acat": the
+    operator is told and can reword). Only for comparison: a question is stored and asked
+    exactly as typed (`as_typed`), since "？" and "?" are different requests to an engine."""
+    return _WHITESPACE.sub("", unicodedata.normalize("NFKC", text)).casefold()
+
+
+def as_typed(text: str) -> str:
+    """A question as the operator typed it; only the surrounding whitespace (a textarea's
+    trailing line break) goes."""
+    return text.strip()
+
+
+REPEATS = (1, 100)
+PRIORITIES = (-10, 10)
+
+
+def repeats_problem(value: Any) -> str:
+    """Why `value` cannot be a campaign's repeats, in plain words; "" when it can. The one
+    rule for the console form, the API and the plan preview."""
+    low, high = REPEATS
+    if not _whole(value):
+        return f"expected a whole number, got {value!r}"
+    if not low <= value <= high:
+        return f"{value} is not possible: each question is asked {low} to {high} times per target"
+    return ""
+
+
+def priority_problem(value: Any) -> str:
+    """Why `value` cannot be a campaign's priority, in plain words; "" when it can."""
+    low, high = PRIORITIES
+    if not _whole(value):
+        return f"expected a whole number, got {value!r}"
+    if not low <= value <= high:
+        return f"{value} is not possible: a priority is from {low} (lowest) to {high} (highest)"
+    return ""
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -71,7 +122,7 @@ class CampaignSpec:
     name: str
     brand: EntitySpec
     competitors: list[EntitySpec]
-    questions: list[str]  # normalised, duplicates removed, in file order
+    questions: list[str]  # as typed, duplicates (by question_key) removed, in file order
     targets: list[TargetSpec]
     repeats: int
     screenshot_policy: str
@@ -87,9 +138,11 @@ class CampaignSpec:
 class _Problems:
     def __init__(self) -> None:
         self.items: list[str] = []
+        self.located: list[tuple[str, str]] = []
 
     def add(self, where: str, message: str) -> None:
         self.items.append(f"{where}: {message}")
+        self.located.append((where, message))
 
 
 def _checked(
@@ -99,7 +152,7 @@ def _checked(
     try:
         return rule(value, where, **options)
     except InputError as error:
-        problems.items.append(str(error))
+        problems.add(error.field, error.problem)
         return ""
 
 
@@ -139,30 +192,48 @@ def _entity(value: Any, where: str, problems: _Problems) -> EntitySpec:
     )
 
 
-def _questions(value: Any, problems: _Problems) -> tuple[list[str], list[Duplicate]]:
-    if not isinstance(value, list) or not value:
-        problems.add("questions", "expected a non-empty list of question texts")
-        return [], []
+def _question(value: Any, where: str, problems: _Problems) -> str:
+    """A question as typed (`as_typed`), held to the input rules."""
+    if not isinstance(value, str):
+        problems.add(where, f"expected a string, got {type(value).__name__}")
+        return ""
     limit = settings.GEO_MAX_QUESTION_CHARS
+    return _checked(inputs.text, as_typed(value), where, problems, max_length=limit)
+
+
+def _questions(
+    value: Any, problems: _Problems, *, refuse_duplicates: bool
+) -> tuple[list[str], list[Duplicate]]:
+    if not isinstance(value, list) or not value:
+        problems.add("questions", "a campaign needs at least one question")
+        return [], []
     kept: list[str] = []
-    first_row: dict[str, int] = {}
+    first_row: dict[str, tuple[int, str]] = {}
     duplicates: list[Duplicate] = []
     for row, raw in enumerate(value):
         where = f"questions[{row}]"
-        text = _string(raw, where, problems, max_length=limit)
+        text = _question(raw, where, problems)
         if not text:
             continue
-        if text in first_row:
-            duplicates.append(Duplicate(row=row, duplicate_of=first_row[text], text=text))
-        else:
-            first_row[text] = row
+        key = question_key(text)
+        if key not in first_row:
+            first_row[key] = (row, text)
             kept.append(text)
+            continue
+        first, first_text = first_row[key]
+        duplicates.append(Duplicate(row=row, duplicate_of=first, text=text))
+        if refuse_duplicates:
+            problems.add(
+                where,
+                f"the same question as {first_text[:80]!r} (question {first + 1}; compared "
+                "ignoring spaces, full-width characters and letter case)",
+            )
     return kept, duplicates
 
 
 def _targets(value: Any, policy: str, problems: _Problems) -> list[TargetSpec]:
     if not isinstance(value, list) or not value:
-        problems.add("targets", "expected a non-empty list of platform targets")
+        problems.add("targets", "a campaign needs at least one platform target")
         return []
     targets: list[TargetSpec] = []
     for row, raw in enumerate(value):
@@ -198,15 +269,17 @@ def _capability_problems(target: TargetSpec, policy: str) -> list[str]:
 
 
 def _int_field(
-    data: Mapping[str, Any], key: str, default: int, low: int, high: int, problems: _Problems
+    data: Mapping[str, Any],
+    key: str,
+    default: int,
+    rule: Callable[[Any], str],
+    problems: _Problems,
 ) -> int:
     value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        problems.add(key, f"expected a whole number, got {value!r}")
-        return default
-    if not low <= value <= high:
-        problems.add(key, f"{value} is outside {low}..{high}")
-    return value
+    problem = rule(value)
+    if problem:
+        problems.add(key, problem)
+    return value if _whole(value) else default
 
 
 def submission_limits(targets: list[TargetSpec], override: int | None) -> dict[str, int]:
@@ -225,8 +298,13 @@ def _platform_limit(platform: str) -> int:
         return int(settings.GEO_DEFAULT_SUBMISSION_LIMIT)
 
 
-def parse_campaign_spec(data: Any, *, submission_limit: int | None = None) -> CampaignSpec:
-    """Validate a campaign file's content. Raises PlanError naming every problem."""
+def parse_campaign_spec(
+    data: Any, *, submission_limit: int | None = None, refuse_duplicates: bool = False
+) -> CampaignSpec:
+    """Validate a campaign file's content. Raises PlanError naming every problem.
+
+    A question repeated (compared by `question_key`) is dropped and reported in the plan;
+    with `refuse_duplicates` (saving a campaign: the console form, the API) it is a problem."""
     problems = _Problems()
     if not isinstance(data, Mapping):
         raise PlanError(["campaign: expected a JSON object"])
@@ -243,10 +321,12 @@ def parse_campaign_spec(data: Any, *, submission_limit: int | None = None) -> Ca
     policy = str(data.get("screenshot_policy", ScreenshotPolicy.OPTIONAL))
     if policy not in ScreenshotPolicy.values:
         problems.add("screenshot_policy", f"{policy!r} is not one of {ScreenshotPolicy.values}")
-    questions, duplicates = _questions(data.get("questions"), problems)
+    questions, duplicates = _questions(
+        data.get("questions"), problems, refuse_duplicates=refuse_duplicates
+    )
     targets = _targets(data.get("targets"), policy, problems)
-    repeats = _int_field(data, "repeats", 1, 1, 100, problems)
-    priority = _int_field(data, "priority", 0, -10, 10, problems)
+    repeats = _int_field(data, "repeats", 1, repeats_problem, problems)
+    priority = _int_field(data, "priority", 0, priority_problem, problems)
     spec = CampaignSpec(
         tenant=tenant,
         name=name,
@@ -268,7 +348,7 @@ def parse_campaign_spec(data: Any, *, submission_limit: int | None = None) -> Ca
             f"{spec.sample_count} samples, over the {maximum} limit",
         )
     if problems.items:
-        raise PlanError(problems.items)
+        raise PlanError(problems.items, problems.located)
     return spec
 
 

@@ -111,6 +111,46 @@ def slots_between(cron: Cron, timezone: str, *, start: datetime, end: datetime) 
     return slots
 
 
+def slot_count(cron: Cron, timezone: str, *, start: datetime, days: int) -> int:
+    """How many slots fall in the `days` days after `start`, counted per local day in the
+    schedule's timezone (no walk slot by slot: a per-minute schedule has 43,200 a month). A
+    day a DST change shortens or lengthens counts its listed times, as cron would mostly
+    fire them."""
+    tz = zone(timezone)
+    end = start + timedelta(days=days)
+    local = start.astimezone(tz)
+    day = datetime(local.year, local.month, local.day, tzinfo=tz)
+    per_day = len(cron.hours) * len(cron.minutes)
+    count = 0
+    while day < end:
+        if cron.day_matches(day):
+            if day >= start and day + timedelta(days=1) <= end:
+                count += per_day
+            else:  # the window's partial first and last days: their slots one by one
+                count += sum(
+                    start < day.replace(hour=h, minute=m).astimezone(UTC) <= end
+                    for h in cron.hours
+                    for m in cron.minutes
+                )
+        day = (day + timedelta(days=1, hours=2)).replace(hour=0)  # safe across DST changes
+    return count
+
+
+def in_zone(moment: datetime | None, timezone: str) -> str:
+    """A slot time as a person reads it: in the schedule's zone, named, with UTC beside it
+    when the zone is another one ("2026-12-02 09:00 Asia/Shanghai (01:00 UTC)")."""
+    if moment is None:
+        return "–"
+    try:
+        local = moment.astimezone(zone(timezone))
+    except ScheduleError:
+        return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    text = f"{local:%Y-%m-%d %H:%M} {timezone}"
+    if timezone != "UTC":
+        text += f" ({moment.astimezone(UTC):%H:%M} UTC)"
+    return text
+
+
 def _is_slot(cron: Cron, timezone: str, moment: datetime) -> bool:
     return next_slot(cron, timezone, after=moment - timedelta(microseconds=1)) == moment
 

@@ -26,8 +26,8 @@ from .planning import (
     CampaignSpec,
     EntitySpec,
     PlanError,
+    as_typed,
     batch_sizes,
-    normalize_text,
     parse_campaign_spec,
 )
 from .snapshots import (
@@ -136,8 +136,9 @@ def _sync_questions(campaign: Campaign, texts: list[str]) -> None:
 
 
 def revise_question(*, question: Question, text: str) -> QuestionRevision:
-    """Give a question new text. Unchanged text keeps the current revision."""
-    text = normalize_text(text)
+    """Give a question new text, kept as typed (`as_typed`: "？" stays "？", the engine is
+    asked what the operator wrote). Unchanged text keeps the current revision."""
+    text = as_typed(text)
     current = question.current_revision
     if current is not None and current.text == text:
         return current

@@ -31,6 +31,7 @@ from django_fsm import TransitionNotAllowed
 
 from geo_collect import metrics
 
+from .buckets import CANCELLED_REASON
 from .locking import lock_leased_sample
 from .locking import lock_sample as _lock_sample
 from .models import (
@@ -180,6 +181,8 @@ def cancel_unaccepted(sample: Sample, *, reason: str) -> bool:
     its row lock. False when a worker got to it first (it then finishes and is charged)."""
     track(sample)
     read_queue_state = sample.queue_state
+    if not reason.startswith(CANCELLED_REASON):  # the report's cancelled bucket reads it
+        reason = f"{CANCELLED_REASON}: {reason}"
     end_uncollected(sample, reason=reason)
     sample.step, sample.queue_state = Step.NONE, QueueState.DONE
     try:

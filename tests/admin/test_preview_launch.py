@@ -90,7 +90,7 @@ def test_invalid_campaign_preview_shows_every_problem_and_no_launch_button(
     assert "cannot take screenshots" in page
     assert "unknown platform" in page
     assert "questions[2]: must not be empty" in page
-    assert "repeats: 0 is outside 1..100" in page
+    assert "repeats: 0 is not possible: each question is asked 1 to 100 times" in page
     assert 'name="token"' not in page
 
 

@@ -201,3 +201,13 @@ def test_a_platform_that_quotes_its_own_tasks_launches_at_the_previewed_quote(
     response = _launch(client, created["id"], token, "key-collector")
     assert response.status_code == 201, response.content
     assert "collector" in response.json()["quote"]["provider_quotes"]
+
+
+def test_the_same_question_twice_is_refused_at_save(operator: APIClient) -> None:
+    body = _body(questions=["Best CRM?", "best  CRM？"])
+
+    response = operator.post("/api/v1/campaigns/", body, format="json")
+
+    assert response.status_code == 400
+    assert "the same question as 'Best CRM?'" in response.content.decode()
+    assert not Campaign.objects.filter(name=body["name"]).exists()

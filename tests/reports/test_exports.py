@@ -50,7 +50,7 @@ def test_json_command_prints_the_checked_report(simulator: SimulatorHandle) -> N
 def test_csv_has_every_rate_with_n_and_interval(simulator: SimulatorHandle) -> None:
     run = collected_run(questions=1, repeats=2)
     report = build_run_report(run_id=run.pk)
-    rows = list(csv.DictReader(io.StringIO(report_csv(report))))
+    rows = list(csv.DictReader(io.StringIO(report_csv(report).removeprefix("\ufeff"))))
     mention = [r for r in rows if r["metric"] == "mention_rate" and r["scope"] == "run"]
     assert {r["entity"] for r in mention} == {"Acme", "Globex", "Initech"}
     for r in mention:
@@ -73,12 +73,15 @@ def test_xlsx_command_writes_a_workbook(simulator: SimulatorHandle, tmp_path: Pa
         "Run",
         "Platforms",
         "Questions",
+        "Sentiment",
+        "Head-to-head",
         "Over time",
+        "Evidence",
         "Top cited domains",
     ]
     platforms = list(book["Platforms"].iter_rows(values_only=True))
-    assert platforms[0][:7] == ("group", "planned", "succeeded", "failed", "invalid", "review",
-                                "pending")  # fmt: skip
+    assert platforms[0][:8] == ("group", "planned", "succeeded", "failed", "cancelled",
+                                "invalid", "review", "pending")  # fmt: skip
     assert [row[0] for row in platforms[1:]] == ["openai", "perplexity"]
     assert report_xlsx(build_run_report(run_id=run.pk))[:2] == b"PK"
 

@@ -172,3 +172,28 @@ def test_the_index_of_samples_not_succeeded_holds_the_samples_not_succeeded(run:
         Sample.objects.filter(~buckets.SUCCEEDED.q(), run=run).values_list("pk", flat=True)
     )
     assert in_index == not_succeeded
+
+
+def test_the_reports_partition_splits_failed_into_failed_and_cancelled(run: Run) -> None:
+    """REPORTED: OUTCOMES with the cancelled samples (failure reason "cancelled ...") out of
+    failed; SQL and Q agree, it partitions the samples, and the report's classifier names it."""
+    failed = Sample.objects.filter(buckets.FAILED.q(), run=run, collection_state="failed")
+    cancelled = set(failed.values_list("pk", flat=True)[:5])
+    Sample.objects.filter(pk__in=cancelled).update(failure_reason="cancelled by operator")
+    Sample.objects.filter(collection_state="failed").exclude(pk__in=cancelled).update(
+        failure_reason="upstream_failed: the task was cancelled upstream"
+    )
+
+    assert _by_q(run, buckets.CANCELLED) == _by_sql(run, buckets.CANCELLED) == cancelled
+    assert _by_q(run, buckets.FAILED_NOT_CANCELLED) == _by_q(run, buckets.FAILED) - cancelled
+    partition = [_by_q(run, b) for b in (*buckets.REPORTED, buckets.UNCLASSIFIED)]
+    assert sum(len(part) for part in partition) == len(COMBINATIONS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT s.id, {buckets.case_sql('s', buckets.REPORTED)} FROM sampling_sample s "
+            "WHERE s.run_id = %s",
+            [run.pk],
+        )
+        named = dict(cursor.fetchall())
+    for bucket in buckets.REPORTED:
+        assert {pk for pk, name in named.items() if name == bucket.name} == _by_sql(run, bucket)

@@ -94,13 +94,17 @@ def test_duplicates_after_normalisation_are_reported_and_planned_once() -> None:
             "questions[2]: 2001 characters, over the 2000 limit",
         ),
         (lambda d: d["questions"].append(42), "questions[2]: expected a string, got int"),
-        (lambda d: d.update(questions=[]), "questions: expected a non-empty list"),
+        (lambda d: d.update(questions=[]), "questions: a campaign needs at least one question"),
         (lambda d: d.update(targets=[{"platform": "nope"}]), "targets[0]: unknown platform 'nope'"),
         (
             lambda d: d["targets"].append({"platform": "openai", "device": "fridge"}),
             "targets[1]: platform 'openai' does not support device 'fridge'",
         ),
-        (lambda d: d.update(repeats=0), "repeats: 0 is outside 1..100"),
+        (
+            lambda d: d.update(repeats=0),
+            "repeats: 0 is not possible: each question is asked 1 to 100 times per target",
+        ),
+        (lambda d: d.update(targets=[]), "targets: a campaign needs at least one platform target"),
         (lambda d: d.update(repeats="2"), "repeats: expected a whole number"),
         (lambda d: d["brand"].update(name=" "), "brand.name: must not be empty"),
         (

@@ -32,17 +32,61 @@ from pipeline.preview import (
     preview_campaign,
 )
 from sampling.models import Campaign, Competitor, PlatformTarget, Question
-from sampling.planning import PlanError, batch_sizes, normalize_text
+from sampling.planning import (
+    PlanError,
+    as_typed,
+    batch_sizes,
+    priority_problem,
+    question_key,
+    repeats_problem,
+)
 from sampling.services import revise_question
 from sampling.snapshots import Quote
 
 from .brands import EntityForm
+from .campaign_check import CampaignCheck, CheckedFormSet
+
+
+def _refuse(problem: str) -> None:
+    if problem:
+        raise ValidationError(problem[:1].upper() + problem[1:] + ".")
 
 
 class CampaignForm(forms.ModelForm):
+    """The campaign's own fields, held to the plan preview's rules (sampling/planning.py);
+    its questions and targets are checked with them as a whole (campaign_check.py)."""
+
     class Meta:
         model = Campaign
         fields = ("tenant", "name", "brand", "repeats", "screenshot_policy", "priority")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._brands_of_the_tenant()
+
+    def _brands_of_the_tenant(self) -> None:
+        """The brand list narrowed to the campaign's tenant when it is known (a saved
+        campaign, or `?tenant=` on the add page, or the only tenant offered). The choices
+        were already scoped to the user's tenants (console.admin_base, tenancy.scope); a
+        posted brand of another tenant is refused by `clean`, naming the tenant."""
+        brand, tenant = self.fields.get("brand"), self.fields.get("tenant")
+        if brand is None or self.is_bound:
+            return
+        tenant_id = self.instance.tenant_id or self.initial.get("tenant")
+        if tenant_id is None and tenant is not None:
+            offered = list(cast(Any, tenant).queryset.values_list("pk", flat=True)[:2])
+            tenant_id = offered[0] if len(offered) == 1 else None
+        if tenant_id is not None:
+            field = cast(Any, brand)
+            field.queryset = field.queryset.filter(tenant_id=tenant_id)
+
+    def clean_repeats(self) -> Any:
+        _refuse(repeats_problem(self.cleaned_data.get("repeats")))
+        return self.cleaned_data.get("repeats")
+
+    def clean_priority(self) -> Any:
+        _refuse(priority_problem(self.cleaned_data.get("priority")))
+        return self.cleaned_data.get("priority")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -73,13 +117,41 @@ class QuestionForm(forms.ModelForm):
             self.initial["position"] = None
 
     def clean_text(self) -> str:
-        text = normalize_text(self.cleaned_data["text"])
+        text = as_typed(self.cleaned_data["text"])  # asked as typed: "？" stays "？"
         if not text:
             raise ValidationError("A question cannot be empty.")
         limit = settings.GEO_MAX_QUESTION_CHARS
         if len(text) > limit:
             raise ValidationError(f"{len(text)} characters, over the {limit} limit.")
         return text
+
+
+class QuestionListForm(QuestionForm):
+    """One question edited in the question list: the same question twice in a campaign is
+    refused here too (compared by `question_key`, as on the campaign page)."""
+
+    class Meta(QuestionForm.Meta):
+        fields: tuple[str, ...] = ("campaign", "position", "is_active")  # type: ignore[assignment]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        campaign, text = cleaned.get("campaign"), cleaned.get("text")
+        if campaign is None or not text or not cleaned.get("is_active"):
+            return cleaned
+        others = campaign.questions.filter(is_active=True).select_related("current_revision")
+        if self.instance.pk is not None:
+            others = others.exclude(pk=self.instance.pk)
+        key = question_key(text)
+        for other in others:
+            revision = other.current_revision
+            if revision is not None and question_key(revision.text) == key:
+                self.add_error(
+                    "text",
+                    f"The same question as {revision.text[:80]!r} (position {other.position}; "
+                    "compared ignoring spaces, full-width characters and letter case).",
+                )
+                break
+        return cleaned
 
 
 class CompetitorInline(ScopedInline):
@@ -146,12 +218,14 @@ class PlatformTargetForm(forms.ModelForm):
 class PlatformTargetInline(ScopedInline):
     model = PlatformTarget
     form = PlatformTargetForm
+    formset = CheckedFormSet
     extra = 0
 
 
 class QuestionInline(ScopedInline):
     model = Question
     form = QuestionForm
+    formset = CheckedFormSet
     fields = ("position", "text", "is_active", "revision_no")
     readonly_fields = ("revision_no",)
     ordering = ("position", "id")
@@ -199,7 +273,7 @@ class QuestionAdmin(TenantScopedAdmin):
     """A campaign's questions in their own paginated list (large campaigns); editing the text
     makes a new revision, as on the campaign page."""
 
-    form = QuestionForm
+    form = QuestionListForm
     fields = ("campaign", "position", "text", "is_active")
     list_display = ("position", "question_text", "revision_no", "is_active", "campaign")
     list_display_links = ("position", "question_text")
@@ -298,6 +372,14 @@ class CampaignAdmin(TenantScopedAdmin):
             return
         for question_form in formset.forms:
             _save_question_text(question_form.instance, question_form)
+
+    def _create_formsets(self, request: HttpRequest, obj: Any, change: bool) -> Any:
+        """The page's last formset checks the whole campaign once the others are cleaned
+        (campaign_check.py): Django offers no hook across a page's forms."""
+        formsets, inlines = super()._create_formsets(request, obj, change)  # type: ignore[misc]
+        if request.method == "POST" and formsets and isinstance(formsets[-1], CheckedFormSet):
+            formsets[-1].whole_campaign = CampaignCheck(obj, formsets)
+        return formsets, inlines
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[type[Any]]:
         if obj is not None and _many_questions(obj):
