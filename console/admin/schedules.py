@@ -55,11 +55,11 @@ class ScheduleAdmin(TenantScopedAdmin):
     inlines = (ScheduleSlotInline,)
     actions = ("pause", "unpause")
 
-    @admin.action(description="Pause the selected schedules")
+    @admin.action(description="Pause the selected schedules", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._set_paused(request, queryset, paused=True)
 
-    @admin.action(description="Unpause (from the next slot on)")
+    @admin.action(description="Unpause (from the next slot on)", permissions=["change"])
     def unpause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._set_paused(request, queryset, paused=False)
 

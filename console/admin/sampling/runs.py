@@ -42,7 +42,7 @@ from sampling.selectors import (
 )
 from sampling.selectors import run_status as status_of_run
 from tenancy.roles import REPORT_ROLES
-from tenancy.scope import user_scope
+from tenancy.scope import allows_on, user_scope
 
 _STATUS_ATTR = "_console_status"
 CONTENT_TYPES = {
@@ -154,8 +154,11 @@ class RunAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_cancel_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.has_perm("sampling.change_run"))
+    action_permissions = {"cancel": "change"}
+
+    def has_cancel_permission(self, request: HttpRequest, run: Run | None = None) -> bool:
+        """Cancelling is a change of the run, by the role in the run's own tenant."""
+        return self.role_allows(request, "change", run)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return RunChangeList
@@ -200,8 +203,10 @@ class RunAdmin(TenantScopedAdmin):
 
     @admin.action(description="Cancel the selected runs", permissions=["cancel"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        # Only the rows whose tenant's role may cancel reach here (TenantScopedAdmin), and
+        # the admin log records who ran the action.
         for run in queryset:
-            cancelled = cancel_run(run_id=run.pk)
+            cancelled = cancel_run(run_id=run.pk, reason=_cancel_reason(request))
             self.message_user(request, f"{run}: {cancelled} samples not yet submitted cancelled.")
 
     def get_urls(self) -> list[URLPattern]:
@@ -237,9 +242,10 @@ class RunAdmin(TenantScopedAdmin):
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         run = self._scoped_object_or_404(request, object_id)
-        if not self.has_cancel_permission(request):
+        if not self.has_cancel_permission(request, run):
             raise PermissionDenied
-        cancelled = cancel_run(run_id=run.pk)
+        cancelled = cancel_run(run_id=run.pk, reason=_cancel_reason(request))
+        self.log_change(request, run, f"Cancelled: {cancelled} samples not yet submitted")
         messages.success(
             request,
             f"Cancelled: {cancelled} samples not yet submitted will not run; work the upstream "
@@ -285,6 +291,10 @@ class RunAdmin(TenantScopedAdmin):
         return response
 
 
+def _cancel_reason(request: HttpRequest) -> str:
+    return f"cancelled in the console by {request.user}"
+
+
 def _money_summary(run: Run) -> dict[str, str] | None:
     billing = run_billing(run_id=run.pk, scan_samples=False)
     if billing.currency is None:
@@ -304,7 +314,7 @@ def _money_summary(run: Run) -> dict[str, str] | None:
 def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -> dict[str, Any]:
     status = status_of_run(run_id=run.pk)
     user = request.user
-    can_see_samples = user.has_perm("sampling.view_sample")
+    can_see_samples = allows_on(user, "sampling.view_sample", run)
     layers = [
         {
             "name": layer,
@@ -345,14 +355,14 @@ def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -
         ],
         "money_summary": _money_summary(run),
         "can_see_samples": can_see_samples,
-        "can_cancel": model_admin.has_cancel_permission(request)
+        "can_cancel": model_admin.has_cancel_permission(request, run)
         and run.finished_at is None
         and run.cancelled_at is None,
         "report_url": reverse("admin:sampling_run_report", args=[run.pk])
         if may_read_report(request, run)
         else "",
         "campaign_url": reverse("admin:sampling_campaign_change", args=[run.campaign_id])
-        if user.has_perm("sampling.view_campaign")
+        if allows_on(user, "sampling.view_campaign", run)
         else "",
         "progress_url": reverse("admin:sampling_run_progress", args=[run.pk]),
         "cancel_url": reverse("admin:sampling_run_cancel", args=[run.pk]),
