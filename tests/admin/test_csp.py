@@ -22,7 +22,8 @@ HEADER = "Content-Security-Policy"
 RECORD_VIOLATIONS = """
 window.__cspViolations = [];
 document.addEventListener("securitypolicyviolation", (e) => {
-  window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`);
+  const where = `${e.sourceFile}:${e.lineNumber}`;
+  window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI} ${where}`);
 });
 """
 INJECT_INLINE_SCRIPT = """() => {

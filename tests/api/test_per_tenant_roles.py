@@ -212,11 +212,14 @@ def test_the_tenant_filter_answers_alike_for_another_tenants_id_and_an_unknown_o
     alpha, bravo = two_tenants
     client = token_client(alpha.users[role])
     unknown = max(alpha.tenant.pk, bravo.tenant.pk) + 1000
-    answers = {
-        name: client.get(url, {"tenant": tenant})
-        for name, tenant in (("own", alpha.tenant.pk), ("other", bravo.tenant.pk))
-        + (("unknown", unknown), ("huge", 10**30), ("negative", -1))
+    tenants = {
+        "own": alpha.tenant.pk,
+        "other": bravo.tenant.pk,
+        "unknown": unknown,
+        "huge": 10**30,
+        "negative": -1,
     }
+    answers = {name: client.get(url, {"tenant": tenant}) for name, tenant in tenants.items()}
     assert answers["own"].status_code == 200 and answers["own"].json()["results"]
     for name in ("other", "unknown", "huge", "negative"):
         assert answers[name].status_code == 200, (name, answers[name].content)
