@@ -1,15 +1,23 @@
 """Admin building blocks every app's admin uses. `TenantScopedAdmin` takes every queryset of
 the page (changelist, change view, search, related filters, autocomplete, foreign-key choices,
 inlines, custom views through `get_object`) from `tenancy.scope`; a row of another tenant is a
-404, exactly like an id that does not exist."""
+404, exactly like an id that does not exist.
+
+What a user may do to a row (change, delete, inline edits, every action, custom buttons) is
+decided by their role in that row's own tenant (`tenancy.scope.allows_on`), never by the
+union of their roles: Django's own checks ask the role groups, which a user with roles in two
+tenants holds both of. Actions run only on the selected rows whose tenant's role allows them,
+and every state-changing action records who ran it in the admin log (the object's history)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import unquote
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.core.paginator import Paginator
 from django.db import models
 from django.db.models import Q, QuerySet
@@ -18,7 +26,9 @@ from django.urls import URLPattern, path
 from django.utils.functional import cached_property
 from django.views.decorators.http import require_POST
 
-from tenancy.scope import permission, scoped, tenant_filter, user_scope
+from tenancy.scope import allows_on, permission, scoped, scoped_by, tenant_filter, user_scope
+
+Action = Callable[..., HttpResponse | None]
 
 
 class CappedCountPaginator(Paginator):
@@ -118,11 +128,114 @@ class ScopedFormFieldsMixin:
         return _scoped_formfield(field, request, self.model)
 
 
-class TenantScopedAdmin(ScopedFormFieldsMixin, admin.ModelAdmin):
-    """Every row through `tenancy.scope.scoped`; another tenant's row is a 404."""
+class PerTenantPermissionsMixin:
+    """Django's has_*_permission(request, obj) by the role in obj's tenant. For an inline,
+    obj is the parent row, whose tenant is the inline rows' tenant."""
+
+    model: type[models.Model]
+
+    def role_allows(self, request: HttpRequest, action: str, obj: Any = None) -> bool:
+        """The user's role in obj's tenant grants `action` ("change", or a whole
+        "app.codename") on this admin's model; obj None: in some tenant of theirs."""
+        perm = action if "." in action else permission(self.model, action)
+        return allows_on(request.user, perm, obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(super().has_view_permission(request, obj)) and (  # type: ignore[misc]
+            self.role_allows(request, "view", obj) or self.role_allows(request, "change", obj)
+        )
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        # ModelAdmin's takes (request), an inline's (request, parent): the parent's tenant.
+        parent = args[0] if args else None
+        allowed = super().has_add_permission(request, *args)  # type: ignore[misc]
+        return bool(allowed) and self.role_allows(request, "add", parent)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        allowed = super().has_change_permission(request, obj)  # type: ignore[misc]
+        return bool(allowed) and self.role_allows(request, "change", obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        allowed = super().has_delete_permission(request, obj)  # type: ignore[misc]
+        return bool(allowed) and self.role_allows(request, "delete", obj)
+
+
+class TenantScopedAdmin(PerTenantPermissionsMixin, ScopedFormFieldsMixin, admin.ModelAdmin):
+    """Every row through `tenancy.scope.scoped`; another tenant's row is a 404; every
+    permission by the role in the row's tenant."""
+
+    # An action's `permissions=[name]` -> the permission each selected row's tenant must grant:
+    # a model action ("change") or a whole "app.codename". view/add/change/delete need none.
+    action_permissions: dict[str, str] = {}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return scoped(super().get_queryset(request), request.user)
+
+    # --- actions: per row's tenant, with the actor recorded --------------------------------
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions: dict[str, Any] = super().get_actions(request) or {}
+        return {
+            name: (self._per_tenant_action(func, name), name, description)
+            for name, (func, _, description) in actions.items()
+        }
+
+    def action_perms(self, func: Any) -> list[str]:
+        """What an action needs of each selected row's tenant; an action that declares no
+        permissions changes something (Django would let anyone who may view run it)."""
+        names = getattr(func, "allowed_permissions", None) or ("change",)
+        return [self._action_perm(name) for name in names]
+
+    def _action_perm(self, name: str) -> str:
+        action = self.action_permissions.get(name, name)
+        if "." in action:
+            return action
+        if action not in ("view", "add", "change", "delete"):
+            raise ImproperlyConfigured(
+                f"{type(self).__name__}.action_permissions names no permission for {name!r}"
+            )
+        return permission(self.model, action)
+
+    def _per_tenant_action(self, func: Any, name: str) -> Action:
+        perms = self.action_perms(func)
+        changes = any(not perm.split(".", 1)[1].startswith("view_") for perm in perms)
+
+        def action(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+            allowed = queryset
+            for perm in perms:
+                allowed = scoped_by(allowed, request.user, perm)
+            left_out = queryset.exclude(pk__in=allowed.values("pk")).count()
+            if left_out:
+                self.message_user(
+                    request,
+                    f"{left_out} of the selected rows left out: your role in their tenant "
+                    "does not allow this action.",
+                    messages.WARNING,
+                )
+            if not allowed.exists():
+                return None
+            if changes and name != "delete_selected":  # deletions log themselves
+                LogEntry.objects.log_actions(
+                    user_id=cast(int, request.user.pk),
+                    queryset=list(allowed),
+                    action_flag=CHANGE,
+                    change_message=f"Action: {name}",
+                )
+            return func(modeladmin, request, allowed)
+
+        return action
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        # The last word at the write: the row's (new) tenant must allow it for this role.
+        if not self.role_allows(request, "change" if change else "add", obj):
+            raise PermissionDenied("your role in this row's tenant may not save it")
+        super().save_model(request, obj, form, change)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        perm = permission(formset.model, "change")
+        if formset.has_changed() and not allows_on(request.user, perm, form.instance):
+            raise PermissionDenied("your role in this row's tenant may not change its rows")
+        super().save_formset(request, form, formset, change)
 
     def object_url(
         self, action: str, view: Callable[..., HttpResponse], *, post_only: bool = False
@@ -204,12 +317,12 @@ class HistoryAdmin(ReadOnlyMixin, TenantScopedAdmin):
     ordering = ("-id",)  # newest first, on the primary key index
 
 
-class ScopedInline(ScopedFormFieldsMixin, admin.TabularInline):
+class ScopedInline(PerTenantPermissionsMixin, ScopedFormFieldsMixin, admin.TabularInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return scoped(super().get_queryset(request), request.user)
 
 
-class ScopedStackedInline(ScopedFormFieldsMixin, admin.StackedInline):
+class ScopedStackedInline(PerTenantPermissionsMixin, ScopedFormFieldsMixin, admin.StackedInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return scoped(super().get_queryset(request), request.user)
 

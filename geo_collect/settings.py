@@ -100,6 +100,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "console.csp.ConsoleCspMiddleware",
     # Last, as django-axes requires: turns a locked-out login into its 429 page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -141,6 +142,23 @@ AUTH_PASSWORD_VALIDATORS = [
 # API tokens (api/auth.py): the default and the longest lifetime, in days.
 GEO_API_TOKEN_DAYS = int(os.environ.get("GEO_API_TOKEN_DAYS", "90"))
 GEO_API_TOKEN_MAX_DAYS = int(os.environ.get("GEO_API_TOKEN_MAX_DAYS", "365"))
+
+# The console's Content-Security-Policy (console/csp.py): scripts from this origin only;
+# inline styles allowed (the templates' <style> blocks and style="width: …" bars); frames only
+# of this origin (the run report's preview); forms post only here.
+GEO_CONSOLE_PREFIX = "/admin/"
+GEO_CONSOLE_CSP = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'self'",
+    ]
+)
 
 ROOT_URLCONF = "geo_collect.urls"
 WSGI_APPLICATION = "geo_collect.wsgi.application"

@@ -30,14 +30,24 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Database, migrations, broker and storage reachable: 200, otherwise 503 naming what."""
+    """Database, migrations, broker and storage reachable: 200, otherwise 503 naming which
+    check failed. Why it failed (an error naming hosts, ports and buckets) only for the
+    metrics token or a staff session: an anonymous prober learns nothing of the inside."""
     checks = readiness()
     ready = all(c.ok for c in checks)
+    details = _bearer_ok(request) or _staff(request)
     body = {
         "status": "ready" if ready else "not ready",
-        "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in checks},
+        "checks": {
+            c.name: {"ok": c.ok, **({"detail": c.detail} if details else {})} for c in checks
+        },
     }
     return JsonResponse(body, status=200 if ready else 503)
+
+
+def _staff(request: HttpRequest) -> bool:
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_active and user.is_staff)
 
 
 def _bearer_ok(request: HttpRequest) -> bool:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.db.models import Model, Q, QuerySet
 from django.http import Http404
 
@@ -173,9 +173,15 @@ def tenant_filter(model: type[Model], tenant_ids: set[int] | None) -> Q | None:
 
 def scoped(queryset: QuerySet[M], user: Any, *, action: str = "view") -> QuerySet[M]:
     """`queryset` restricted to the tenants where the user's role may `action` its model."""
+    return scoped_by(queryset, user, permission(queryset.model, action))
+
+
+def scoped_by(queryset: QuerySet[M], user: Any, perm: str) -> QuerySet[M]:
+    """`queryset` restricted to the rows of tenants where the user's role grants `perm`
+    ("app.codename", of this model or another: redelivering a delivery is a change of its
+    endpoint). Rows without a tenant: all of them when some role grants `perm`."""
     model = queryset.model
     scope = user_scope(user)
-    perm = permission(model, action)
     if not scope.is_superuser and TENANT_PATHS.get(model_label(model)) == GLOBAL:
         return queryset if _any_role_allows(scope, perm) else queryset.none()
     if TENANT_PATHS.get(model_label(model)) == PLATFORM:
@@ -201,6 +207,26 @@ def allows(user: Any, perm: str, tenant_id: int) -> bool:
     return tenant_ids is None or tenant_id in tenant_ids
 
 
+def allows_on(user: Any, perm: str, obj: Model | None) -> bool:
+    """Whether the user's role in the tenant of `obj` grants `perm`: never the union of
+    their roles (finance in A and operator in B may not cancel A's run). Without an object:
+    whether some role of theirs grants it (what a list page may offer). Rows without a tenant
+    follow the permission of any role; platform-internal rows are superuser-only."""
+    scope = user_scope(user)
+    if scope.is_superuser:
+        return True
+    if obj is None:
+        return _any_role_allows(scope, perm)
+    path = TENANT_PATHS.get(model_label(type(obj)), SUPERUSER_ONLY)
+    if path == GLOBAL:
+        return _any_role_allows(scope, perm)
+    tenant_id = None if path == SUPERUSER_ONLY else tenant_id_of(obj)
+    if tenant_id is None and path != SUPERUSER_ONLY and obj._state.adding:
+        return _any_role_allows(scope, perm)  # a new row's tenant is checked when it is saved
+    role = scope.role(tenant_id) if tenant_id is not None else None
+    return role is not None and role_allows(role, perm)
+
+
 def tenants_where(user: Any, perm: str) -> QuerySet[Tenant]:
     """The tenants where the user's role grants `perm` (e.g. the top-up form's choices)."""
     tenant_ids = user_scope(user).tenant_ids(perm)
@@ -224,8 +250,11 @@ def tenant_id_of(obj: Model) -> int | None:
         return int(obj.pk)
     value: Any = obj
     parts = path.split("__")
-    for part in parts[:-1]:
-        value = getattr(value, part)
+    try:
+        for part in parts[:-1]:
+            value = getattr(value, part)
+    except ObjectDoesNotExist:  # an unsaved row without its parent yet
+        return None
     tenant_id = getattr(value, parts[-1])
     return None if tenant_id is None else int(tenant_id)
 

@@ -17,7 +17,7 @@ from billing.selectors import with_balances
 from tenancy.scope import require_platform_finance
 
 from .. import schema_docs as docs
-from ..base import ApiView, ScopedList, list_schema
+from ..base import ApiView, ScopedList, TenantIdFilter, list_schema
 from ..errors import row_items
 from ..serializers import AccountSerializer, JournalEntrySerializer
 from .runs import RunView
@@ -25,10 +25,19 @@ from .runs import RunView
 
 class EntryFilter(django_filters.FilterSet):
     run = django_filters.UUIDFilter(field_name="run_id", help_text="run id")
+    tenant = TenantIdFilter()
 
     class Meta:
         model = JournalEntry
         fields = ["kind", "run", "tenant"]
+
+
+class AccountFilter(django_filters.FilterSet):
+    tenant = TenantIdFilter()
+
+    class Meta:
+        model = Account
+        fields = ["kind", "currency", "tenant"]
 
 
 @list_schema(
@@ -50,7 +59,7 @@ class LedgerEntries(ScopedList):
 )
 class Accounts(ScopedList):
     serializer_class = AccountSerializer
-    filterset_fields = ["kind", "currency", "tenant"]
+    filterset_class = AccountFilter
     # Balances of every kind: cached where kept, summed from postings where not.
     queryset = with_balances(Account.objects.select_related("tenant"))
     view_permission = "billing.view_account"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import django_filters
 from django.core.exceptions import PermissionDenied
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -18,7 +19,7 @@ from sampling.snapshots import Quote
 from tenancy.scope import allows, require_somewhere, tenants_where
 
 from .. import schema_docs as docs
-from ..base import ApiView, ScopedList, list_schema
+from ..base import ApiView, ScopedList, TenantIdFilter, list_schema
 from ..errors import Conflict, DetailedError, invalid
 from ..serializers import CampaignBodySerializer, CampaignSerializer
 from ..services import KeyConflict, TokenUsed, create_campaign, launch_with_key, update_campaign
@@ -31,6 +32,14 @@ LAUNCH = "sampling.add_run"
 CAMPAIGNS = Campaign.objects.select_related("tenant", "brand")
 
 
+class CampaignFilter(django_filters.FilterSet):
+    tenant = TenantIdFilter()
+
+    class Meta:
+        model = Campaign
+        fields = ["tenant"]
+
+
 @list_schema(
     "List campaigns",
     "The campaigns of the caller's tenants (operators), newest first.",
@@ -39,7 +48,7 @@ CAMPAIGNS = Campaign.objects.select_related("tenant", "brand")
 class CampaignList(ScopedList):
     serializer_class = CampaignSerializer
     queryset = CAMPAIGNS
-    filterset_fields = ["tenant"]
+    filterset_class = CampaignFilter
     view_permission = "sampling.view_campaign"
 
     @extend_schema(

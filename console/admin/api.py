@@ -1,9 +1,10 @@
 """Webhook endpoints and their deliveries in the console, scoped like every page
 (console/admin_base.py): operators manage their tenants' endpoints. The actions call the
 API's services (api/webhooks.py) on the selected rows of tenants where the user's role grants
-the change, never on the union of their roles. API tokens: superusers make, list and revoke
-anyone's (a token belongs to a person, not a tenant; people list and revoke their own through
-the API, api/views/tokens.py)."""
+the change, never on the union of their roles (console/admin_base.py narrows every action's
+rows and records who ran it). API tokens: superusers make, list and revoke anyone's (a token
+belongs to a person, not a tenant; people list and revoke their own through the API,
+api/views/tokens.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ from api.webhooks import (
     update_endpoint,
 )
 from console.admin_base import TenantScopedAdmin
-from tenancy.scope import scoped
 
 
 class WebhookEndpointForm(forms.ModelForm):
@@ -69,17 +69,21 @@ class WebhookEndpointAdmin(TenantScopedAdmin):
         # The signing secret, for the receiver to verify X-Geo-Signature (api/webhooks.py).
         return ("secret",) if obj is not None else ()
 
-    @admin.action(description="Deactivate the selected endpoints (no new deliveries)")
+    @admin.action(
+        description="Deactivate the selected endpoints (no new deliveries)", permissions=["change"]
+    )
     def deactivate(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
         self._set_active(request, queryset, active=False)
 
-    @admin.action(description="Activate the selected endpoints")
+    @admin.action(description="Activate the selected endpoints", permissions=["change"])
     def activate(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
         self._set_active(request, queryset, active=True)
 
-    @admin.action(description="Rotate the signing secret of the selected endpoints")
+    @admin.action(
+        description="Rotate the signing secret of the selected endpoints", permissions=["change"]
+    )
     def rotate_secrets(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
-        endpoints = list(_changeable(request, queryset))
+        endpoints = list(queryset)
         for endpoint in endpoints:
             rotate_secret(endpoint=endpoint)
         self.message_user(
@@ -91,16 +95,14 @@ class WebhookEndpointAdmin(TenantScopedAdmin):
     def _set_active(
         self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint], *, active: bool
     ) -> None:
-        endpoints = list(_changeable(request, queryset))
+        endpoints = list(queryset)
         for endpoint in endpoints:
             update_endpoint(endpoint=endpoint, active=active)
         verb = "activated" if active else "deactivated"
         self.message_user(request, f"{len(endpoints)} endpoint(s) {verb}", messages.SUCCESS)
 
 
-def _changeable(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-    """The selected rows of the tenants where the user's own role there grants the change."""
-    return scoped(queryset, request.user, action="change")
+REDELIVER = "api.change_webhookendpoint"
 
 
 @admin.register(WebhookDelivery)
@@ -112,6 +114,9 @@ class WebhookDeliveryAdmin(TenantScopedAdmin):
         "redeliveries", "log", "next_attempt_at", "delivered_at", "created_at",
     )  # fmt: skip
     actions = ("redeliver",)
+    # Sending again is a change of the endpoint's traffic: the endpoint's change permission,
+    # by the role in the delivery's own tenant.
+    action_permissions = {"redeliver": REDELIVER}
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -121,12 +126,8 @@ class WebhookDeliveryAdmin(TenantScopedAdmin):
 
     @admin.action(description="Send the selected deliveries again", permissions=["redeliver"])
     def redeliver(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
-        # Sending again is a change of the endpoint's traffic: the endpoint's change
-        # permission, by the role in the delivery's own tenant.
-        endpoints = _changeable(request, WebhookEndpoint.objects.all())
-        mine = queryset.filter(endpoint__in=endpoints).select_related("endpoint")
         sent, pending = 0, 0
-        for delivery in mine:
+        for delivery in queryset.select_related("endpoint"):
             try:
                 redeliver(delivery=delivery, by=str(request.user))
                 sent += 1
@@ -137,8 +138,8 @@ class WebhookDeliveryAdmin(TenantScopedAdmin):
         )
         self.message_user(request, text, messages.SUCCESS)
 
-    def has_redeliver_permission(self, request: HttpRequest) -> bool:
-        return _changeable(request, WebhookEndpoint.objects.all()).exists()
+    def has_redeliver_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.role_allows(request, REDELIVER, obj)
 
 
 class ApiTokenForm(forms.ModelForm):
@@ -218,6 +219,6 @@ class ApiTokenAdmin(TenantScopedAdmin):
         revoked = revoke_tokens(tokens=queryset, by=request.user)
         self.message_user(request, f"{revoked} token(s) revoked", messages.SUCCESS)
 
-    def has_revoke_permission(self, request: HttpRequest) -> bool:
+    def has_revoke_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The model's change permission, which no role grants: superusers.
         return request.user.has_perm("api.change_apitoken")

@@ -66,8 +66,14 @@ from sampling.models import Run
 from sampling.snapshots import Quote
 from tenancy.models import Tenant
 from tenancy.roles import TOP_UP_PERMISSION
-from tenancy.scope import require_platform_finance, scoped, scoped_get_or_404, tenants_where
+from tenancy.scope import (
+    require_platform_finance,
+    scoped_by,
+    scoped_get_or_404,
+    tenants_where,
+)
 
+SETTLEMENTS = "billing.view_samplesettlement"
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
@@ -191,6 +197,7 @@ class AccountAdmin(ReadOnlyAdmin):
             except BillingError as error:
                 messages.error(request, f"Not topped up: {error}")
             else:
+                self.log_addition(request, entry, f"Top-up of {data['tenant'].slug}")
                 messages.success(request, top_up_outcome(data["tenant"], entry, data["key"]))
                 return redirect("admin:billing_account_changelist")
         context = {
@@ -296,14 +303,16 @@ class JournalEntryAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
-    @admin.action(description="Export postings of the selected entries (CSV)")
+    @admin.action(description="Export postings of the selected entries (CSV)", permissions=["view"])
     def export_csv(
         self, request: HttpRequest, queryset: QuerySet[JournalEntry]
     ) -> HttpResponseBase:
         chunks = exports.ledger_csv_chunks(Posting.objects.filter(entry__in=queryset))
         return _csv_download(chunks, "ledger.csv")
 
-    @admin.action(description="Export postings of the selected entries (XLSX)")
+    @admin.action(
+        description="Export postings of the selected entries (XLSX)", permissions=["view"]
+    )
     def export_xlsx(
         self, request: HttpRequest, queryset: QuerySet[JournalEntry]
     ) -> HttpResponseBase:
@@ -323,7 +332,10 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         if run_id or start or end:
             report = reconcile(run_id=run_id, start=start, end=end, platform=platform)
             if not request.user.is_superuser:
-                runs = scoped(Run.objects.all(), request.user).values_list("id", flat=True)
+                # The runs whose tenant's role reads money (finance), not every visible run.
+                runs = scoped_by(Run.objects.all(), request.user, SETTLEMENTS).values_list(
+                    "id", flat=True
+                )
                 report = restricted_to_runs(report, {str(pk) for pk in runs})
         if report is not None and params.get("format") == "csv":
             return _csv_download(exports.reconciliation_csv_chunks(report), "reconciliation.csv")

@@ -306,7 +306,7 @@ class ReviewSampleAdmin(HistoryAdmin):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         sample = self._queued(request, object_id)
-        if not request.user.has_perm("evidence.add_reviewdecision"):
+        if not self.role_allows(request, "evidence.add_reviewdecision", sample):
             raise PermissionDenied
         decision = request.POST.get("decision", "")
         try:

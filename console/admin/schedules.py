@@ -104,11 +104,11 @@ class ScheduleAdmin(TenantScopedAdmin):
         level = messages.INFO if cost.per_slot is not None else messages.WARNING
         self.message_user(request, f"Expected cost of {obj.campaign}: {cost}", level)
 
-    @admin.action(description="Pause the selected schedules")
+    @admin.action(description="Pause the selected schedules", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._set_paused(request, queryset, paused=True)
 
-    @admin.action(description="Unpause (from the next slot on)")
+    @admin.action(description="Unpause (from the next slot on)", permissions=["change"])
     def unpause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._set_paused(request, queryset, paused=False)
 

@@ -116,8 +116,10 @@ def test_operator_creates_previews_launches_watches_and_opens_the_report(
     _shot(page, "operator-4-run-launched")
     run = Run.objects.get()
     worker = _drive_in_background(run.pk)
+    # A function, not an expression: Playwright evals a bare expression in the page, which
+    # the console's Content-Security-Policy forbids (no 'unsafe-eval', console/csp.py).
     page.wait_for_function(
-        "document.querySelector('#run-status').dataset.finished === '1'", timeout=60_000
+        "() => document.querySelector('#run-status').dataset.finished === '1'", timeout=60_000
     )  # the page polls, then reloads itself once the run is finished
     worker.join(timeout=60)
     _shot(page, "operator-5-run-finished")

@@ -33,7 +33,34 @@ def test_readyz_is_503_and_names_the_broker_when_it_is_unreachable(
     body = response.json()
     assert response.status_code == 503
     assert not body["checks"]["broker"]["ok"] and body["checks"]["database"]["ok"]
-    assert body["checks"]["broker"]["detail"]
+
+
+def test_anonymous_readyz_never_says_why_a_check_failed(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert all(set(check) == {"ok"} for check in response.json()["checks"].values())
+    assert "127.0.0.1" not in response.content.decode()
+
+
+def test_readyz_details_go_to_the_metrics_token_and_staff_only(
+    client: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    from django.contrib.auth import get_user_model
+
+    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    settings.GEO_METRICS_TOKEN = "right-token"
+    wrong = client.get("/readyz", HTTP_AUTHORIZATION="Bearer wrong-token").json()
+    assert "detail" not in wrong["checks"]["broker"]
+    right = client.get("/readyz", HTTP_AUTHORIZATION="Bearer right-token").json()
+    assert right["checks"]["broker"]["detail"]
+    user_model = get_user_model()
+    client.force_login(user_model.objects.create_user("someone", password="x" * 12))
+    assert "detail" not in client.get("/readyz").json()["checks"]["broker"]
+    client.force_login(user_model.objects.create_user("staff", password="x" * 12, is_staff=True))
+    assert client.get("/readyz").json()["checks"]["broker"]["detail"]
 
 
 def test_metrics_needs_the_bearer_token(client: Any, settings: Any) -> None:

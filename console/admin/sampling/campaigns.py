@@ -355,7 +355,7 @@ class CampaignAdmin(TenantScopedAdmin):
         url = reverse("admin:sampling_campaign_preview", args=[campaign.pk])
         return format_html('<a href="{}">Preview plan</a>', url)
 
-    @admin.action(description="Preview plan of the selected campaign")
+    @admin.action(description="Preview plan of the selected campaign", permissions=["view"])
     def preview_plan_action(
         self, request: HttpRequest, queryset: QuerySet[Campaign]
     ) -> HttpResponse | None:
@@ -434,8 +434,8 @@ class CampaignAdmin(TenantScopedAdmin):
         return TemplateResponse(request, "admin/sampling/campaign/preview.html", context)
 
     def _can_launch(self, request: HttpRequest, campaign: Campaign) -> bool:
-        return self.has_change_permission(request, campaign) and request.user.has_perm(
-            "sampling.add_run"
+        return self.has_change_permission(request, campaign) and self.role_allows(
+            request, "sampling.add_run", campaign
         )
 
     def launch_view(self, request: HttpRequest, object_id: str) -> HttpResponse:

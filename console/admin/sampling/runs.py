@@ -46,7 +46,7 @@ from sampling.selectors import (
 )
 from sampling.selectors import run_status as status_of_run
 from tenancy.roles import REPORT_ROLES
-from tenancy.scope import scoped, user_scope
+from tenancy.scope import allows_on, scoped, user_scope
 
 _STATUS_ATTR = "_console_status"
 CONTENT_TYPES = {
@@ -158,8 +158,11 @@ class RunAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_cancel_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.has_perm("sampling.change_run"))
+    action_permissions = {"cancel": "change"}
+
+    def has_cancel_permission(self, request: HttpRequest, run: Run | None = None) -> bool:
+        """Cancelling is a change of the run, by the role in the run's own tenant."""
+        return self.role_allows(request, "change", run)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return RunChangeList
@@ -209,7 +212,7 @@ class RunAdmin(TenantScopedAdmin):
         if request.POST.get("confirm") != "yes":
             return self._cancel_confirmation(request, list(queryset), action=True)
         for run in queryset:
-            cancelled = cancel_run(run_id=run.pk)
+            cancelled = cancel_run(run_id=run.pk, reason=_cancel_reason(request))
             self.message_user(request, _cancelled_message(run, cancelled), messages.SUCCESS)
         return None
 
@@ -276,11 +279,13 @@ class RunAdmin(TenantScopedAdmin):
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """GET: what cancelling would release and keep charged; POST: cancel."""
         run = self._scoped_object_or_404(request, object_id)
-        if not self.has_cancel_permission(request):
+        if not self.has_cancel_permission(request, run):
             raise PermissionDenied
         if request.method != "POST":
             return self._cancel_confirmation(request, [run], action=False)
-        messages.success(request, _cancelled_message(run, cancel_run(run_id=run.pk)))
+        cancelled = cancel_run(run_id=run.pk, reason=_cancel_reason(request))
+        self.log_change(request, run, f"Cancelled: {cancelled} samples not yet submitted")
+        messages.success(request, _cancelled_message(run, cancelled))
         return redirect("admin:sampling_run_change", run.pk)
 
     def _reportable_run(self, request: HttpRequest, object_id: str) -> Run:
@@ -355,6 +360,10 @@ def _cancelled_message(run: Run, cancelled: int) -> str:
     )
 
 
+def _cancel_reason(request: HttpRequest) -> str:
+    return f"cancelled in the console by {request.user}"
+
+
 def _money_summary(run: Run) -> dict[str, str] | None:
     billing = run_billing(run_id=run.pk, scan_samples=False)
     if billing.currency is None:
@@ -374,7 +383,7 @@ def _money_summary(run: Run) -> dict[str, str] | None:
 def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -> dict[str, Any]:
     status = status_of_run(run_id=run.pk)
     user = request.user
-    can_see_samples = user.has_perm("sampling.view_sample")
+    can_see_samples = allows_on(user, "sampling.view_sample", run)
     layers = [
         {
             "name": layer,
@@ -416,14 +425,14 @@ def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -
         ],
         "money_summary": _money_summary(run),
         "can_see_samples": can_see_samples,
-        "can_cancel": model_admin.has_cancel_permission(request)
+        "can_cancel": model_admin.has_cancel_permission(request, run)
         and run.finished_at is None
         and run.cancelled_at is None,
         "report_url": reverse("admin:sampling_run_report", args=[run.pk])
         if may_read_report(request, run)
         else "",
         "campaign_url": reverse("admin:sampling_campaign_change", args=[run.campaign_id])
-        if user.has_perm("sampling.view_campaign")
+        if allows_on(user, "sampling.view_campaign", run)
         else "",
         "progress_url": reverse("admin:sampling_run_progress", args=[run.pk]),
         "cancel_url": reverse("admin:sampling_run_cancel", args=[run.pk]),

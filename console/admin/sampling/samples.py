@@ -267,8 +267,11 @@ class SampleAdmin(HistoryAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Sample]:
         return super().get_queryset(request).select_related("question_revision")
 
-    def has_resolve_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.has_perm("sampling.change_sample"))
+    action_permissions = {"resolve": "change"}
+
+    def has_resolve_permission(self, request: HttpRequest, sample: Sample | None = None) -> bool:
+        """Resolving is a change of the sample, by the role in the sample's own tenant."""
+        return self.role_allows(request, "change", sample)
 
     @admin.display(description="run", ordering="run_id")
     def run_short(self, sample: Sample) -> str:
