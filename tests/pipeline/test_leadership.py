@@ -187,9 +187,10 @@ def test_a_stopped_dispatcher_process_is_replaced_by_the_standby_which_dispatche
         time.sleep(2 * check)  # the standby is looking
         assert _holder_pid() == first.pid
         os.kill(first.pid, signal.SIGSTOP)
-        stopped = time.monotonic()
+        # Within 30 s of the stop (the bound the product promises; with the defaults, 15 s of
+        # lease and a 2 s check). The stopped leader is not resumed before: only its lease
+        # running out lets the standby in. How fast is bench/faults.py's to measure.
         _wait_for(lambda: _holder_pid() == second.pid, timeout=30, what="the takeover")
-        assert time.monotonic() - stopped < lease + check + 5  # default 15 s + 2 s: under 30 s
         run = _launch(questions=3)
         _wait_for(
             lambda: (
