@@ -176,6 +176,7 @@ class ApiTokenAdmin(TenantScopedAdmin):
     readonly_fields = ("user", "name", "prefix", "created_at", "expires_at", "last_used_at",
                        "revoked_at", "revoked_by")  # fmt: skip
     actions = ("revoke",)
+    action_permissions = {"revoke": "api.change_apitoken"}  # no role grants it: superusers
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return with_database_now(super().get_queryset(request))
