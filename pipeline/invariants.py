@@ -5,9 +5,12 @@ each naming the run and sample it concerns; an empty list means the invariant ho
 `check_all` runs every check; `python manage.py check_invariants [--run ID]` prints them.
 
 The checks take no locks and, on PostgreSQL, read one snapshot, so they can run beside a live
-run. Two are about liveness more than safety and are meant for a quiet system: a run whose
+run. Some are about liveness more than safety and are meant for a quiet system: a run whose
 samples are all terminal but that is not marked finished (true for a moment after the last
-sample's commit), and an outbox row unpublished for longer than OUTBOX_GRACE_SECONDS.
+sample's commit), an outbox row unpublished for longer than OUTBOX_GRACE_SECONDS or published
+and not completed by its consumer for that long past the redelivery timeout, a run finished
+that long ago still holding money its settlement would charge or release, and a costed
+answer of such a run not booked. `gap_counts` gives the run-end ones as counts (metrics).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.db.models.functions import Now
 
 from analysis.models import Mention
@@ -575,8 +578,9 @@ def check_runs_finished(run_id: UUID | str | None = None) -> list[Violation]:
 
 
 def check_outbox_relayed(run_id: UUID | str | None = None) -> list[Violation]:
-    """A finished run has its run-finished message in the outbox, and nothing waits in the
-    outbox unpublished for longer than a relay could take."""
+    """A finished run has its run-finished message in the outbox, nothing waits in the outbox
+    unpublished for longer than a relay could take, and nothing published stays uncompleted
+    by its consumer for longer than the relay takes to publish it again."""
     name = "outbox"
     where, params = _run_filter("r.id", run_id)
     found: list[Violation] = []
@@ -600,21 +604,10 @@ def check_outbox_relayed(run_id: UUID | str | None = None) -> list[Violation]:
                 run_id=str(rid),
             )
         )
-    if connection.vendor == "postgresql":
-        age = "EXTRACT(EPOCH FROM (statement_timestamp() - o.created_at))"
-    else:
-        age = "(julianday('now') - julianday(o.created_at)) * 86400"
     # Published but never completed by its consumer: the relay publishes it again after
     # GEO_OUTBOX_REDELIVER_SECONDS, so one still open a grace period past that was lost again
     # or its consumer keeps failing.
-    for outbox_id, task, payload, seconds, sent in _rows(
-        f"""SELECT o.id, o.task, o.payload, {age}, o.sent_at IS NOT NULL FROM {OUTBOX} o
-             WHERE o.completed_at IS NULL
-               AND ((o.sent_at IS NULL AND {age} > %(grace)s)
-                    OR (o.sent_at IS NOT NULL AND {age} > %(redeliver)s))
-             ORDER BY o.id""",
-        {"grace": OUTBOX_GRACE_SECONDS, "redeliver": _redeliver_grace()},
-    ):
+    for outbox_id, task, payload, seconds, sent in _rows(_open_events_sql(), _open_event_params()):
         if run_id is not None and str(run_id) not in str(payload):
             continue
         what = "published but not completed" if sent else "unpublished"
@@ -628,8 +621,23 @@ def check_outbox_relayed(run_id: UUID | str | None = None) -> list[Violation]:
     return _capped(name, found)
 
 
-def _redeliver_grace() -> float:
-    return float(settings.GEO_OUTBOX_REDELIVER_SECONDS) + OUTBOX_GRACE_SECONDS
+def _open_events_sql(*, published_only: bool = False) -> str:
+    """Outbox rows not completed: unpublished past OUTBOX_GRACE_SECONDS, or published and
+    still not completed past the redelivery timeout and that grace (`%(redeliver)s`)."""
+    if connection.vendor == "postgresql":
+        age = "EXTRACT(EPOCH FROM (statement_timestamp() - o.created_at))"
+    else:
+        age = "(julianday('now') - julianday(o.created_at)) * 86400"
+    unpublished = "FALSE" if published_only else f"(o.sent_at IS NULL AND {age} > %(grace)s)"
+    return f"""SELECT o.id, o.task, o.payload, {age}, o.sent_at IS NOT NULL FROM {OUTBOX} o
+             WHERE o.completed_at IS NULL
+               AND ({unpublished} OR (o.sent_at IS NOT NULL AND {age} > %(redeliver)s))
+             ORDER BY o.id"""
+
+
+def _open_event_params() -> dict[str, float]:
+    redeliver = float(settings.GEO_OUTBOX_REDELIVER_SECONDS) + OUTBOX_GRACE_SECONDS
+    return {"grace": OUTBOX_GRACE_SECONDS, "redeliver": redeliver}
 
 
 def _payload_run(payload: Any) -> str | None:
@@ -644,9 +652,7 @@ def check_finished_runs_settled(run_id: UUID | str | None = None) -> list[Violat
     keep their share held. A lost run-finished event shows here, until the settle sweep
     (pipeline/runs.py `settle_held_runs`) repairs it."""
     name = "settled"
-    runs = finished_runs_holding().filter(
-        finished_at__lt=Now() - timedelta(seconds=OUTBOX_GRACE_SECONDS)
-    )
+    runs = _held_runs()
     if run_id is not None:
         runs = runs.filter(pk=run_id)
     held = Account.objects.filter(run=OuterRef("pk"), kind=AccountKind.HOLD).values("balance")
@@ -663,6 +669,12 @@ def check_finished_runs_settled(run_id: UUID | str | None = None) -> list[Violat
             .order_by("pk")
             .values_list("pk", "held")
         ],
+    )
+
+
+def _held_runs() -> QuerySet[Run]:
+    return finished_runs_holding().filter(
+        finished_at__lt=Now() - timedelta(seconds=OUTBOX_GRACE_SECONDS)
     )
 
 
@@ -741,15 +753,9 @@ def check_attempts_closed(run_id: UUID | str | None = None) -> list[Violation]:
     period ago has its cost booked in the ledger (`upstream-cost:attempt:<id>`)."""
     name = "attempts_closed"
     where, params = _run_filter("s.run_id", run_id)
-    this_round = "a.attempt_no > s.attempts_before_resume"
     found = _sample_violations(
         name,
-        f"""SELECT s.id, s.run_id, a.attempt_no FROM {ATTEMPT} a JOIN {SAMPLE} s
-                ON s.id = a.sample_id
-             WHERE a.status = 'started' AND {this_round}
-               AND (s.queue_state = 'done' OR s.collection_state = 'completed'
-                    OR EXISTS (SELECT 1 FROM {INBOX} i WHERE i.attempt_id = a.id)) {where}
-             ORDER BY s.id, a.attempt_no""",
+        _started_sql(where),
         params,
         lambda sid, rid, attempt_no: (
             f"sample {sid} (run {rid}) has its answer or is finished, but attempt "
@@ -758,13 +764,7 @@ def check_attempts_closed(run_id: UUID | str | None = None) -> list[Violation]:
     )
     found += _sample_violations(
         name,
-        f"""SELECT s.id, s.run_id, a.attempt_no, a.cost, a.cost_currency
-              FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
-              JOIN {RUN} r ON r.id = s.run_id
-             WHERE a.cost > 0 AND r.finished_at < {_ago()} {where}
-               AND NOT EXISTS (SELECT 1 FROM {ENTRY} e
-                                WHERE e.idempotency_key = {_cost_key()})
-             ORDER BY s.id, a.attempt_no""",
+        _uncosted_sql(where),
         {**params, "grace": OUTBOX_GRACE_SECONDS},
         lambda sid, rid, attempt_no, cost, currency: (
             f"sample {sid} (run {rid}): attempt {attempt_no} received an answer costing {cost} "
@@ -772,6 +772,27 @@ def check_attempts_closed(run_id: UUID | str | None = None) -> list[Violation]:
         ),
     )
     return _capped(name, found)
+
+
+def _started_sql(where: str = "") -> str:
+    """Attempts of this round left `started` on a finished sample or one with its answer."""
+    return f"""SELECT s.id, s.run_id, a.attempt_no FROM {ATTEMPT} a JOIN {SAMPLE} s
+                ON s.id = a.sample_id
+             WHERE a.status = 'started' AND a.attempt_no > s.attempts_before_resume
+               AND (s.queue_state = 'done' OR s.collection_state = 'completed'
+                    OR EXISTS (SELECT 1 FROM {INBOX} i WHERE i.attempt_id = a.id)) {where}
+             ORDER BY s.id, a.attempt_no"""
+
+
+def _uncosted_sql(where: str = "") -> str:
+    """Costed attempts of runs finished %(grace)s seconds ago whose cost was never booked."""
+    return f"""SELECT s.id, s.run_id, a.attempt_no, a.cost, a.cost_currency
+              FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
+              JOIN {RUN} r ON r.id = s.run_id
+             WHERE a.cost > 0 AND r.finished_at < {_ago()} {where}
+               AND NOT EXISTS (SELECT 1 FROM {ENTRY} e
+                                WHERE e.idempotency_key = {_cost_key()})
+             ORDER BY s.id, a.attempt_no"""
 
 
 def _ago() -> str:
@@ -839,6 +860,24 @@ def _snapshot() -> Iterator[None]:
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         yield
+
+
+def gap_counts() -> dict[str, int]:
+    """What the run-end checks find, as counts for the metrics (ops/collectors.py, the
+    `geo_integrity_gaps` gauge), from the same queries: finished runs still holding money,
+    outbox events published and never completed, attempts left started on finished samples
+    (or with their answer), costed answers never booked."""
+    return {
+        "held_after_finish": _held_runs().count(),
+        "event_not_completed": _count(_open_events_sql(published_only=True), _open_event_params()),
+        "attempt_left_started": _count(_started_sql(), {}),
+        "answer_cost_unbooked": _count(_uncosted_sql(), {"grace": OUTBOX_GRACE_SECONDS}),
+    }
+
+
+def _count(sql: str, params: dict[str, Any]) -> int:
+    ((count,),) = _rows(f"SELECT COUNT(*) FROM ({sql}) AS found", params)
+    return int(count)
 
 
 @dataclass(frozen=True)

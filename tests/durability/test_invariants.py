@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 
 from analysis.models import Mention
 from evidence.models import Capture
-from pipeline.invariants import CHECKS, Violation, check_all
+from pipeline.invariants import CHECKS, Violation, check_all, gap_counts
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
 from simulator import SimulatorHandle
 from tests.inprocess import drive_in_process
@@ -388,6 +388,8 @@ def test_a_lost_run_end_event_fails_the_checks_until_the_sweeper_settled_the_run
     assert unconsumed.run_id == str(run.pk)
     with pytest.raises(CommandError, match=r"violation\(s\)"):
         call_command("check_invariants", stdout=StringIO())
+    gaps = gap_counts()  # what the metrics expose (geo_integrity_gaps)
+    assert gaps["held_after_finish"] == 1 and gaps["event_not_completed"] == 1
 
     assert run_sweeps()["pipeline.held_runs"] == 1  # the dispatcher's bookkeeping sweeps
     assert _held(run) == 0
@@ -399,6 +401,7 @@ def test_a_lost_run_end_event_fails_the_checks_until_the_sweeper_settled_the_run
     ]
     assert check_all() == []
     call_command("check_invariants", stdout=StringIO())
+    assert set(gap_counts().values()) == {0}
     assert run_sweeps()["pipeline.held_runs"] == 0  # nothing left to settle
 
 
@@ -437,6 +440,7 @@ def test_attempts_left_started_and_answers_without_cost_are_named(run: Run) -> N
     answered = _succeeded(run, platform="openai")
     Attempt.objects.filter(sample=answered).update(status="started")
     found = _found()
+    assert gap_counts()["attempt_left_started"] == 2
     assert "attempt 1 is still started" in _names_sample(found, "attempts_closed", failed)
     assert "upstream cost were never recorded" in _names_sample(
         found, "attempts_closed", answered
@@ -453,4 +457,5 @@ def test_a_costed_answer_never_booked_is_named(run: Run) -> None:
     assert "attempts_closed" not in _found()  # the run finished a moment ago
     Run.objects.filter(pk=run.pk).update(finished_at=Now() - timedelta(hours=1))
     message = _names_sample(_found(), "attempts_closed", answered)
+    assert gap_counts()["answer_cost_unbooked"] >= 1
     assert f"costing {attempt.cost} {attempt.cost_currency} upstream, never booked" in message

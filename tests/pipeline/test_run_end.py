@@ -4,16 +4,26 @@ followers in one transaction, whose outbox rows are relayed after the commit. No
 from __future__ import annotations
 
 import ast
+import base64
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
 
 import pytest
+import redis
+from django.db.models.functions import Now
 
 from api import webhooks
 from api.models import WebhookDelivery, WebhookEndpoint
 from billing.models import SampleSettlement
 from pipeline import runs
+from pipeline.dispatch import relay_outbox
 from pipeline.runs import RunEnded, finish_run_if_done, on_run_finished, run_end_followers
+from pipeline.tasks import run_finished as run_finished_task
 from sampling.models import OutboxMessage
 from tests.factories import ended_run
+from tests.services import broker_url, empty_broker
 from tests.sources import python_sources
 
 SIGNAL_CLASS = "Signal"
@@ -88,3 +98,83 @@ def test_a_failing_follower_leaves_no_notification_behind(
         "run.finished",
         "run.needs_review",
     ]
+
+
+# --- an event is done when its consumer completed it ------------------------------------------
+
+
+@pytest.fixture
+def broker() -> Iterator[redis.Redis]:
+    with empty_broker(broker_url("the relay tests")) as client:
+        yield client
+
+
+def _published(broker: redis.Redis) -> list[dict[str, Any]]:
+    """The kwargs of every message waiting in the default queue (kombu's JSON envelope around
+    Celery's [args, kwargs, embed] body)."""
+    found = []
+    for raw in broker.lrange("default", 0, -1):
+        body = json.loads(base64.b64decode(json.loads(raw)["body"]))
+        found.append(body[1])
+    return found
+
+
+@pytest.mark.django_db
+def test_the_relay_publishes_again_an_event_its_consumer_did_not_complete(
+    broker: redis.Redis,
+) -> None:
+    run = ended_run(tenant="ends")
+    assert finish_run_if_done(run_id=run.pk)
+    event = OutboxMessage.objects.get(task="pipeline.run_finished")
+    assert relay_outbox() == 1
+    event.refresh_from_db()
+    assert event.sent_at is not None and event.completed_at is None  # published is not done
+    assert _published(broker) == [{"run_id": str(run.pk), "outbox_id": event.pk}]
+    assert relay_outbox() == 0  # its consumer has GEO_OUTBOX_REDELIVER_SECONDS to complete it
+
+    broker.flushdb()  # Redis restarted empty: the message is gone
+    OutboxMessage.objects.filter(pk=event.pk).update(sent_at=Now() - timedelta(hours=1))
+    assert relay_outbox() == 1
+    assert _published(broker) == [{"run_id": str(run.pk), "outbox_id": event.pk}]
+
+    run_finished_task(**_published(broker)[0])  # what the worker does with it
+    event.refresh_from_db()
+    assert event.completed_at is not None
+    assert SampleSettlement.objects.filter(run_id=run.pk).count() == 1
+    OutboxMessage.objects.filter(pk=event.pk).update(sent_at=Now() - timedelta(hours=1))
+    assert relay_outbox() == 0  # completed: never published again
+
+
+@pytest.mark.django_db
+def test_the_event_stays_open_when_the_run_end_chain_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = ended_run(tenant="ends")
+    assert finish_run_if_done(run_id=run.pk)
+    event = OutboxMessage.objects.get(task="pipeline.run_finished")
+
+    def broken(ended: RunEnded) -> None:
+        raise RuntimeError("follower bug")
+
+    monkeypatch.setitem(runs._followers, "test.broken", broken)
+    with pytest.raises(RuntimeError, match="follower bug"):
+        on_run_finished(run_id=run.pk, outbox_id=event.pk)
+    event.refresh_from_db()
+    assert event.completed_at is None  # settled, but not told: the relay publishes it again
+
+
+@pytest.mark.django_db
+def test_a_webhook_message_is_completed_with_its_attempt_or_when_nothing_is_left() -> None:
+    run = ended_run(tenant="ends", finished=True)
+    endpoint = WebhookEndpoint.objects.create(
+        tenant=run.tenant, url="http://127.0.0.1:9/closed", secret="s"
+    )
+    on_run_finished(run_id=run.pk)
+    (message,) = OutboxMessage.objects.filter(task=webhooks.TASK)
+    delivery = WebhookDelivery.objects.get(endpoint=endpoint)
+    delay = webhooks.deliver(delivery_id=delivery.pk, outbox_id=message.pk)  # refused: a retry
+    assert delay is not None
+    message.refresh_from_db()
+    assert message.completed_at is not None  # its effect, one attempt recorded, is done
+    again = OutboxMessage.objects.create(task=webhooks.TASK, payload={"delivery_id": 0})
+    assert webhooks.deliver(delivery_id=0, outbox_id=again.pk) is None  # no such delivery
+    again.refresh_from_db()
+    assert again.completed_at is not None
