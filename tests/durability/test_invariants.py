@@ -442,9 +442,7 @@ def test_attempts_left_started_and_answers_without_cost_are_named(run: Run) -> N
     found = _found()
     assert gap_counts()["attempt_left_started"] == 2
     assert "attempt 1 is still started" in _names_sample(found, "attempts_closed", failed)
-    assert "upstream cost were never recorded" in _names_sample(
-        found, "attempts_closed", answered
-    )
+    assert "upstream cost were never recorded" in _names_sample(found, "attempts_closed", answered)
 
 
 def test_a_costed_answer_never_booked_is_named(run: Run) -> None:
