@@ -167,6 +167,13 @@ def settle_held_runs(*, limit: int = 20) -> int:
     return metrics.held_runs_settled(settled)
 
 
+def held_runs_every() -> float:
+    """How often the sweep looks: a tenth of the redelivery timeout. Its query visits every
+    finished run whose hold still has money, and runs with samples in review keep theirs;
+    nothing it repairs is due before the timeout anyway."""
+    return float(settings.GEO_OUTBOX_REDELIVER_SECONDS) / 10
+
+
 def _in_progress(event: OutboxMessage) -> bool:
     """Written, or published, within the redelivery timeout (database time)."""
     recent = Now() - timedelta(seconds=float(settings.GEO_OUTBOX_REDELIVER_SECONDS))

@@ -368,11 +368,13 @@ def _lose_the_run_end_event(run: Run) -> OutboxMessage:
 
 
 def test_a_lost_run_end_event_fails_the_checks_until_the_sweeper_settled_the_run(
-    run: Run,
+    run: Run, settings: Any
 ) -> None:
     from api.models import WebhookDelivery, WebhookEndpoint
     from billing.models import SampleSettlement
     from pipeline.sweeps import run_sweeps
+
+    settings.GEO_OUTBOX_REDELIVER_SECONDS = 0  # the sweep is due at every tick
 
     WebhookEndpoint.objects.create(tenant=run.tenant, url="https://hooks.example/x", secret="s")
     failed = Sample.objects.get(run=run, collection_state="failed")

@@ -178,3 +178,33 @@ def test_a_webhook_message_is_completed_with_its_attempt_or_when_nothing_is_left
     assert webhooks.deliver(delivery_id=0, outbox_id=again.pk) is None  # no such delivery
     again.refresh_from_db()
     assert again.completed_at is not None
+
+
+def test_a_sweep_with_a_period_runs_at_most_that_often() -> None:
+    from pipeline import sweeps
+
+    ran: list[int] = []
+
+    def sweep() -> int:
+        ran.append(1)
+        return 1
+
+    sweeps.register_sweep(name="test.every", sweep=sweep, every=lambda: 60)
+    try:
+        assert sweeps.run_sweeps()["test.every"] == 1
+        assert "test.every" not in sweeps.run_sweeps()  # not due for another minute
+        assert ran == [1]
+    finally:
+        sweeps._sweeps.pop("test.every")
+        sweeps._every.pop("test.every")
+        sweeps._last.pop("test.every")
+
+
+def test_the_held_runs_sweep_looks_a_tenth_as_often_as_events_are_published_again(
+    settings: Any,
+) -> None:
+    from pipeline.sweeps import registered_sweeps
+
+    assert registered_sweeps()["pipeline.held_runs"] is runs.settle_held_runs
+    settings.GEO_OUTBOX_REDELIVER_SECONDS = 300
+    assert runs.held_runs_every() == 30
