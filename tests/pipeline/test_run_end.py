@@ -208,3 +208,23 @@ def test_the_held_runs_sweep_looks_a_tenth_as_often_as_events_are_published_agai
     assert registered_sweeps()["pipeline.held_runs"] is runs.settle_held_runs
     settings.GEO_OUTBOX_REDELIVER_SECONDS = 300
     assert runs.held_runs_every() == 30
+
+
+def test_every_outbox_task_takes_the_id_its_consumer_completes() -> None:
+    """The relay adds `outbox_id` to every outbox message's kwargs: a consumer that does not
+    take it fails every delivery (found: analysis.reanalyse_batch)."""
+    import inspect
+
+    from analysis import tasks as analysis_tasks
+    from analysis.services import REANALYSE_TASK
+    from api import tasks as api_tasks
+    from pipeline import tasks as pipeline_tasks
+
+    consumers = {
+        runs.RUN_FINISHED: pipeline_tasks.run_finished,
+        webhooks.TASK: api_tasks.deliver_webhook,
+        REANALYSE_TASK: analysis_tasks.reanalyse_batch,
+    }
+    for name, task in consumers.items():
+        assert task.name == name
+        assert "outbox_id" in inspect.signature(task.run).parameters, name
