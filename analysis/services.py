@@ -17,7 +17,7 @@ from evidence.models import Capture
 from sampling.locking import lock_run
 from sampling.models import Run, Sample
 from sampling.plainsql import insert_rows
-from sampling.services import enqueue_outbox
+from sampling.services import complete_outbox, enqueue_outbox
 from sampling.snapshots import RunConfig
 
 from .analysers import get_analyser
@@ -373,9 +373,12 @@ def start_reanalysis(
     return revision
 
 
-def reanalyse_samples(*, revision_id: int, sample_ids: Iterable[int]) -> int:
+def reanalyse_samples(
+    *, revision_id: int, sample_ids: Iterable[int], outbox_id: int | None = None
+) -> int:
     """Analyse these samples' stored answers into the revision. Idempotent: a redelivered
-    batch replaces its own rows. Returns how many samples were analysed."""
+    batch replaces its own rows. Returns how many samples were analysed. The batch's outbox
+    message (`outbox_id`) is completed once every sample of it is stored."""
     revision = AnalysisRevision.objects.select_related("run").get(pk=revision_id)
     analyser = get_analyser(revision.analyser)
     if analyser.info.version != revision.analyser_version:
@@ -392,7 +395,9 @@ def reanalyse_samples(*, revision_id: int, sample_ids: Iterable[int]) -> int:
         with transaction.atomic():
             _store(derived.result, derived.mentions)
         done += 1
-    finish_revision_if_complete(revision_id=revision_id)
+    with transaction.atomic():
+        finish_revision_if_complete(revision_id=revision_id)
+        complete_outbox(outbox_id=outbox_id)
     return done
 
 

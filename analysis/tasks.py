@@ -8,5 +8,7 @@ from . import services
 
 
 @shared_task(name=services.REANALYSE_TASK)
-def reanalyse_batch(revision_id: int, sample_ids: list[int]) -> int:
-    return services.reanalyse_samples(revision_id=revision_id, sample_ids=sample_ids)
+def reanalyse_batch(revision_id: int, sample_ids: list[int], outbox_id: int | None = None) -> int:
+    return services.reanalyse_samples(
+        revision_id=revision_id, sample_ids=sample_ids, outbox_id=outbox_id
+    )

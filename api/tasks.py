@@ -11,7 +11,7 @@ from . import webhooks
 
 
 @shared_task(bind=True, name="api.deliver_webhook", max_retries=None)
-def deliver_webhook(self: Any, delivery_id: int) -> None:
-    delay = webhooks.deliver(delivery_id=delivery_id)
+def deliver_webhook(self: Any, delivery_id: int, outbox_id: int | None = None) -> None:
+    delay = webhooks.deliver(delivery_id=delivery_id, outbox_id=outbox_id)
     if delay is not None and self.request.retries < int(settings.GEO_WEBHOOK_MAX_ATTEMPTS):
         raise self.retry(countdown=delay)

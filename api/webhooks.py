@@ -44,7 +44,7 @@ from connectors.outbound import check_url as check_outbound_url
 from pipeline.runs import RunEnded
 from sampling.models import Run
 from sampling.selectors import Status
-from sampling.services import enqueue_outbox
+from sampling.services import complete_outbox, enqueue_outbox
 from tenancy.models import Tenant
 
 from .models import DeliveryState, WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -231,11 +231,14 @@ def backoff_seconds(attempts: int) -> float:
     return float(min(base * 2 ** max(attempts - 1, 0), 3600))
 
 
-def deliver(*, delivery_id: int) -> float | None:
+def deliver(*, delivery_id: int, outbox_id: int | None = None) -> float | None:
     """One attempt. Returns the delay before the next one, or None when done (delivered,
-    failed for good, or not pending). No transaction is held during the request."""
+    failed for good, or not pending). No transaction is held during the request. The message
+    (`outbox_id`) is completed with the attempt's record: its effect is an attempt made (a
+    retry's own message is the sweep's to repair), or nothing left to attempt."""
     delivery = WebhookDelivery.objects.select_related("endpoint").filter(pk=delivery_id).first()
     if delivery is None or delivery.state != DeliveryState.PENDING:
+        complete_outbox(outbox_id=outbox_id)
         return None
     endpoint = delivery.endpoint
     body = json.dumps({**delivery.payload, "delivery_id": delivery.pk}, sort_keys=True).encode()
@@ -253,16 +256,18 @@ def deliver(*, delivery_id: int) -> float | None:
         else DeliveryState.PENDING
     )
     delay = None if ok or exhausted else backoff_seconds(attempts)
-    updated = WebhookDelivery.objects.filter(
-        pk=delivery.pk, attempts=delivery.attempts, state=DeliveryState.PENDING
-    ).update(
-        attempts=attempts,
-        state=state,
-        log=[*delivery.log, entry][-LOG_KEPT:],
-        delivered_at=Now() if ok else None,
-        # When the retry is due: the sweep sends again a delivery left far past it.
-        next_attempt_at=None if delay is None else Now() + timedelta(seconds=delay),
-    )
+    with transaction.atomic():
+        updated = WebhookDelivery.objects.filter(
+            pk=delivery.pk, attempts=delivery.attempts, state=DeliveryState.PENDING
+        ).update(
+            attempts=attempts,
+            state=state,
+            log=[*delivery.log, entry][-LOG_KEPT:],
+            delivered_at=Now() if ok else None,
+            # When the retry is due: the sweep sends again a delivery left far past it.
+            next_attempt_at=None if delay is None else Now() + timedelta(seconds=delay),
+        )
+        complete_outbox(outbox_id=outbox_id)  # recorded here or by another worker: done
     if updated != 1:
         return None  # another worker recorded this attempt
     log.info(

@@ -26,6 +26,7 @@ from django.db.models.functions import Coalesce
 
 from sampling.models import CollectionState, Run, Sample, SubmissionState
 from sampling.snapshots import Quote
+from sampling.transitions import PARSE_FAILED
 from tenancy.models import Tenant
 
 from .models import Account, AccountKind, EntryKind, Posting, SampleSettlement, SettlementReason
@@ -245,13 +246,41 @@ def _run_billing(*, run_id: UUID | str, scan_samples: bool) -> RunBilling:
     )
 
 
+def _settled_this_round() -> Exists:
+    """Over a sample (OuterRef): it was charged, or settled in its current round."""
+    return Exists(
+        SampleSettlement.objects.filter(sample_id=OuterRef("pk")).filter(
+            Q(reason=SettlementReason.COMPLETED) | Q(round=OuterRef("resumes"))
+        )
+    )
+
+
 def unsettled_samples(run: Run) -> QuerySet[Sample]:
     """The run's samples whose share is still held: not charged, and not settled in their
     current round (a resume re-opens released samples into a new round)."""
-    settled = SampleSettlement.objects.filter(sample_id=OuterRef("pk")).filter(
-        Q(reason=SettlementReason.COMPLETED) | Q(round=OuterRef("resumes"))
+    return Sample.objects.filter(run=run).exclude(_settled_this_round())
+
+
+# The samples `settle_run` disposes of once their run finished, the union of its branches:
+# charged (completed and valid), released as failed (collection failed, or an answer the
+# parser could not read), released as invalid (completed and invalid). Every other unsettled
+# sample stays held, awaiting reconciliation.
+SETTLEABLE = (
+    Q(collection_state=CollectionState.COMPLETED, validity__in=["valid", "invalid"])
+    | Q(collection_state=CollectionState.FAILED)
+    | Q(analysis_reason__startswith=PARSE_FAILED)
+)
+
+
+def finished_runs_holding() -> QuerySet[Run]:
+    """Finished runs whose hold account still holds money for samples `settle_run` would
+    settle now: their settlement never ran (a lost run-finished event) or left them behind.
+    Money held for samples awaiting a person (in review) is not counted: it is meant to be."""
+    held = Account.objects.filter(run=OuterRef("pk"), kind=AccountKind.HOLD, balance__gt=0)
+    waiting = (
+        Sample.objects.filter(run=OuterRef("pk")).filter(SETTLEABLE).exclude(_settled_this_round())
     )
-    return Sample.objects.filter(run=run).exclude(Exists(settled))
+    return Run.objects.exclude(finished_at=None).filter(Exists(held), Exists(waiting))
 
 
 @dataclass(frozen=True)

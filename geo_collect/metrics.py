@@ -103,6 +103,17 @@ DATABASE_OUTAGES = Counter(
     "Database outages a process rode out (the database unreachable, then reachable again).",
     ["process"],
 )
+OUTBOX_REPUBLISHED = Counter(
+    "geo_outbox_republished",
+    "Outbox messages published again: published, not completed by their consumer within "
+    "GEO_OUTBOX_REDELIVER_SECONDS (the broker forgot them, or the consumer keeps failing).",
+    ["task"],
+)
+HELD_RUNS_SETTLED = Counter(
+    "geo_held_runs_settled",
+    "Finished runs the dispatcher's sweep settled because they still held money with no "
+    "settlement in progress (their run-finished event was lost or settled too little).",
+)
 
 
 class ClaimLike(Protocol):
@@ -151,3 +162,13 @@ def database_outage(*, process: str) -> None:
 
 def circuit_changed(*, platform: str, egress: str, state: str) -> None:
     CIRCUIT_CHANGES.labels(platform, egress, state).inc()
+
+
+def outbox_republished(*, task: str) -> None:
+    OUTBOX_REPUBLISHED.labels(task).inc()
+
+
+def held_runs_settled(count: int) -> int:
+    if count:
+        HELD_RUNS_SETTLED.inc(count)
+    return count

@@ -459,6 +459,13 @@ GEO_ANALYSE_INLINE = os.environ.get("GEO_ANALYSE_INLINE", "1") != "0"
 # end went unnoticed) runs at most this often, not every tick: charges post in bigger batches
 # and the claims of a busy tick are not held up by it.
 GEO_DISPATCH_BOOKKEEPING_SECONDS = float(os.environ.get("GEO_DISPATCH_BOOKKEEPING_SECONDS", "1"))
+# An outbox message published but not completed by its consumer this long after (the broker
+# forgot it: restarted empty) is published again by the relay (pipeline/dispatch.py); a
+# finished run still holding money with no run-finished event younger than this is settled by
+# the dispatcher's sweep (pipeline/runs.py `settle_held_runs`). As long as the broker's
+# visibility timeout by default, so a consumer killed mid-task is redelivered by the broker
+# first.
+GEO_OUTBOX_REDELIVER_SECONDS = float(os.environ.get("GEO_OUTBOX_REDELIVER_SECONDS", "300"))
 # A busy dispatcher starts a tick at most this often (seconds), so the slots that free up in
 # between are claimed in one tick: a tick costs about ten statements however much it claims.
 # The price is at most this long before a freed slot is used again.

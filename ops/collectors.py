@@ -15,6 +15,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from billing.reconciliation import MATCHED, reconcile
+from pipeline.invariants import gap_counts
 from sampling.models import QueueState, Sample, SubmissionState
 
 CACHE_SECONDS = 10.0
@@ -116,6 +117,16 @@ class DatabaseCollector(Collector):
         for currency, amount in sorted(amounts.items()):
             recon.add_metric(["amount", currency], amount)
         yield recon
+        gaps = GaugeMetricFamily(
+            "geo_integrity_gaps",
+            "What check_invariants names after a run's end, counted: finished runs still "
+            "holding money, outbox events published and never completed, attempts left started "
+            "on finished samples, answers whose upstream cost was never booked.",
+            labels=["gap"],
+        )
+        for gap, value in sorted(_cached("gaps", gap_counts).items()):
+            gaps.add_metric([gap], value)
+        yield gaps
 
 
 def _by_platform(name: str, doc: str, counts: dict[str, dict[str, int]], key: str) -> Metric:

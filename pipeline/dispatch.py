@@ -32,10 +32,11 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
+from django.db.models.functions import Now
 
 from billing.checkpoints import checkpoint_if_due
 from billing.costs import book_pending_attempt_costs
@@ -43,6 +44,7 @@ from billing.services import post_pending_captures
 from connectors.platforms import platform_queue
 from connectors.registry import get_connector
 from connectors.retry import OPERATIONS, RateLimit, RateLimiter
+from geo_collect import metrics
 from geo_collect.celery import app
 from geo_collect.failpoints import failpoint
 from pipeline.circuits import CircuitGate
@@ -55,6 +57,7 @@ from pipeline.tasks import execute_step, execute_submit_batch
 from sampling.dbtime import now_sql
 from sampling.leases import NO_FENCE, Claim, Fence, claim_ready, requeue_expired_leases
 from sampling.models import OutboxMessage, QueueState, Sample, Step
+from sampling.services import OUTBOX_ID
 from tenancy.models import Tenant
 
 log = logging.getLogger(__name__)
@@ -100,32 +103,62 @@ class DispatchReport:
         return sum(self.published.values())
 
 
+# Marked sent whether or not its consumer already completed it (a fast consumer can finish
+# before this mark): `completed_at` alone says done.
 _MARK_SENT = f"""UPDATE {OutboxMessage._meta.db_table} SET sent_at = {{now}}
- WHERE id = %(id)s AND sent_at IS NULL AND {{fence}}"""
+ WHERE id = %(id)s AND {{fence}}"""
 
 
 def relay_outbox(
     *, limit: int = 500, fence: Fence = NO_FENCE, may_act: Callable[[], bool] = lambda: True
 ) -> int:
-    """Publish unsent outbox rows, then mark them sent. A crash in between publishes again
-    (consumers are idempotent); a row is never marked sent before it was published. Under a
-    `fence` the mark is refused once the lease is lost; `may_act` stops publishing as soon
-    as the leader cannot be sure it still leads."""
+    """Publish unsent outbox rows, then mark them sent; and publish again the rows published
+    but not completed by their consumer for GEO_OUTBOX_REDELIVER_SECONDS (the broker forgot
+    them, or their consumer keeps failing). A crash in between publishes again (consumers are
+    idempotent); a row is never marked sent before it was published. Each message carries its
+    row's id (`outbox_id`) for the consumer to complete it. Under a `fence` the mark is
+    refused once the lease is lost; `may_act` stops publishing as soon as the leader cannot
+    be sure it still leads."""
     sent = 0
-    for message in OutboxMessage.objects.filter(sent_at=None).order_by("id")[:limit]:
+    for message in _due_messages(limit):
         if not may_act():
             break
         failpoint("after_commit_before_publish")
         try:
-            app.send_task(message.task, kwargs=message.payload, queue=message.queue)
+            app.send_task(
+                message.task, kwargs={**message.payload, OUTBOX_ID: message.pk}, queue=message.queue
+            )
         except Exception as exc:  # broker down: keep the row, try again next tick
             OutboxMessage.objects.filter(pk=message.pk).update(
                 publish_attempts=message.publish_attempts + 1, last_error=str(exc)[:500]
             )
             log.warning("outbox publish failed id=%s: %s", message.pk, exc)
             break
+        if message.sent_at is not None:
+            log.warning(
+                "outbox message id=%s (%s) published again: not completed since %s",
+                message.pk,
+                message.task,
+                message.sent_at.isoformat(),
+            )
+            metrics.outbox_republished(task=message.task)
         sent += _mark_sent(message.pk, fence)
     return sent
+
+
+def _due_messages(limit: int) -> list[OutboxMessage]:
+    """The unsent rows, oldest first, then those published and not completed for longer than
+    the redelivery timeout (database time); each through its partial index."""
+    unsent = list(
+        OutboxMessage.objects.filter(sent_at=None, completed_at=None).order_by("id")[:limit]
+    )
+    if len(unsent) == limit:
+        return unsent
+    stale = Now() - timedelta(seconds=float(settings.GEO_OUTBOX_REDELIVER_SECONDS))
+    forgotten = OutboxMessage.objects.filter(
+        completed_at=None, sent_at__isnull=False, sent_at__lt=stale
+    ).order_by("sent_at")[: limit - len(unsent)]
+    return unsent + list(forgotten)
 
 
 def _mark_sent(message_id: int, fence: Fence) -> int:

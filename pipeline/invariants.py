@@ -5,28 +5,45 @@ each naming the run and sample it concerns; an empty list means the invariant ho
 `check_all` runs every check; `python manage.py check_invariants [--run ID]` prints them.
 
 The checks take no locks and, on PostgreSQL, read one snapshot, so they can run beside a live
-run. Two are about liveness more than safety and are meant for a quiet system: a run whose
+run. Some are about liveness more than safety and are meant for a quiet system: a run whose
 samples are all terminal but that is not marked finished (true for a moment after the last
-sample's commit), and an outbox row unpublished for longer than OUTBOX_GRACE_SECONDS.
+sample's commit), an outbox row unpublished for longer than OUTBOX_GRACE_SECONDS or published
+and not completed by its consumer for that long past the redelivery timeout, a run finished
+that long ago still holding money its settlement would charge or release, and a costed
+answer of such a run not booked. `gap_counts` gives the run-end ones as counts (metrics).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models.functions import Now
 
 from analysis.models import Mention
 from analysis.reports import ReportIntegrityError, build_run_report
-from billing.models import JournalEntry, SampleSettlement
+from billing.models import Account, AccountKind, JournalEntry, SampleSettlement
+from billing.selectors import finished_runs_holding
 from evidence.models import Capture
 from sampling import buckets, counters
 from sampling.buckets import Not, all_of
-from sampling.models import Attempt, OutboxMessage, Run, Sample, SampleReopen, StaleWrite
+from sampling.models import (
+    AnswerInbox,
+    Attempt,
+    OutboxMessage,
+    Run,
+    Sample,
+    SampleReopen,
+    StaleWrite,
+)
 from sampling.selectors import run_status
 
 LIMIT = 50  # violations reported per check; the rest are counted in one line
@@ -39,6 +56,8 @@ REOPEN = SampleReopen._meta.db_table
 OUTBOX = OutboxMessage._meta.db_table
 CAPTURE = Capture._meta.db_table
 MENTION = Mention._meta.db_table
+INBOX = AnswerInbox._meta.db_table
+ENTRY = JournalEntry._meta.db_table
 
 # The outcome buckets (sampling/buckets.py, their one definition) as SQL over `s`
 # (sampling_sample). The plain count here and the trigger-maintained counters behind
@@ -559,8 +578,9 @@ def check_runs_finished(run_id: UUID | str | None = None) -> list[Violation]:
 
 
 def check_outbox_relayed(run_id: UUID | str | None = None) -> list[Violation]:
-    """A finished run has its run-finished message in the outbox, and nothing waits in the
-    outbox unpublished for longer than a relay could take."""
+    """A finished run has its run-finished message in the outbox, nothing waits in the outbox
+    unpublished for longer than a relay could take, and nothing published stays uncompleted
+    by its consumer for longer than the relay takes to publish it again."""
     name = "outbox"
     where, params = _run_filter("r.id", run_id)
     found: list[Violation] = []
@@ -584,25 +604,78 @@ def check_outbox_relayed(run_id: UUID | str | None = None) -> list[Violation]:
                 run_id=str(rid),
             )
         )
+    # Published but never completed by its consumer: the relay publishes it again after
+    # GEO_OUTBOX_REDELIVER_SECONDS, so one still open a grace period past that was lost again
+    # or its consumer keeps failing.
+    for outbox_id, task, payload, seconds, sent in _rows(_open_events_sql(), _open_event_params()):
+        if run_id is not None and str(run_id) not in str(payload):
+            continue
+        what = "published but not completed" if sent else "unpublished"
+        found.append(
+            Violation(
+                name,
+                f"outbox message {outbox_id} ({task} {payload}) {what} for {float(seconds):.0f}s",
+                run_id=_payload_run(payload),
+            )
+        )
+    return _capped(name, found)
+
+
+def _open_events_sql(*, published_only: bool = False) -> str:
+    """Outbox rows not completed: unpublished past OUTBOX_GRACE_SECONDS, or published and
+    still not completed past the redelivery timeout and that grace (`%(redeliver)s`)."""
     if connection.vendor == "postgresql":
         age = "EXTRACT(EPOCH FROM (statement_timestamp() - o.created_at))"
     else:
         age = "(julianday('now') - julianday(o.created_at)) * 86400"
-    for outbox_id, task, payload, seconds in _rows(
-        f"""SELECT o.id, o.task, o.payload, {age} FROM {OUTBOX} o
-             WHERE o.sent_at IS NULL AND {age} > %(grace)s ORDER BY o.id""",
-        {"grace": OUTBOX_GRACE_SECONDS},
-    ):
-        if run_id is not None and str(run_id) not in str(payload):
-            continue
-        found.append(
+    unpublished = "FALSE" if published_only else f"(o.sent_at IS NULL AND {age} > %(grace)s)"
+    return f"""SELECT o.id, o.task, o.payload, {age}, o.sent_at IS NOT NULL FROM {OUTBOX} o
+             WHERE o.completed_at IS NULL
+               AND ({unpublished} OR (o.sent_at IS NOT NULL AND {age} > %(redeliver)s))
+             ORDER BY o.id"""
+
+
+def _open_event_params() -> dict[str, float]:
+    redeliver = float(settings.GEO_OUTBOX_REDELIVER_SECONDS) + OUTBOX_GRACE_SECONDS
+    return {"grace": OUTBOX_GRACE_SECONDS, "redeliver": redeliver}
+
+
+def _payload_run(payload: Any) -> str | None:
+    data = json.loads(payload) if isinstance(payload, str) else payload
+    run = data.get("run_id") if isinstance(data, dict) else None
+    return str(run) if run else None
+
+
+def check_finished_runs_settled(run_id: UUID | str | None = None) -> list[Violation]:
+    """A run finished more than a grace period ago holds no money for samples its settlement
+    disposes of (charged, or released as failed or invalid): only samples awaiting a person
+    keep their share held. A lost run-finished event shows here, until the settle sweep
+    (pipeline/runs.py `settle_held_runs`) repairs it."""
+    name = "settled"
+    runs = _held_runs()
+    if run_id is not None:
+        runs = runs.filter(pk=run_id)
+    held = Account.objects.filter(run=OuterRef("pk"), kind=AccountKind.HOLD).values("balance")
+    return _capped(
+        name,
+        [
             Violation(
                 name,
-                f"outbox message {outbox_id} ({task} {payload}) unpublished for "
-                f"{float(seconds):.0f}s",
+                f"run {rid} finished but still holds {balance} minor units for samples its "
+                "settlement would charge or release",
+                run_id=str(rid),
             )
-        )
-    return _capped(name, found)
+            for rid, balance in runs.annotate(held=Subquery(held[:1]))
+            .order_by("pk")
+            .values_list("pk", "held")
+        ],
+    )
+
+
+def _held_runs() -> QuerySet[Run]:
+    return finished_runs_holding().filter(
+        finished_at__lt=Now() - timedelta(seconds=OUTBOX_GRACE_SECONDS)
+    )
 
 
 # --- 8. at most one charge per sample -------------------------------------------------------
@@ -670,6 +743,74 @@ def check_one_charge_per_sample(run_id: UUID | str | None = None) -> list[Violat
     return _capped(name, found)
 
 
+# --- 10. every answer's attempt closed, its cost booked ---------------------------------------
+
+
+def check_attempts_closed(run_id: UUID | str | None = None) -> list[Violation]:
+    """A finished sample has no attempt left `started` (every attempt ends accepted, failed
+    or unknown); an answer received (collected, or kept in the answer inbox) has its attempt
+    closed, so its upstream cost is recorded; a costed attempt of a run finished a grace
+    period ago has its cost booked in the ledger (`upstream-cost:attempt:<id>`)."""
+    name = "attempts_closed"
+    where, params = _run_filter("s.run_id", run_id)
+    found = _sample_violations(
+        name,
+        _started_sql(where),
+        params,
+        lambda sid, rid, attempt_no: (
+            f"sample {sid} (run {rid}) has its answer or is finished, but attempt "
+            f"{attempt_no} is still started: its outcome and upstream cost were never recorded"
+        ),
+    )
+    found += _sample_violations(
+        name,
+        _uncosted_sql(where),
+        {**params, "grace": OUTBOX_GRACE_SECONDS},
+        lambda sid, rid, attempt_no, cost, currency: (
+            f"sample {sid} (run {rid}): attempt {attempt_no} received an answer costing {cost} "
+            f"{currency} upstream, never booked although the run finished"
+        ),
+    )
+    return _capped(name, found)
+
+
+def _started_sql(where: str = "") -> str:
+    """Attempts of this round left `started` on a finished sample or one with its answer."""
+    return f"""SELECT s.id, s.run_id, a.attempt_no FROM {ATTEMPT} a JOIN {SAMPLE} s
+                ON s.id = a.sample_id
+             WHERE a.status = 'started' AND a.attempt_no > s.attempts_before_resume
+               AND (s.queue_state = 'done' OR s.collection_state = 'completed'
+                    OR EXISTS (SELECT 1 FROM {INBOX} i WHERE i.attempt_id = a.id)) {where}
+             ORDER BY s.id, a.attempt_no"""
+
+
+def _uncosted_sql(where: str = "") -> str:
+    """Costed attempts of runs finished %(grace)s seconds ago whose cost was never booked."""
+    return f"""SELECT s.id, s.run_id, a.attempt_no, a.cost, a.cost_currency
+              FROM {ATTEMPT} a JOIN {SAMPLE} s ON s.id = a.sample_id
+              JOIN {RUN} r ON r.id = s.run_id
+             WHERE a.cost > 0 AND r.finished_at < {_ago()} {where}
+               AND NOT EXISTS (SELECT 1 FROM {ENTRY} e
+                                WHERE e.idempotency_key = {_cost_key()})
+             ORDER BY s.id, a.attempt_no"""
+
+
+def _ago() -> str:
+    """The database time %(grace)s seconds ago."""
+    if connection.vendor == "postgresql":
+        return "statement_timestamp() - make_interval(secs => %(grace)s)"
+    return "datetime('now', '-' || %(grace)s || ' seconds')"
+
+
+def _cost_key() -> str:
+    prefix = "'upstream-cost:attempt:'"
+    return (
+        f"{prefix} || CAST(a.id AS TEXT)"
+        if connection.vendor == "postgresql"
+        else (f"{prefix} || a.id")
+    )
+
+
 # --- counters equal a scan --------------------------------------------------------------------
 
 
@@ -692,7 +833,9 @@ CHECKS: dict[str, Callable[[UUID | str | None], list[Violation]]] = {
     "mentions_once": check_mentions_counted_once,
     "queue_state": check_queue_states,
     "outbox": check_outbox_relayed,
+    "settled": check_finished_runs_settled,
     "one_charge": check_one_charge_per_sample,
+    "attempts_closed": check_attempts_closed,
 }
 
 
@@ -717,6 +860,24 @@ def _snapshot() -> Iterator[None]:
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         yield
+
+
+def gap_counts() -> dict[str, int]:
+    """What the run-end checks find, as counts for the metrics (ops/collectors.py, the
+    `geo_integrity_gaps` gauge), from the same queries: finished runs still holding money,
+    outbox events published and never completed, attempts left started on finished samples
+    (or with their answer), costed answers never booked."""
+    return {
+        "held_after_finish": _held_runs().count(),
+        "event_not_completed": _count(_open_events_sql(published_only=True), _open_event_params()),
+        "attempt_left_started": _count(_started_sql(), {}),
+        "answer_cost_unbooked": _count(_uncosted_sql(), {"grace": OUTBOX_GRACE_SECONDS}),
+    }
+
+
+def _count(sql: str, params: dict[str, Any]) -> int:
+    ((count,),) = _rows(f"SELECT COUNT(*) FROM ({sql}) AS found", params)
+    return int(count)
 
 
 @dataclass(frozen=True)

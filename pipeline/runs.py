@@ -10,7 +10,12 @@ A run's end is one explicit chain (docs/decisions.md, "Run end is an action chai
 3. notify: in one transaction, each follower of the run's end writes the work it needs as
    outbox rows (api: one webhook delivery per endpoint and event, webhooks.record_run_end),
    relayed by the dispatcher after the commit. Followers sit above pipeline, so they register
-   by name from their AppConfig.ready (`follow_run_end`); nothing else is called.
+   by name from their AppConfig.ready (`follow_run_end`); nothing else is called. The
+   run-finished event is completed in that transaction: an event is done when its effect is,
+   not when it was published (the relay publishes again what was not completed).
+
+A sweep (`settle_held_runs`) settles any finished run that still holds money with no
+settlement in progress, whatever happened to its event.
 """
 
 from __future__ import annotations
@@ -18,19 +23,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from uuid import UUID
 
-from django.db import transaction
-from django.db.models.functions import Now
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models.functions import Coalesce, Now
 
+from billing import selectors as billing_selectors
 from billing import services as billing
 from billing.costs import book_run_attempt_costs
 from geo_collect import metrics
 from sampling import counters
 from sampling.locking import Level, lock_run, locked
-from sampling.models import QueueState, Run, Sample, SubmissionState
+from sampling.models import OutboxMessage, QueueState, Run, Sample, SubmissionState
 from sampling.selectors import Status, run_status
-from sampling.services import enqueue_outbox
+from sampling.services import complete_outbox, enqueue_outbox
 from sampling.transitions import cancel_unaccepted
 
 log = logging.getLogger(__name__)
@@ -75,11 +83,19 @@ def finish_run_if_done(*, run_id: UUID) -> bool:
             # Each finish after a resume (pipeline/resume.py) settles what that round held.
             resumes = Run.objects.values_list("resumes", flat=True).get(pk=run_id)
             enqueue_outbox(
-                task="pipeline.run_finished",
+                task=RUN_FINISHED,
                 payload={"run_id": str(run_id)},
-                dedupe_key=f"run-finished:{run_id}" + (f":{resumes}" if resumes else ""),
+                dedupe_key=run_finished_key(run_id=run_id, resumes=resumes),
             )
     return updated == 1
+
+
+RUN_FINISHED = "pipeline.run_finished"
+
+
+def run_finished_key(*, run_id: UUID | str, resumes: int) -> str:
+    """The dedupe key of a run's run-finished event in a round (one per finish)."""
+    return f"run-finished:{run_id}" + (f":{resumes}" if resumes else "")
 
 
 def finish_ended_runs() -> int:
@@ -93,24 +109,80 @@ def finish_ended_runs() -> int:
     )
 
 
-def on_run_finished(*, run_id: UUID | str) -> None:
+def on_run_finished(*, run_id: UUID | str, outbox_id: int | None = None) -> None:
     """What follows a run's end, delivered through the outbox (at least once, so idempotent):
     billing charges what completed and releases the rest of the hold; then the followers are
-    told, so a webhook's receiver finds the run's billing final."""
+    told, so a webhook's receiver finds the run's billing final. The event (`outbox_id`) is
+    completed in the followers' transaction, the last step: until then the relay publishes it
+    again, and everything before is repeated harmlessly."""
     billing.settle_run(run_id=run_id)
     book_run_attempt_costs(run_id=run_id)
     status = run_status(run_id=run_id)
     log.info("run finished run=%s outcome=%s %s", run_id, status.outcome, status.as_dict())
     metrics.run_finished(outcome=status.outcome.value)
     round_ = Run.objects.values_list("resumes", flat=True).get(pk=run_id)
-    notify_run_ended(ended=RunEnded(run_id=UUID(str(run_id)), round=round_, status=status))
+    ended = RunEnded(run_id=UUID(str(run_id)), round=round_, status=status)
+    notify_run_ended(ended=ended, outbox_id=outbox_id)
 
 
-def notify_run_ended(*, ended: RunEnded) -> None:
-    """Every follower's outbox work in one transaction: all of it is relayed, or none."""
+def notify_run_ended(*, ended: RunEnded, outbox_id: int | None = None) -> None:
+    """Every follower's outbox work in one transaction: all of it is relayed, or none; the
+    run-finished event is completed in it."""
     with transaction.atomic():
         for follower in _followers.values():
             follower(ended)
+        complete_outbox(outbox_id=outbox_id)
+
+
+def settle_held_runs(*, limit: int = 20) -> int:
+    """The dispatcher's sweep (registered in pipeline/apps.py): settle every finished run
+    that still holds money `settle_run` would settle now and has no settlement in progress,
+    that is no run-finished event of its round younger than GEO_OUTBOX_REDELIVER_SECONDS and
+    not completed. Whose event never completed (lost, or never written) gets the whole chain
+    here, completing the event, so its followers are told too; whose event completed (a
+    settlement that left money behind) is settled again. Returns how many it settled."""
+    settled = 0
+    for run_id, resumes in billing_selectors.finished_runs_holding().values_list("pk", "resumes")[
+        :limit
+    ]:
+        event = OutboxMessage.objects.filter(
+            dedupe_key=run_finished_key(run_id=run_id, resumes=resumes)
+        ).first()
+        if event is not None and event.completed_at is None and _in_progress(event):
+            continue  # the relay publishes it again once it is overdue
+        try:
+            if event is None or event.completed_at is None:
+                log.warning("settling run=%s: its run-finished event did not complete", run_id)
+                on_run_finished(run_id=run_id, outbox_id=event.pk if event else None)
+            else:
+                log.warning("settling run=%s again: it still holds money", run_id)
+                billing.settle_run(run_id=run_id)
+                book_run_attempt_costs(run_id=run_id)
+        except DatabaseError:
+            raise  # an outage: the dispatcher's loop rides it out
+        except Exception:  # one run that cannot settle must not keep the others held
+            log.exception("settling held run=%s failed", run_id)
+            continue
+        settled += 1
+    return metrics.held_runs_settled(settled)
+
+
+def held_runs_every() -> float:
+    """How often the sweep looks: a tenth of the redelivery timeout. Its query visits every
+    finished run whose hold still has money, and runs with samples in review keep theirs;
+    nothing it repairs is due before the timeout anyway."""
+    return float(settings.GEO_OUTBOX_REDELIVER_SECONDS) / 10
+
+
+def _in_progress(event: OutboxMessage) -> bool:
+    """Written, or published, within the redelivery timeout (database time)."""
+    recent = Now() - timedelta(seconds=float(settings.GEO_OUTBOX_REDELIVER_SECONDS))
+    return (
+        OutboxMessage.objects.filter(pk=event.pk)
+        .annotate(last=Coalesce("sent_at", "created_at"))
+        .filter(last__gte=recent)
+        .exists()
+    )
 
 
 def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> int:

@@ -9,18 +9,28 @@ message was lost). One that fails is logged and does not stop the others or the 
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
 Sweep = Callable[[], int]
+Every = Callable[[], float]  # seconds between two runs of a sweep, read at each tick
 
 _sweeps: dict[str, Sweep] = {}
+_every: dict[str, Every] = {}
+_last: dict[str, float] = {}  # monotonic time of each sweep's last run in this process
 
 
-def register_sweep(*, name: str, sweep: Sweep) -> None:
-    """By name: a second registration under the same name replaces the first."""
+def register_sweep(*, name: str, sweep: Sweep, every: Every | None = None) -> None:
+    """By name: a second registration under the same name replaces the first. `every`: run
+    at most this often (a sweep whose query grows with history), else at every tick."""
     _sweeps[name] = sweep
+    if every is None:
+        _every.pop(name, None)
+    else:
+        _every[name] = every
 
 
 def registered_sweeps() -> dict[str, Sweep]:
@@ -28,9 +38,15 @@ def registered_sweeps() -> dict[str, Sweep]:
 
 
 def run_sweeps() -> dict[str, int]:
-    """Every registered sweep once; what each repaired (-1: it failed, see the log)."""
+    """Every registered sweep once, unless it ran less than its `every` ago; what each
+    repaired (-1: it failed, see the log; a sweep not due is left out)."""
     done: dict[str, int] = {}
     for name, sweep in _sweeps.items():
+        every = _every.get(name)
+        now = time.monotonic()
+        if every is not None and now - _last.get(name, -math.inf) < every():
+            continue
+        _last[name] = now
         try:
             done[name] = sweep()
         except Exception:  # one broken sweep must not stop the dispatcher's tick

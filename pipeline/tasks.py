@@ -47,5 +47,5 @@ def execute_submit_batch(held: list[list[int]]) -> dict[int, str]:
 
 
 @shared_task(name="pipeline.run_finished")
-def run_finished(run_id: str) -> None:
-    runs.on_run_finished(run_id=run_id)
+def run_finished(run_id: str, outbox_id: int | None = None) -> None:
+    runs.on_run_finished(run_id=run_id, outbox_id=outbox_id)

@@ -688,12 +688,21 @@ class OutboxMessage(models.Model):
     dedupe_key = models.CharField(max_length=200, unique=True, null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     sent_at = models.DateTimeField(null=True, blank=True)
+    # Set by the consumer, in the transaction that did the message's effect (sampling/services
+    # `complete_outbox`): published is not done. The relay publishes again what was published
+    # and not completed after GEO_OUTBOX_REDELIVER_SECONDS (a broker that forgot it).
+    completed_at = models.DateTimeField(null=True, blank=True)
     publish_attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")
 
     class Meta:
         indexes = [
             models.Index(fields=["id"], name="outbox_unsent_idx", condition=Q(sent_at=None)),
+            models.Index(
+                fields=["sent_at"],
+                name="outbox_uncompleted_idx",
+                condition=Q(completed_at=None, sent_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models.functions import Now
 
 from connectors.registry import configured_model
 from tenancy.models import Tenant
@@ -266,3 +267,18 @@ def enqueue_outbox(
         )
     else:
         OutboxMessage.objects.create(task=task, payload=payload, queue=queue)
+
+
+# The keyword argument the relay adds to every outbox task's kwargs: the row's id, which the
+# consumer passes to `complete_outbox` (an id, like the payload).
+OUTBOX_ID = "outbox_id"
+
+
+def complete_outbox(*, outbox_id: int | None) -> None:
+    """Mark an outbox message done: called by its consumer inside the transaction that did the
+    message's effect, so "completed" is committed with the effect or not at all. Until then the
+    relay publishes it again after GEO_OUTBOX_REDELIVER_SECONDS (a broker restarted empty
+    forgot it); consumers are idempotent. None: the consumer was called directly (tests, a
+    sweep), not for a message."""
+    if outbox_id is not None:
+        OutboxMessage.objects.filter(pk=outbox_id, completed_at=None).update(completed_at=Now())

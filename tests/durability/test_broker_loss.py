@@ -1,7 +1,8 @@
 """Redis restarted mid-run, without persistence: every queued and unacknowledged message is
 gone. PostgreSQL still knows what is due; leases run out, the sweeper makes the work
-claimable again and the dispatcher publishes it anew. Everything here runs on a private
-redis-server, so restarting it disturbs nothing else."""
+claimable again and the dispatcher publishes it anew; an outbox event not completed by its
+consumer is published again. Everything here runs on a private redis-server, so restarting
+it disturbs nothing else."""
 
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ from pathlib import Path
 import pytest
 import redis
 
-from geo_collect.processes import redis_answers, redis_server_command
-from sampling.models import Sample
+from api.models import WebhookDelivery, WebhookEndpoint
+from billing.models import Account, SampleSettlement
+from geo_collect.processes import ALL_QUEUES, redis_answers, redis_server_command
+from sampling.models import OutboxMessage, Run, Sample
 from simulator import SimulatorHandle
 from tests.dispatching import wait_until
 
 from .conftest import (
     COLLECTOR,
     IN_PROCESSES,
+    OPENAI,
     Procs,
     assert_invariants,
     collector_tasks,
@@ -128,3 +132,64 @@ def test_a_redis_restart_mid_run_loses_messages_but_no_work(
     tasks = collector_tasks(simulator)
     assert len(tasks) == len({t["client_key"] for t in tasks}) == 12
     assert_invariants(run)
+
+
+def test_a_redis_restart_with_the_run_end_event_queued_still_settles_the_run(
+    procs: Procs, simulator: SimulatorHandle, private_redis: PrivateRedis
+) -> None:
+    """The run-finished event was relayed (marked sent) and waits in Redis when Redis restarts
+    empty: the relay publishes it again once it is overdue (not completed by its consumer),
+    and the run settles, books its costs and writes its webhook deliveries by itself."""
+    simulator.script(
+        {"match": "Question number 2", "fault": "auth_error", "times": None, "platform": "openai"}
+    )
+    run = launch(targets=[OPENAI], questions=3)
+    WebhookEndpoint.objects.create(tenant=run.tenant, url="http://127.0.0.1:9/hook", secret="s")
+    env = {
+        "REDIS_URL": private_redis.url,
+        "GEO_OUTBOX_REDELIVER_SECONDS": "3",
+        "GEO_OUTBOUND_ALLOW": "127.0.0.1/32",  # the endpoint refuses: an attempt recorded
+    }
+    # The steps' worker does not consume the default queue: the run's end event waits there.
+    procs.worker("steps", queues=[q for q in ALL_QUEUES if q != "default"], env=env, ready=False)
+    dispatcher = procs.dispatcher("dispatcher", env=env)
+    client = redis.Redis(port=private_redis.port)
+    events = OutboxMessage.objects.filter(dedupe_key=f"run-finished:{run.pk}")
+
+    wait_until(
+        lambda: events.exclude(sent_at=None).exists() and client.llen("default") > 0,
+        timeout=90,
+        pause=0.1,
+    )
+    failed = Sample.objects.get(run=run, collection_state="failed")
+    assert _held(run) > 0 and not SampleSettlement.objects.filter(sample=failed).exists()
+    private_redis.kill()  # the queued event is gone with it
+    time.sleep(1.0)
+    private_redis.start()
+    assert client.llen("default") == 0
+
+    ends = {"worker": procs.worker("ends", env=env, ready=False)}
+
+    def supervise() -> None:  # a worker may exit on losing its broker (see above)
+        if not ends["worker"].alive():
+            ends["worker"] = procs.worker(f"ends-{time.monotonic():.0f}", env=env, ready=False)
+
+    def settled() -> bool:
+        return (
+            _held(run) == 0
+            and events.filter(completed_at__isnull=False).exists()
+            and WebhookDelivery.objects.filter(run=run).exclude(attempts=0).exists()
+        )
+
+    wait_until(settled, timeout=90, pause=0.2, tick=supervise)
+    assert SampleSettlement.objects.get(sample=failed).reason == "failed"
+    assert list(WebhookDelivery.objects.filter(run=run).values_list("event", flat=True)) == [
+        "run.finished"
+    ]
+    assert "published again" in dispatcher.text(), dispatcher.text()[-3000:]
+    assert dispatcher.alive()
+    assert_invariants(run)
+
+
+def _held(run: Run) -> int:
+    return sum(Account.objects.filter(run=run, kind="hold").values_list("balance", flat=True))

@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 
 from analysis.models import Mention
 from evidence.models import Capture
-from pipeline.invariants import CHECKS, Violation, check_all
+from pipeline.invariants import CHECKS, Violation, check_all, gap_counts
 from sampling.models import Attempt, OutboxMessage, Run, Sample, StaleWrite
 from simulator import SimulatorHandle
 from tests.inprocess import drive_in_process
@@ -342,3 +342,120 @@ def test_a_failed_sample_charged_is_named(run: Run) -> None:
     sample = Sample.objects.get(run=run, collection_state="failed")
     _charge(sample, f"capture:sample:{sample.pk}:wrong")
     assert "charged but its collection is failed" in _names_sample(_found(), "one_charge", sample)
+
+
+# --- an event is done when its effect is: held money, unconsumed events -----------------------
+
+
+def _run_end_event(run: Run) -> OutboxMessage:
+    return OutboxMessage.objects.get(dedupe_key=f"run-finished:{run.pk}")
+
+
+def _held(run: Run) -> int:
+    from billing.models import Account
+
+    return sum(Account.objects.filter(run=run, kind="hold").values_list("balance", flat=True))
+
+
+def _lose_the_run_end_event(run: Run) -> OutboxMessage:
+    """What Redis restarted empty does to a run-finished event already relayed: published an
+    hour ago (the run finished then), its message gone, its consumer never ran."""
+    Run.objects.filter(pk=run.pk).update(finished_at=Now() - timedelta(hours=1))
+    OutboxMessage.objects.filter(dedupe_key=f"run-finished:{run.pk}").update(
+        created_at=Now() - timedelta(hours=1), sent_at=Now() - timedelta(hours=1)
+    )
+    return _run_end_event(run)
+
+
+def test_a_lost_run_end_event_fails_the_checks_until_the_sweeper_settled_the_run(
+    run: Run, settings: Any
+) -> None:
+    from api.models import WebhookDelivery, WebhookEndpoint
+    from billing.models import SampleSettlement
+    from pipeline.sweeps import run_sweeps
+
+    settings.GEO_OUTBOX_REDELIVER_SECONDS = 0  # the sweep is due at every tick
+
+    WebhookEndpoint.objects.create(tenant=run.tenant, url="https://hooks.example/x", secret="s")
+    failed = Sample.objects.get(run=run, collection_state="failed")
+    assert not SampleSettlement.objects.filter(sample=failed).exists()  # never settled
+    held = _held(run)
+    assert held > 0
+    event = _lose_the_run_end_event(run)
+
+    found = _found(run.pk)
+    assert f"still holds {held} minor units" in _names_run(found, "settled", run)
+    (unconsumed,) = [v for v in found["outbox"] if f"outbox message {event.pk}" in v.message]
+    assert "published but not completed" in unconsumed.message
+    assert unconsumed.run_id == str(run.pk)
+    with pytest.raises(CommandError, match=r"violation\(s\)"):
+        call_command("check_invariants", stdout=StringIO())
+    gaps = gap_counts()  # what the metrics expose (geo_integrity_gaps)
+    assert gaps["held_after_finish"] == 1 and gaps["event_not_completed"] == 1
+
+    assert run_sweeps()["pipeline.held_runs"] == 1  # the dispatcher's bookkeeping sweeps
+    assert _held(run) == 0
+    assert SampleSettlement.objects.get(sample=failed).reason == "failed"
+    event.refresh_from_db()
+    assert event.completed_at is not None  # the whole chain ran: the event is done
+    assert list(WebhookDelivery.objects.filter(run=run).values_list("event", flat=True)) == [
+        "run.finished"
+    ]
+    assert check_all() == []
+    call_command("check_invariants", stdout=StringIO())
+    assert set(gap_counts().values()) == {0}
+    assert run_sweeps()["pipeline.held_runs"] == 0  # nothing left to settle
+
+
+def test_the_sweeper_leaves_a_settlement_in_progress_alone(run: Run) -> None:
+    from pipeline.runs import settle_held_runs
+
+    held = _held(run)
+    assert held > 0 and _run_end_event(run).sent_at is None  # just written, not yet relayed
+    assert settle_held_runs() == 0
+    OutboxMessage.objects.filter(pk=_run_end_event(run).pk).update(sent_at=Now())
+    assert settle_held_runs() == 0  # published a moment ago: its consumer is on it
+    assert _held(run) == held
+    assert "settled" not in _found(run.pk)  # it finished a moment ago
+
+
+def test_the_sweeper_settles_again_a_completed_run_that_still_holds_money(run: Run) -> None:
+    """An event marked completed whose settlement never ran (as the migration marks every
+    event relayed before completion was recorded): settled, without telling the followers
+    again."""
+    from api.models import WebhookDelivery, WebhookEndpoint
+    from pipeline.runs import settle_held_runs
+
+    WebhookEndpoint.objects.create(tenant=run.tenant, url="https://hooks.example/x", secret="s")
+    event = _lose_the_run_end_event(run)
+    OutboxMessage.objects.filter(pk=event.pk).update(completed_at=F("sent_at"))
+    assert "settled" in _found(run.pk)
+    assert settle_held_runs() == 1
+    assert _held(run) == 0
+    assert not WebhookDelivery.objects.exists()  # the end was told when the event completed
+    assert check_all() == []
+
+
+def test_attempts_left_started_and_answers_without_cost_are_named(run: Run) -> None:
+    failed = Sample.objects.get(run=run, collection_state="failed")
+    Attempt.objects.filter(sample=failed).update(status="started")
+    answered = _succeeded(run, platform="openai")
+    Attempt.objects.filter(sample=answered).update(status="started")
+    found = _found()
+    assert gap_counts()["attempt_left_started"] == 2
+    assert "attempt 1 is still started" in _names_sample(found, "attempts_closed", failed)
+    assert "upstream cost were never recorded" in _names_sample(found, "attempts_closed", answered)
+
+
+def test_a_costed_answer_never_booked_is_named(run: Run) -> None:
+    from billing.models import JournalEntry
+
+    answered = _succeeded(run, platform="openai")
+    attempt = Attempt.objects.get(sample=answered, status="accepted")
+    assert attempt.cost, "the simulator reports usage and the model has a price"
+    JournalEntry.objects.filter(idempotency_key=f"upstream-cost:attempt:{attempt.pk}").delete()
+    assert "attempts_closed" not in _found()  # the run finished a moment ago
+    Run.objects.filter(pk=run.pk).update(finished_at=Now() - timedelta(hours=1))
+    message = _names_sample(_found(), "attempts_closed", answered)
+    assert gap_counts()["answer_cost_unbooked"] >= 1
+    assert f"costing {attempt.cost} {attempt.cost_currency} upstream, never booked" in message

@@ -36,6 +36,7 @@ FAMILIES = (
     "geo_samples_parked",
     "geo_evidence_missing_ratio",
     "geo_reconciliation_differences",
+    "geo_integrity_gaps",
     "geo_upstream_responses",
     "geo_retries",
     "geo_stale_writes_refused",
@@ -126,6 +127,9 @@ def test_metrics_and_logs_after_an_end_to_end_run(
     ratio = _total(after, "geo_evidence_missing_ratio", "", platform="collector")
     assert 0 < ratio <= 1  # "No screenshot" answers have partial evidence
     assert _total(after, "geo_reconciliation_differences", "", measure="count") >= 0
+    # The run settled through its end event: nothing check_invariants would name after it.
+    for gap in ("held_after_finish", "event_not_completed", "attempt_left_started"):
+        assert _total(after, "geo_integrity_gaps", "", gap=gap) == 0, gap
 
     _assert_structured(log, run_id=str(run.pk))
 
