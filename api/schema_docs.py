@@ -11,6 +11,8 @@ ERROR = inline_serializer(
     "Error",
     {
         "detail": s.CharField(),
+        "code": s.CharField(help_text="stable and machine-readable; `detail` is for people"),
+        "request_id": s.CharField(help_text="also the X-Request-ID header; quote it to us"),
         "errors": s.ListField(
             child=inline_serializer(
                 "FieldProblem", {"field": s.CharField(), "message": s.CharField()}
@@ -23,6 +25,8 @@ ROW_ERRORS = inline_serializer(
     "StatementErrors",
     {
         "detail": s.CharField(),
+        "code": s.CharField(),
+        "request_id": s.CharField(),
         "errors": s.ListField(
             child=inline_serializer(
                 "RowProblem",

@@ -207,16 +207,21 @@ class CampaignLaunch(ApiView):
                 key=request.headers["Idempotency-Key"],
                 body=dict(request.data),
             )
-        except (KeyConflict, StalePreview) as error:
-            raise Conflict(str(error)) from None
+        except KeyConflict as error:
+            raise Conflict(str(error), code="idempotency_key_reused") from None
+        except StalePreview as error:
+            raise Conflict(str(error), code="preview_stale") from None
         except TokenUsed as error:
-            raise DetailedError(409, str(error), run_id=str(error.run.pk)) from None
+            raise DetailedError(
+                409, str(error), code="preview_used", run_id=str(error.run.pk)
+            ) from None
         except PlanError as error:
             return invalid(error.problems, "the campaign cannot be planned; nothing was launched")
         except InsufficientFunds as error:
             raise DetailedError(
                 402,
                 str(error),
+                code="funds_short",
                 shortfall=error.required - error.available,
                 shortfall_display=format_amount(error.required - error.available, error.currency),
                 available=error.available,
@@ -224,7 +229,7 @@ class CampaignLaunch(ApiView):
                 currency=error.currency,
             ) from None
         except BillingError as error:
-            raise Conflict(f"not launched: {error}") from None
+            raise Conflict(f"not launched: {error}", code="billing_refused") from None
         run = outcome.run
         quote = Quote.of(run)
         body = {

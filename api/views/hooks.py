@@ -297,5 +297,5 @@ class WebhookRedeliver(ApiView):
         try:
             delivery = redeliver(delivery=delivery, by=str(request.user))
         except NotRedeliverable as error:
-            raise Conflict(str(error)) from None
+            raise Conflict(str(error), code="delivery_pending") from None
         return Response(WebhookDeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)

@@ -31,7 +31,7 @@ from console.widgets import (
     samples_url,
     status_context,
 )
-from pipeline.runs import cancel_run
+from pipeline.runs import RunAlreadyFinished, cancel_run
 from sampling.models import Run
 from sampling.selectors import (
     Status,
@@ -201,7 +201,11 @@ class RunAdmin(TenantScopedAdmin):
     @admin.action(description="Cancel the selected runs", permissions=["cancel"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         for run in queryset:
-            cancelled = cancel_run(run_id=run.pk)
+            try:
+                cancelled = cancel_run(run_id=run.pk)
+            except RunAlreadyFinished:
+                self.message_user(request, f"{run}: already finished; not cancelled.", "warning")
+                continue
             self.message_user(request, f"{run}: {cancelled} samples not yet submitted cancelled.")
 
     def get_urls(self) -> list[URLPattern]:
@@ -239,7 +243,11 @@ class RunAdmin(TenantScopedAdmin):
         run = self._scoped_object_or_404(request, object_id)
         if not self.has_cancel_permission(request):
             raise PermissionDenied
-        cancelled = cancel_run(run_id=run.pk)
+        try:
+            cancelled = cancel_run(run_id=run.pk)
+        except RunAlreadyFinished:
+            messages.warning(request, "This run already finished; it was not cancelled.")
+            return redirect("admin:sampling_run_change", run.pk)
         messages.success(
             request,
             f"Cancelled: {cancelled} samples not yet submitted will not run; work the upstream "
