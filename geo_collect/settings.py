@@ -302,7 +302,7 @@ LOGGING = {
 REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "api.schema.ApiAutoSchema",
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_FILTER_BACKENDS": ["api.filters.StrictFilterBackend"],
     "EXCEPTION_HANDLER": "api.errors.handle",
     # The views take JSON (statements: multipart, on their view); a form body is a 415, not a
     # misread request.

@@ -176,7 +176,8 @@ class CampaignLaunch(ApiView):
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                str,
+                # Not blank, at most 200 characters (`_launch_problems`).
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
                 OpenApiParameter.HEADER,
                 required=True,
                 description="Any unique string per intended launch (e.g. a UUID).",
