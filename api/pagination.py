@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as ModelValidationError
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
@@ -55,8 +55,8 @@ class IdCursor(CursorPagination):
             raise _bad_cursor() from None
 
     def paginate_queryset(
-        self, queryset: QuerySet[Model], request: Request, view: Any = None
-    ) -> list[Model] | None:
+        self, queryset: QuerySet[Any, Any], request: Request, view: Any = None
+    ) -> list[Any] | None:
         try:
             # The position is compared with the ordering column: a crafted one that is not of
             # its type fails when the filter is built.

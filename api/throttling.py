@@ -55,25 +55,24 @@ class TokenRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        if self.rate is None or self.num_requests is None or self.duration is None:
+        limit, duration = self.parse_rate(self.rate)
+        if limit is None or duration is None:
             return True
         now = time.time()
-        window = int(now // self.duration)
-        self.reset = int((window + 1) * self.duration - now) or 1
+        window = int(now // duration)
+        self.reset = int((window + 1) * duration - now) or 1
         key = f"{self.get_cache_key(request, view)}:{window}"
         try:
-            self.cache.add(key, 0, timeout=self.duration + 1)
+            self.cache.add(key, 0, timeout=duration + 1)
             count = self.cache.incr(key)
         except (RedisError, ValueError):
             # ValueError: the key expired between add and incr; RedisError: no cache.
             log.warning("API throttle not counted (cache unavailable)", exc_info=True)
             return True
         request.rate_budget = Budget(  # type: ignore[attr-defined]
-            limit=self.num_requests,
-            remaining=max(self.num_requests - count, 0),
-            reset=self.reset,
+            limit=limit, remaining=max(limit - count, 0), reset=self.reset
         )
-        return bool(count <= self.num_requests)
+        return bool(count <= limit)
 
     def wait(self) -> float:
-        return float(getattr(self, "reset", self.duration or 1))
+        return float(getattr(self, "reset", 1))
