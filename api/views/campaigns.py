@@ -169,9 +169,11 @@ class CampaignLaunch(ApiView):
         description=(
             "Launches the plan of a `preview` at its quote, holding the estimated maximum. "
             "`Idempotency-Key` is required: the same key and body again return the same run "
-            "(200); another body under the same key is a 409. A stale preview token (the "
-            "campaign or the price list changed) is a 409; funds short is a 402 naming the "
-            "shortfall. Nothing is written on an error."
+            "(200); another body under the same key is a 409 `idempotency_key_reused`. A "
+            "stale preview token (the campaign or the price list changed) is a 409 "
+            "`preview_stale`; a token already launched under another key a 409 "
+            "`preview_used` with its `run_id`; funds short is a 402 naming the shortfall. "
+            "The body is JSON (a form is a 415). Nothing is written on an error."
         ),
         parameters=[
             OpenApiParameter(
@@ -191,7 +193,13 @@ class CampaignLaunch(ApiView):
             402: docs.ERROR,
             409: docs.ERROR,
         },
-        examples=[docs.LAUNCH_REQUEST_EXAMPLE, docs.LAUNCH_EXAMPLE, docs.FUNDS_SHORT_EXAMPLE],
+        examples=[
+            docs.LAUNCH_REQUEST_EXAMPLE,
+            docs.LAUNCH_EXAMPLE,
+            docs.FUNDS_SHORT_EXAMPLE,
+            docs.STALE_PREVIEW_EXAMPLE,
+            docs.USED_PREVIEW_EXAMPLE,
+        ],
     )
     def post(self, request: Request, pk: int) -> Response:
         campaign = self.checked_object(pk, perm=LAUNCH)
