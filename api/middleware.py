@@ -3,7 +3,9 @@
 - a request id, the caller's `X-Request-ID` when it is a plain token or a new one, on every
   response's `X-Request-ID`, on every log line written while answering (`http_request_id`)
   and in every API error body;
-- the log context cleared before and after (a web thread answers many requests);
+- the log context cleared when a request starts (a web thread answers many), and left in
+  place when it ends: Django logs a 4xx or 5xx answer after the middleware returned, and
+  that line carries the id too;
 - a NUL byte in the path or a query value refused with a 400 before any view runs (PostgreSQL
   refuses NUL in text, which was a 500 on every filter that reaches the database);
 - under /api/, an error Django answers itself (an unknown route, an unhandled exception) in
@@ -54,7 +56,6 @@ class RequestEdgeMiddleware:
             response[HEADER] = request_id
             return response
         finally:
-            logs.clear()
             end_request()
 
     def _answer(self, request: HttpRequest) -> HttpResponse:

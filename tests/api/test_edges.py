@@ -10,6 +10,7 @@ import io
 import json
 import logging
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.core.cache import cache
@@ -37,27 +38,40 @@ def _boom(request: HttpRequest) -> HttpResponse:
 urlpatterns = [path("api/boom", _boom), path("", include("geo_collect.urls"))]
 
 
-@pytest.fixture
-def api_log() -> Iterator[io.StringIO]:
+@contextmanager
+def captured(name: str) -> Iterator[io.StringIO]:
+    """The JSON lines logger `name` writes meanwhile."""
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setFormatter(logs.JsonFormatter())
-    logger = logging.getLogger("api.middleware")
+    logger = logging.getLogger(name)
     level = logger.level
-    logger.setLevel(logging.ERROR)
+    logger.setLevel(logging.WARNING)
     logger.addHandler(handler)
-    yield out
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+    try:
+        yield out
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+@pytest.fixture
+def api_log() -> Iterator[io.StringIO]:
+    with captured("api.middleware") as out:
+        yield out
 
 
 def test_an_unknown_api_route_is_a_json_404_with_the_request_id(
     client_for: Clients, two_tenants: tuple[TenantWorld, TenantWorld]
 ) -> None:
-    response = client_for("operator").get("/api/v1/no-such-thing/")
+    with captured("django.request") as out:
+        response = client_for("operator").get("/api/v1/no-such-thing/")
     body = response.json()
     assert response.status_code == 404 and body["code"] == "no_route"
     assert body["request_id"] and response["X-Request-ID"] == body["request_id"]
+    line = json.loads(out.getvalue().splitlines()[-1])
+    assert line["message"] == "Not Found: /api/v1/no-such-thing/"
+    assert line["http_request_id"] == body["request_id"]
 
 
 def test_a_callers_request_id_is_kept_and_a_malformed_one_replaced(
