@@ -43,6 +43,15 @@ class ApiView(generics.GenericAPIView):
             raise BodyTooLarge(f"request body is {length} bytes, over the {limit}-byte limit")
         super().initial(request, *args, **kwargs)
 
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        budget = getattr(request, "rate_budget", None)
+        if budget is not None:
+            for header, value in budget.headers().items():
+                response[header] = value
+        return super().finalize_response(request, response, *args, **kwargs)
+
     def launch_session(self) -> SessionBase:
         """Where this caller's launch tokens live: the API token's own session, or the
         browser session of the browsable API."""

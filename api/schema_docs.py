@@ -6,11 +6,14 @@ from drf_spectacular.utils import OpenApiExample, inline_serializer
 from rest_framework import serializers as s
 
 RUN_ID = "5f0c3a5e-8d7b-4f39-9a51-0b1c2d3e4f50"
+REQUEST_ID = "4c1f0e9a7b2d4e6f8a9b0c1d2e3f4a5b"
 
 ERROR = inline_serializer(
     "Error",
     {
         "detail": s.CharField(),
+        "code": s.CharField(help_text="stable and machine-readable; `detail` is for people"),
+        "request_id": s.CharField(help_text="also the X-Request-ID header; quote it to us"),
         "errors": s.ListField(
             child=inline_serializer(
                 "FieldProblem", {"field": s.CharField(), "message": s.CharField()}
@@ -23,6 +26,8 @@ ROW_ERRORS = inline_serializer(
     "StatementErrors",
     {
         "detail": s.CharField(),
+        "code": s.CharField(),
+        "request_id": s.CharField(),
         "errors": s.ListField(
             child=inline_serializer(
                 "RowProblem",
@@ -149,6 +154,8 @@ VALIDATION_ERROR = OpenApiExample(
     "Problems with field paths",
     value={
         "detail": "the campaign has problems; nothing was saved",
+        "code": "invalid",
+        "request_id": REQUEST_ID,
         "errors": [
             {"field": "questions[1]", "message": "expected a string, got int"},
             {"field": "targets[0]", "message": "platform is required"},
@@ -193,6 +200,8 @@ FUNDS_SHORT_EXAMPLE = OpenApiExample(
     "Funds short",
     value={
         "detail": "tenant 'acme' cannot launch this run: … (short by 0.05 USD); top up first",
+        "code": "funds_short",
+        "request_id": REQUEST_ID,
         "shortfall": 5,
         "shortfall_display": "0.05 USD",
         "available": 5,
@@ -307,6 +316,8 @@ REPORT_REFUSED = OpenApiExample(
     "Refused",
     value={
         "detail": f"report for run {RUN_ID} refused: overall: buckets sum to 3, planned 4",
+        "code": "report_inconsistent",
+        "request_id": REQUEST_ID,
         "differences": ["overall: buckets sum to 3, planned 4"],
     },
     response_only=True,
@@ -393,6 +404,8 @@ ROW_ERRORS_EXAMPLE = OpenApiExample(
     "Bad rows",
     value={
         "detail": "the statement was not imported",
+        "code": "invalid",
+        "request_id": REQUEST_ID,
         "errors": [
             {
                 "row": 3,
@@ -408,7 +421,33 @@ ROW_ERRORS_EXAMPLE = OpenApiExample(
 )
 EVIDENCE_FORBIDDEN = OpenApiExample(
     "A role that may not read evidence",
-    value={"detail": "your role may not read evidence"},
+    value={
+        "detail": "your role may not read evidence",
+        "code": "permission_denied",
+        "request_id": REQUEST_ID,
+    },
     response_only=True,
     status_codes=["403"],
+)
+
+STALE_PREVIEW_EXAMPLE = OpenApiExample(
+    "Stale preview",
+    value={
+        "detail": "This preview has expired or was already replaced; nothing was launched.",
+        "code": "preview_stale",
+        "request_id": REQUEST_ID,
+    },
+    response_only=True,
+    status_codes=["409"],
+)
+USED_PREVIEW_EXAMPLE = OpenApiExample(
+    "Already launched",
+    value={
+        "detail": "this preview was already launched",
+        "code": "preview_used",
+        "request_id": REQUEST_ID,
+        "run_id": RUN_ID,
+    },
+    response_only=True,
+    status_codes=["409"],
 )

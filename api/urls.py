@@ -1,7 +1,8 @@
 from django.urls import URLPattern, URLResolver, include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
 from .views import billing, campaigns, evidence, hooks, runs, tokens
+from .views.schema import SchemaView
 
 app_name = "api"
 
@@ -51,7 +52,7 @@ v1: list[URLPattern | URLResolver] = [
 
 urlpatterns = [
     path("v1/", include(v1)),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
 ]

@@ -2,9 +2,12 @@ import gc
 import os
 
 from celery import Celery
-from celery.signals import setup_logging, worker_ready
+from celery.signals import setup_logging, task_postrun, task_prerun, worker_ready
 
-from . import broker  # noqa: F401  (registers the embedded broker's transport)
+from . import (
+    broker,  # noqa: F401  (registers the embedded broker's transport)
+    logs,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "geo_collect.settings")
 
@@ -32,3 +35,12 @@ def _freeze_startup_objects(**kwargs: object) -> None:
     start-up objects")."""
     gc.collect()
     gc.freeze()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _fresh_log_context(**kwargs: object) -> None:
+    """Each task starts and ends with no log context: the fields a step bound (run, sample,
+    token) stayed on the worker thread and were written on the next task's lines, another
+    run's or another tenant's ("run finished" of the run-end task carried them)."""
+    logs.clear()

@@ -91,6 +91,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: the request id on every response and log line, NUL bytes refused, the API's
+    # errors in JSON even when Django answers them (api/middleware.py).
+    "api.middleware.RequestEdgeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # The console's static files (admin CSS/JS) in every mode, DEBUG=0 included.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -358,13 +361,30 @@ LOGGING = {
 
 REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "api.schema.ApiAutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["api.filters.StrictFilterBackend"],
     "EXCEPTION_HANDLER": "api.errors.handle",
+    # The views take JSON (statements: multipart, on their view); a form body is a 415, not a
+    # misread request.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_METADATA_CLASS": "api.metadata.ApiMetadata",
     # `?format=` is the report's own parameter (json|csv|xlsx), not content negotiation.
     "URL_FORMAT_OVERRIDE": None,
     # Per API token (api/throttling.py); e.g. GEO_API_THROTTLE_RATE=120/minute.
     "DEFAULT_THROTTLE_RATES": {"api": os.environ.get("GEO_API_THROTTLE_RATE", "1200/minute")},
+}
+# The API throttle counts in this cache (api/throttling.py): Redis when configured, so every
+# gunicorn worker and host shares one count; a process's memory otherwise (embedded mode).
+CACHES: dict[str, dict[str, Any]] = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "geo",
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
 }
 # Request bodies of API calls above this are refused with a 413 (statements have their own
 # limit, billing/reconciliation.py MAX_STATEMENT_BYTES).
@@ -400,6 +420,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.add_headers",  # X-Request-ID and X-RateLimit-* (api/schema.py)
+    ],
 }
 
 # Model per platform: configuration, overridable with GEO_<PLATFORM>_MODEL. Never an alias map

@@ -8,7 +8,7 @@ import os
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -84,7 +84,13 @@ def operations(request: HttpRequest) -> HttpResponse:
     Counts across every tenant, so only for superusers (the people who run the system)."""
     if not request.user.is_superuser:
         raise PermissionDenied
-    hours = min(max(int(request.GET.get("hours", "6") or 6), 1), 48)
+    given = request.GET.get("hours", "") or "6"
+    if not (given.isascii() and given.isdecimal() and len(given) <= 6):
+        return HttpResponseBadRequest(
+            f"hours: {given[:20]!r} is not a whole number of hours (1 to 48)",
+            content_type="text/plain; charset=utf-8",
+        )
+    hours = min(max(int(given), 1), 48)
     context = {
         **charts.operations_context(hours=hours),
         "hours": hours,

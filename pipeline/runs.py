@@ -185,13 +185,22 @@ def _in_progress(event: OutboxMessage) -> bool:
     )
 
 
+class RunAlreadyFinished(Exception):
+    """A finished run cannot be cancelled: its outcome stands (it was `all_succeeded` and
+    became `cancelled`, leaving `?status=finished`)."""
+
+
 def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> int:
     """Stop a run locally. Samples the upstream never accepted (due, unclaimed, still
     `planned`) fail as cancelled and their share of the hold is released; work already
     accepted upstream or in a worker's hands finishes and is charged, since the upstream
-    does it anyway. Returns how many samples were cancelled. Idempotent."""
+    does it anyway. Returns how many samples were cancelled. Idempotent on a cancelled run;
+    a run that finished without being cancelled raises `RunAlreadyFinished`, changing
+    nothing (checked under the run's lock: a run that finishes meanwhile is seen)."""
     with transaction.atomic():
         run = lock_run(run_id)
+        if run.finished_at is not None and run.cancelled_at is None:
+            raise RunAlreadyFinished(f"run {run.pk} already finished; there is nothing to cancel")
         if run.cancelled_at is None:
             Run.objects.filter(pk=run.pk).update(cancelled_at=Now())
         cancellable = locked(

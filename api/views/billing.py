@@ -18,7 +18,7 @@ from tenancy.scope import require_platform_finance
 
 from .. import schema_docs as docs
 from ..base import ApiView, ScopedList, TenantIdFilter, list_schema
-from ..errors import row_items
+from ..errors import error_body, row_items
 from ..serializers import AccountSerializer, JournalEntrySerializer
 from .runs import RunView
 
@@ -115,11 +115,8 @@ class Statements(ApiView):
         upload = request.FILES.get("file")
         provider = request.data.get("provider", "")
         if upload is None:
-            body = {
-                "detail": "no file",
-                "errors": [{"row": None, "field": "file", "message": "required"}],
-            }
-            return Response(body, status=status.HTTP_400_BAD_REQUEST)
+            errors = [{"row": None, "field": "file", "message": "required"}]
+            return Response(error_body("no file", "invalid", errors=errors), status=400)
         try:
             result = import_statement(
                 provider=str(provider),
@@ -128,7 +125,9 @@ class Statements(ApiView):
                 imported_by=request.user.get_username(),
             )
         except StatementError as error:
-            body = {"detail": "the statement was not imported", "errors": row_items(error.problems)}
+            body = error_body(
+                "the statement was not imported", "invalid", errors=row_items(error.problems)
+            )
             return Response(body, status=status.HTTP_400_BAD_REQUEST)
         return Response(
             {

@@ -178,14 +178,17 @@ class CampaignLaunch(ApiView):
         description=(
             "Launches the plan of a `preview` at its quote, holding the estimated maximum. "
             "`Idempotency-Key` is required: the same key and body again return the same run "
-            "(200); another body under the same key is a 409. A stale preview token (the "
-            "campaign or the price list changed) is a 409; funds short is a 402 naming the "
-            "shortfall. Nothing is written on an error."
+            "(200); another body under the same key is a 409 `idempotency_key_reused`. A "
+            "stale preview token (the campaign or the price list changed) is a 409 "
+            "`preview_stale`; a token already launched under another key a 409 "
+            "`preview_used` with its `run_id`; funds short is a 402 naming the shortfall. "
+            "The body is JSON (a form is a 415). Nothing is written on an error."
         ),
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                str,
+                # Not blank, at most 200 characters (`_launch_problems`).
+                {"type": "string", "minLength": 1, "maxLength": 200, "pattern": r"\S"},
                 OpenApiParameter.HEADER,
                 required=True,
                 description="Any unique string per intended launch (e.g. a UUID).",
@@ -199,7 +202,13 @@ class CampaignLaunch(ApiView):
             402: docs.ERROR,
             409: docs.ERROR,
         },
-        examples=[docs.LAUNCH_REQUEST_EXAMPLE, docs.LAUNCH_EXAMPLE, docs.FUNDS_SHORT_EXAMPLE],
+        examples=[
+            docs.LAUNCH_REQUEST_EXAMPLE,
+            docs.LAUNCH_EXAMPLE,
+            docs.FUNDS_SHORT_EXAMPLE,
+            docs.STALE_PREVIEW_EXAMPLE,
+            docs.USED_PREVIEW_EXAMPLE,
+        ],
     )
     def post(self, request: Request, pk: int) -> Response:
         campaign = self.checked_object(pk, perm=LAUNCH)
@@ -216,16 +225,21 @@ class CampaignLaunch(ApiView):
                 key=request.headers["Idempotency-Key"],
                 body=dict(request.data),
             )
-        except (KeyConflict, StalePreview) as error:
-            raise Conflict(str(error)) from None
+        except KeyConflict as error:
+            raise Conflict(str(error), code="idempotency_key_reused") from None
+        except StalePreview as error:
+            raise Conflict(str(error), code="preview_stale") from None
         except TokenUsed as error:
-            raise DetailedError(409, str(error), run_id=str(error.run.pk)) from None
+            raise DetailedError(
+                409, str(error), code="preview_used", run_id=str(error.run.pk)
+            ) from None
         except PlanError as error:
             return invalid(error.problems, "the campaign cannot be planned; nothing was launched")
         except InsufficientFunds as error:
             raise DetailedError(
                 402,
                 str(error),
+                code="funds_short",
                 shortfall=error.required - error.available,
                 shortfall_display=format_amount(error.required - error.available, error.currency),
                 available=error.available,
@@ -233,7 +247,7 @@ class CampaignLaunch(ApiView):
                 currency=error.currency,
             ) from None
         except BillingError as error:
-            raise Conflict(f"not launched: {error}") from None
+            raise Conflict(f"not launched: {error}", code="billing_refused") from None
         run = outcome.run
         quote = Quote.of(run)
         body = {

@@ -23,11 +23,15 @@ class EvidenceDownload(ApiView):
         description=(
             "After the tenant and role check (operators and analysts), a 302 to a presigned "
             "URL valid for GEO_EVIDENCE_URL_SECONDS; with local storage, the bytes after "
-            "their sha256 is verified."
+            "their sha256 is verified: screenshots inline as their image type, everything "
+            "else (and `?download=1`) as application/octet-stream."
         ),
         responses={
             302: None,
             (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            (200, "image/png"): OpenApiTypes.BINARY,
+            (200, "image/jpeg"): OpenApiTypes.BINARY,
+            (200, "image/webp"): OpenApiTypes.BINARY,
             403: docs.ERROR,
             404: docs.ERROR,
         },

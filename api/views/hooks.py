@@ -104,6 +104,8 @@ REFUSED_URL = OpenApiExample(
     "A URL that reaches inside",
     value={
         "detail": "the endpoint was not registered",
+        "code": "invalid",
+        "request_id": docs.REQUEST_ID,
         "errors": [{"field": "url", "message": "the host resolves to a loopback address"}],
     },
     response_only=True,
@@ -214,7 +216,11 @@ class WebhookDetail(ApiView):
         examples=[
             OpenApiExample(
                 "Not one of yours",
-                value={"detail": "No webhook endpoint matches the given query."},
+                value={
+                    "detail": "No webhook endpoint matches the given query.",
+                    "code": "not_found",
+                    "request_id": docs.REQUEST_ID,
+                },
                 response_only=True,
                 status_codes=["404"],
             )
@@ -297,5 +303,5 @@ class WebhookRedeliver(ApiView):
         try:
             delivery = redeliver(delivery=delivery, by=str(request.user))
         except NotRedeliverable as error:
-            raise Conflict(str(error)) from None
+            raise Conflict(str(error), code="delivery_pending") from None
         return Response(WebhookDeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)

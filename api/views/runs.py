@@ -19,7 +19,7 @@ from analysis.reports import ReportIntegrityError, build_run_report
 from billing.services import InsufficientFunds
 from evidence.models import Capture
 from pipeline.resume import ResumeRefused, resume_run
-from pipeline.runs import cancel_run
+from pipeline.runs import RunAlreadyFinished, cancel_run
 from sampling.models import Run, Sample
 from sampling.selectors import platform_statuses, run_status
 from tenancy.roles import REPORT_ROLES
@@ -117,15 +117,22 @@ class RunCancel(RunView):
         summary="Cancel a run",
         description=(
             "Samples not yet accepted upstream fail as cancelled and their share of the hold "
-            "is released; work already accepted finishes. Idempotent (operators)."
+            "is released; work already accepted finishes. Idempotent on a cancelled run; a "
+            "run that already finished is a 409 (`run_finished`) and stays as it is "
+            "(operators)."
         ),
         request=None,
-        responses={200: docs.CANCEL},
+        responses={200: docs.CANCEL, 409: docs.ERROR},
         examples=[docs.CANCEL_EXAMPLE],
     )
     def post(self, request: Request, run_id: Any) -> Response:
         run = self.run(run_id, perm="sampling.change_run")
-        cancelled = cancel_run(run_id=run.pk, reason=f"cancelled through the API by {request.user}")
+        try:
+            cancelled = cancel_run(
+                run_id=run.pk, reason=f"cancelled through the API by {request.user}"
+            )
+        except RunAlreadyFinished as error:
+            raise Conflict(str(error), code="run_finished") from None
         run.refresh_from_db()
         return Response({"cancelled_samples": cancelled, **run_body(run)})
 
@@ -146,10 +153,14 @@ class RunResume(RunView):
         try:
             plan = resume_run(run_id=run.pk, actor=f"api:{request.user}")
         except ResumeRefused as error:
-            raise Conflict(str(error)) from None
+            raise Conflict(str(error), code="resume_refused") from None
         except InsufficientFunds as error:
             raise DetailedError(
-                402, str(error), shortfall=error.required - error.available, currency=error.currency
+                402,
+                str(error),
+                code="funds_short",
+                shortfall=error.required - error.available,
+                currency=error.currency,
             ) from None
         return Response({"resume_no": plan.resume_no, **plan.as_dict()})
 
@@ -226,6 +237,7 @@ class RunReport(RunView):
         responses={
             (200, "application/json"): OpenApiTypes.OBJECT,
             (200, "text/csv"): OpenApiTypes.STR,
+            (200, REPORT_TYPES["xlsx"]): OpenApiTypes.BINARY,
             409: docs.ERROR,
         },
         examples=[docs.REPORT_REFUSED],
@@ -237,6 +249,7 @@ class RunReport(RunView):
             raise DetailedError(
                 400,
                 "unknown format",
+                code="invalid",
                 errors=[
                     {"field": "format", "message": f"{fmt[:20]!r} is not one of json, csv, xlsx"}
                 ],
@@ -244,7 +257,9 @@ class RunReport(RunView):
         try:
             report = build_run_report(run_id=run.pk)
         except ReportIntegrityError as error:
-            raise DetailedError(409, str(error), differences=error.differences) from None
+            raise DetailedError(
+                409, str(error), code="report_inconsistent", differences=error.differences
+            ) from None
         response: HttpResponse | StreamingHttpResponse = (
             StreamingHttpResponse(stream_report(report, fmt), content_type=REPORT_TYPES[fmt])
             if fmt == "csv"

@@ -141,8 +141,10 @@ def test_launch_is_idempotent_per_key_one_run_one_hold(operator: APIClient) -> N
     conflict = _launch(operator, created["id"], other, "key-1")
     assert conflict.status_code == 409
     assert "different request" in conflict.json()["detail"]
+    assert conflict.json()["code"] == "idempotency_key_reused"
     reused = _launch(operator, created["id"], token, "key-2")  # the same preview, another key
     assert reused.status_code == 409 and reused.json()["run_id"] == body["run_id"]
+    assert reused.json()["code"] == "preview_used"
     assert runs.count() == 1
 
 
@@ -160,8 +162,9 @@ def test_a_stale_preview_token_is_a_409_and_launches_nothing(operator: APIClient
     response = _launch(operator, created["id"], token, "key-stale")
     assert response.status_code == 409
     assert "campaign changed" in response.json()["detail"]
+    assert response.json()["code"] == "preview_stale"
     unknown = _launch(operator, created["id"], "not-a-token", "key-unknown")
-    assert unknown.status_code == 409
+    assert unknown.status_code == 409 and unknown.json()["code"] == "preview_stale"
     assert not Run.objects.filter(campaign_id=created["id"]).exists()
 
 
@@ -211,3 +214,17 @@ def test_the_same_question_twice_is_refused_at_save(operator: APIClient) -> None
     assert response.status_code == 400
     assert "the same question as 'Best CRM?'" in response.content.decode()
     assert not Campaign.objects.filter(name=body["name"]).exists()
+
+
+def test_a_form_encoded_launch_is_a_415_not_a_stale_preview(operator: APIClient) -> None:
+    created = _create(operator)
+    token = _preview(operator, created["id"])["preview_token"]
+    response = operator.post(
+        f"/api/v1/campaigns/{created['id']}/launch",
+        f"preview_token={token}",
+        content_type="application/x-www-form-urlencoded",
+        HTTP_IDEMPOTENCY_KEY="key-form",
+    )
+    assert response.status_code == 415 and response.json()["code"] == "unsupported_media_type"
+    assert not Run.objects.filter(campaign_id=created["id"]).exists()
+    assert _launch(operator, created["id"], token, "key-json").status_code == 201

@@ -43,7 +43,8 @@ def test_runs_list_filters_by_campaign_and_status(
     assert [r["run_id"] for r in finished] == [str(alpha.run.pk)]
     assert [r["run_id"] for r in running] == [str(fresh.pk)]
     bad = client.get("/api/v1/runs/", {"status": "sideways"})
-    assert bad.status_code == 400 and "status" in bad.json()
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid"
+    assert [e["field"] for e in bad.json()["errors"]] == ["status"]
 
 
 def test_run_detail_is_the_status_aggregation(

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from geo_collect import logs
+from geo_collect.celery import app
 
 
 @pytest.fixture
@@ -59,3 +60,16 @@ def test_configured_secrets_never_reach_a_line(secret_env: str) -> None:
     )
     assert secret_env not in text and "db-password-xyz" not in text
     assert text.count(logs.REDACTED) == 2
+
+
+@app.task(name="tests.ops.log_context_probe")
+def _log_context_probe(run_id: str) -> dict[str, object]:
+    logs.bind(run_id=run_id)
+    return logs.context()
+
+
+def test_each_celery_task_starts_and_ends_without_another_tasks_log_context() -> None:
+    logs.bind(run_id="previous-run", sample_id=41, token=9)  # what a step left on the thread
+    seen = _log_context_probe.apply(kwargs={"run_id": "this-run"}).get()
+    assert seen == {"run_id": "this-run"}
+    assert logs.context() == {}

@@ -81,3 +81,9 @@ def test_the_console_home_hides_the_link_from_staff(client: Any, django_user_mod
     page = client.get("/admin/").content.decode()
     assert client.get("/admin/").status_code == 200
     assert "/admin/operations/" not in page
+
+
+@pytest.mark.parametrize("hours", ["abc", "1e3", "9" * 5000, "%00"])
+def test_hours_that_are_not_a_number_are_a_400(admin_client: Any, hours: str) -> None:
+    response = admin_client.get(f"/admin/operations/?hours={hours}")
+    assert response.status_code == 400

@@ -35,7 +35,7 @@ from console.widgets import (
     samples_url,
     status_context,
 )
-from pipeline.runs import cancel_run
+from pipeline.runs import RunAlreadyFinished, cancel_run
 from sampling.models import Batch, Run
 from sampling.selectors import (
     Status,
@@ -212,7 +212,11 @@ class RunAdmin(TenantScopedAdmin):
         if request.POST.get("confirm") != "yes":
             return self._cancel_confirmation(request, list(queryset), action=True)
         for run in queryset:
-            cancelled = cancel_run(run_id=run.pk, reason=_cancel_reason(request))
+            try:
+                cancelled = cancel_run(run_id=run.pk, reason=_cancel_reason(request))
+            except RunAlreadyFinished:
+                self.message_user(request, f"{run}: already finished; not cancelled.", "warning")
+                continue
             self.message_user(request, _cancelled_message(run, cancelled), messages.SUCCESS)
         return None
 
@@ -283,7 +287,11 @@ class RunAdmin(TenantScopedAdmin):
             raise PermissionDenied
         if request.method != "POST":
             return self._cancel_confirmation(request, [run], action=False)
-        cancelled = cancel_run(run_id=run.pk, reason=_cancel_reason(request))
+        try:
+            cancelled = cancel_run(run_id=run.pk, reason=_cancel_reason(request))
+        except RunAlreadyFinished:
+            messages.warning(request, "This run already finished; it was not cancelled.")
+            return redirect("admin:sampling_run_change", run.pk)
         self.log_change(request, run, f"Cancelled: {cancelled} samples not yet submitted")
         messages.success(request, _cancelled_message(run, cancelled))
         return redirect("admin:sampling_run_change", run.pk)

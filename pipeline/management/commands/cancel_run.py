@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from pipeline.runs import cancel_run
+from pipeline.runs import RunAlreadyFinished, cancel_run
 from sampling.models import Run
 
 
@@ -22,4 +22,6 @@ class Command(BaseCommand):
             cancelled = cancel_run(run_id=uuid.UUID(options["run_id"]))
         except (ValueError, Run.DoesNotExist):
             raise CommandError(f"no run with id {options['run_id']!r}") from None
+        except RunAlreadyFinished as error:
+            raise CommandError(str(error)) from None
         self.stdout.write(f"cancelled {cancelled} samples that were never accepted upstream")
