@@ -216,8 +216,10 @@ def allows_on(user: Any, perm: str, obj: Model | None) -> bool:
     if scope.is_superuser:
         return True
     if obj is None:
-        return _any_role_allows(scope, perm)
+        return _any_role_allows(scope, perm) or _platform_finance_allows(user, perm)
     path = TENANT_PATHS.get(model_label(type(obj)), SUPERUSER_ONLY)
+    if path == PLATFORM:
+        return _platform_finance_allows(user, perm)
     if path == GLOBAL:
         return _any_role_allows(scope, perm)
     tenant_id = None if path == SUPERUSER_ONLY else tenant_id_of(obj)
@@ -225,6 +227,12 @@ def allows_on(user: Any, perm: str, obj: Model | None) -> bool:
         return _any_role_allows(scope, perm)  # a new row's tenant is checked when it is saved
     role = scope.role(tenant_id) if tenant_id is not None else None
     return role is not None and role_allows(role, perm)
+
+
+def _platform_finance_allows(user: Any, perm: str) -> bool:
+    """The platform operator's finance rows (provider statements) by its group's permissions:
+    no tenant role grants them."""
+    return is_platform_finance(user) and bool(user.has_perm(perm))
 
 
 def tenants_where(user: Any, perm: str) -> QuerySet[Tenant]:

@@ -131,8 +131,8 @@ def test_every_panel_of_the_run_page_follows_the_run_without_a_reload(
     assert _cell(page, "#run-money [data-money=charged]") == "0.00 USD"
 
     _succeed(run, 2)
-    page.wait_for_function(
-        "document.querySelector('#run-status [data-count=succeeded]').textContent === '2'"
+    page.wait_for_function(  # a function: the console's CSP forbids eval of an expression
+        "() => document.querySelector('#run-status [data-count=succeeded]').textContent === '2'"
     )
     _shot(page, "run-live-halfway")
 
@@ -146,7 +146,7 @@ def test_every_panel_of_the_run_page_follows_the_run_without_a_reload(
 
     _succeed(run, 4)
     finish_run_if_done(run_id=run.pk)
-    page.wait_for_function("document.querySelector('#run-status').dataset.finished === '1'")
+    page.wait_for_function("() => document.querySelector('#run-status').dataset.finished === '1'")
     _shot(page, "run-live-finished")
 
     assert page.evaluate("window.sameDocument") is True
