@@ -40,7 +40,7 @@ from pipeline.step_context import (
     verdict_for,
     wants_rendered_screenshot,
 )
-from sampling import inbox, inputs
+from sampling import inbox, inputs, plainsql
 from sampling.dbtime import db_now
 from sampling.models import (
     AnswerInbox,
@@ -259,10 +259,12 @@ def _keep_answer(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> 
     (`RetryPolicy.after_inbox_write_error`); only past that is the answer lost, as with a
     worker that dies holding it (the next claim verifies)."""
     policy, tries, started = retry_policy(), 0, time.monotonic()
+    seen = plainsql.remembered(attempt)
     while True:
         try:
             return _write_inbox(ctx, attempt, outcome)
         except (OperationalError, InterfaceError) as error:
+            plainsql.restore(attempt, seen)  # the rolled-back write is written again in full
             tries += 1
             elapsed = time.monotonic() - started  # a duration in this worker, not a record
             decision = policy.after_inbox_write_error(tries=tries, elapsed_seconds=elapsed)
@@ -281,7 +283,6 @@ def _write_inbox(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> 
     # An answer the parser did not understand was still an answer: the attempt was accepted.
     unparsed = failed and error_class_of(result) == ErrorClass.PARSE_FAILED
     with locked_step(ctx, "answer") as step:
-        failpoint("inbox_write_fails")
         if failed and not unparsed:  # truncated, or an error mid-stream: asked again
             step.close_attempt(
                 attempt,
@@ -293,6 +294,8 @@ def _write_inbox(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> 
         else:
             step.close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
         _queue_cost(attempt)
+        # Past the attempt's own write: a failure here rolls that write back too.
+        failpoint("inbox_write_fails")
         entry = inbox.keep(attempt=attempt, result=result, upstream_id=outcome.upstream_id)
         step.answer_kept(upstream_id=outcome.upstream_id, answered=not failed or unparsed)
     return entry

@@ -136,6 +136,23 @@ def tracked(obj: Model) -> bool:
     return _SEEN in obj.__dict__
 
 
+def remembered(obj: Model) -> dict[str, Any] | None:
+    """What `track` remembers of `obj` now, to be restored should the transaction that
+    writes it roll back (`restore`)."""
+    seen = obj.__dict__.get(_SEEN)
+    return None if seen is None else dict(seen)
+
+
+def restore(obj: Model, seen: dict[str, Any] | None) -> None:
+    """Forget the writes of a rolled-back transaction: `update_changed` remembered them as
+    stored, so a retry with the same instance would leave them out (a field assigned the value
+    it had in the rolled-back write would not count as changed)."""
+    if seen is None:
+        obj.__dict__.pop(_SEEN, None)
+    else:
+        obj.__dict__[_SEEN] = dict(seen)
+
+
 def seen(obj: Model, name: str) -> Any:
     """A field's value when `track` was last called."""
     return obj.__dict__[_SEEN][name]
