@@ -67,6 +67,9 @@ def retry_policy() -> RetryPolicy:
         max_attempts=settings.GEO_MAX_SUBMIT_ATTEMPTS,
         max_step_claims=settings.GEO_MAX_STEP_CLAIMS,
         poll_deadline_seconds=settings.GEO_POLL_DEADLINE_SECONDS,
+        # An answer in hand is kept for as long as the step's lease can hold (its fence still
+        # takes the write): a database outage up to about a lease loses no answer.
+        inbox_write_seconds=float(settings.GEO_LEASE_SECONDS),
     )
 
 

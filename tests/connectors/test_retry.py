@@ -1,4 +1,5 @@
 import random
+from typing import Any
 
 import pytest
 
@@ -294,3 +295,17 @@ def test_a_database_failure_while_keeping_an_answer_is_retried_with_backoff_for_
     assert delays[:3] == [0.25, 0.5, 1.0] and max(delays) == 8.0
     assert policy.inbox_write_seconds - 8.0 <= elapsed <= policy.inbox_write_seconds
     assert decision.action == FAIL
+
+
+def test_the_pipeline_keeps_an_answer_in_hand_for_as_long_as_the_steps_lease(
+    settings: Any,
+) -> None:
+    # A database connection attempt may itself wait a minute (the pool's timeout): a policy
+    # of one minute would give up on the first try of a one-minute outage.
+    from pipeline.step_context import retry_policy
+
+    settings.GEO_LEASE_SECONDS = 120
+    policy = retry_policy()
+
+    assert policy.after_inbox_write_error(tries=1, elapsed_seconds=60.5).retry
+    assert not policy.after_inbox_write_error(tries=9, elapsed_seconds=115.0).retry
