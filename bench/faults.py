@@ -64,6 +64,12 @@ BRAND = {"name": "Acme", "aliases": ["ACME"], "domains": ["acme.com"]}
 COMPETITORS = [{"name": "Globex", "aliases": [], "domains": ["globex.com"]}]
 
 
+# The operator's policy for the direct APIs (they cannot say whether they ran a request cut
+# off after it was sent): ask again a minute after the uncertain attempt began, not park it
+# for a person (GEO_<PLATFORM>_UNCERTAIN_REASK_SECONDS).
+REASK = tuple((f"GEO_{p.upper()}_UNCERTAIN_REASK_SECONDS", "60") for p in PLATFORMS[:3])
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
@@ -520,7 +526,9 @@ SCENARIOS = {
             redis_restart,
             ride_out=False,
         ),
-        Scenario("platforms_down", "every platform unreachable", platforms_down),
+        # Requests in flight when the platforms go are cut after they were sent: whether
+        # the platform ran them is unknowable, as for a killed worker's.
+        Scenario("platforms_down", "every platform unreachable", platforms_down, settings=REASK),
         Scenario(
             "leader_stopped",
             "the leading dispatcher stopped, a standby running",
@@ -533,11 +541,7 @@ SCENARIOS = {
             worker_killed,
             ride_out=False,
             lease_seconds=20,  # down past its lease without waiting minutes
-            # The operator's policy for the direct APIs (they cannot say whether they ran a
-            # request): ask again a minute after the uncertain attempt began, not park it.
-            settings=tuple(
-                (f"GEO_{p.upper()}_UNCERTAIN_REASK_SECONDS", "60") for p in PLATFORMS[:3]
-            ),
+            settings=REASK,
         ),
         Scenario("disk_full", "the var folder (evidence, metrics) full", disk_full),
         Scenario("clock_ahead", "one worker's clock 2 h ahead", skewed_worker, skew="+2h"),
