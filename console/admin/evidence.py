@@ -230,6 +230,12 @@ class ReviewSampleAdmin(HistoryAdmin):
         return "; ".join(reason.plain for reason in review_reasons(sample)) or "—"
 
     actions = ("accept_selected", "reject_selected", "acknowledge_selected")
+    # A decision is a review decision added, by the role in each selected sample's tenant
+    # (console/admin_base.py narrows the selection to those rows and records who decided).
+    action_permissions = {"decide": "evidence.add_reviewdecision"}
+
+    def has_decide_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.role_allows(request, "evidence.add_reviewdecision", obj)
 
     def get_urls(self) -> list[URLPattern]:
         return [self.object_url("decide", self.decide_view), *super().get_urls()]
@@ -267,8 +273,6 @@ class ReviewSampleAdmin(HistoryAdmin):
         self, request: HttpRequest, queryset: QuerySet[ReviewSample], decision: str
     ) -> None:
         """One decision per selected sample; a sample it cannot settle is named, not hidden."""
-        if not request.user.has_perm("evidence.add_reviewdecision"):
-            raise PermissionDenied
         done, refused = 0, []
         for sample in queryset:
             try:
@@ -281,15 +285,18 @@ class ReviewSampleAdmin(HistoryAdmin):
         for reason in refused:
             self.message_user(request, reason, messages.WARNING)
 
-    @admin.action(description="Accept the analysis of the selected samples")
+    @admin.action(description="Accept the analysis of the selected samples", permissions=["decide"])
     def accept_selected(self, request: HttpRequest, queryset: QuerySet[ReviewSample]) -> None:
         self._decide_selected(request, queryset, ReviewDecisionKind.ACCEPTED)
 
-    @admin.action(description="Reject the selected samples")
+    @admin.action(description="Reject the selected samples", permissions=["decide"])
     def reject_selected(self, request: HttpRequest, queryset: QuerySet[ReviewSample]) -> None:
         self._decide_selected(request, queryset, ReviewDecisionKind.REJECTED)
 
-    @admin.action(description="Acknowledge the partial evidence of the selected samples")
+    @admin.action(
+        description="Acknowledge the partial evidence of the selected samples",
+        permissions=["decide"],
+    )
     def acknowledge_selected(self, request: HttpRequest, queryset: QuerySet[ReviewSample]) -> None:
         self._decide_selected(request, queryset, ReviewDecisionKind.ACKNOWLEDGED)
 
