@@ -47,6 +47,7 @@ from billing.reconciliation import (
     STATUS_EXPLANATIONS,
     STATUSES,
     StatementError,
+    max_statement_bytes,
     money_totals,
     reconcile,
     restricted_to_runs,
@@ -552,6 +553,7 @@ class UpstreamStatementAdmin(ReadOnlyAdmin):
             "title": "Import a provider statement",
             "form": form,
             "problems": problems,
+            "max_mib": max_statement_bytes() // (1024 * 1024),
         }
         return TemplateResponse(request, "admin/billing/statement_import.html", context)
 
