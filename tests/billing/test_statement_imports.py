@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -260,6 +260,13 @@ def test_only_platform_finance_queues_or_follows_a_statement_import() -> None:
 # --- the console's page in a browser ---------------------------------------------------------
 
 
+def _report(import_id: int, **fields: Any) -> None:
+    """What the worker writes, from inside Playwright's loop: Django gives that context a
+    connection of its own, closed here so none is left open at the end of the session."""
+    StatementImport.objects.filter(pk=import_id).update(**fields)
+    connection.close()
+
+
 @needs_browser[0]
 @needs_browser[1]
 def test_the_import_page_follows_the_progress_and_shows_the_outcome_in_chromium(
@@ -282,16 +289,12 @@ def test_the_import_page_follows_the_progress_and_shows_the_outcome_in_chromium(
         log_in(page, f"{live_server.url}{url}", "platform-fin", PASSWORD)
         page.wait_for_selector("#import-status")
         assert page.text_content("#import-state") == "queued"
-        StatementImport.objects.filter(pk=job.pk).update(
-            status="running", rows_checked=4000, rows_total=4000, rows_done=2000
-        )
+        _report(job.pk, status="running", rows_checked=4000, rows_total=4000, rows_done=2000)
         page.wait_for_function(
             "() => document.getElementById('import-rows-done').textContent === '2000'"
         )
         assert "Writing the rows: 2000 of 4000" in (page.text_content("#import-outcome") or "")
-        StatementImport.objects.filter(pk=job.pk).update(
-            status="failed", errors=["row 3: amount: '1.555': too many decimals"]
-        )
+        _report(job.pk, status="failed", errors=["row 3: amount: '1.555': too many decimals"])
         page.wait_for_selector("#import-problems")
         page.wait_for_load_state("networkidle")
         assert "too many decimals" in (page.text_content("#import-problems") or "")
