@@ -127,6 +127,40 @@ STATEMENT = inline_serializer(
     },
 )
 
+STATEMENT_IMPORT = inline_serializer(
+    "StatementImport",
+    {
+        "id": s.IntegerField(),
+        "url": s.CharField(help_text="this import's progress (GET)"),
+        "status": s.ChoiceField(choices=["queued", "running", "done", "failed"]),
+        "provider": s.CharField(),
+        "filename": s.CharField(),
+        "size": s.IntegerField(help_text="bytes"),
+        "rows_total": s.IntegerField(allow_null=True, help_text="known once every row is checked"),
+        "rows_checked": s.IntegerField(),
+        "rows_done": s.IntegerField(help_text="rows written"),
+        "errors": s.ListField(
+            child=inline_serializer(
+                "ImportRowProblem",
+                {
+                    "row": s.IntegerField(allow_null=True),
+                    "field": s.CharField(),
+                    "message": s.CharField(),
+                },
+            ),
+            help_text="why a failed import imported nothing (every bad row, up to 200)",
+        ),
+        "statement_id": s.IntegerField(allow_null=True, help_text="once done"),
+        "created": s.BooleanField(
+            allow_null=True, help_text="once done; false: the same file was imported before"
+        ),
+        "imported": s.IntegerField(),
+        "already_known": s.IntegerField(),
+        "queued_at": s.DateTimeField(),
+        "finished_at": s.DateTimeField(allow_null=True),
+    },
+)
+
 _CAMPAIGN_BODY = {
     "tenant": "acme",
     "name": "Q4 visibility",
@@ -394,11 +428,48 @@ RECONCILIATION_EXAMPLE = OpenApiExample(
     },
     response_only=True,
 )
-STATEMENT_EXAMPLE = OpenApiExample(
-    "Imported",
-    value={"statement_id": 4, "created": True, "imported": 120, "already_known": 0},
+_IMPORT = {
+    "id": 12,
+    "url": "/api/v1/statement-imports/12",
+    "provider": "collector",
+    "filename": "november.csv",
+    "size": 14400000,
+    "errors": [],
+    "queued_at": "2026-12-01T10:00:00Z",
+}
+STATEMENT_QUEUED_EXAMPLE = OpenApiExample(
+    "Queued",
+    value={
+        **_IMPORT,
+        "status": "queued",
+        "rows_total": None,
+        "rows_checked": 0,
+        "rows_done": 0,
+        "statement_id": None,
+        "created": None,
+        "imported": 0,
+        "already_known": 0,
+        "finished_at": None,
+    },
     response_only=True,
-    status_codes=["201"],
+    status_codes=["202"],
+)
+STATEMENT_IMPORTED_EXAMPLE = OpenApiExample(
+    "Imported",
+    value={
+        **_IMPORT,
+        "status": "done",
+        "rows_total": 400000,
+        "rows_checked": 400000,
+        "rows_done": 400000,
+        "statement_id": 4,
+        "created": True,
+        "imported": 400000,
+        "already_known": 0,
+        "finished_at": "2026-12-01T10:01:10Z",
+    },
+    response_only=True,
+    status_codes=["200"],
 )
 ROW_ERRORS_EXAMPLE = OpenApiExample(
     "Bad rows",

@@ -41,6 +41,11 @@ v1: list[URLPattern | URLResolver] = [
     path("ledger/entries/", billing.LedgerEntries.as_view(), name="ledger-entries"),
     path("accounts/", billing.Accounts.as_view(), name="accounts"),
     path("statements/", billing.Statements.as_view(), name="statements"),
+    path(
+        "statement-imports/<int:pk>",
+        billing.StatementImportDetail.as_view(),
+        name="statement-import",
+    ),
     path("webhooks/", hooks.Webhooks.as_view(), name="webhooks"),
     path("webhooks/<int:pk>/", include(webhook)),
     path("tokens/", tokens.ApiTokens.as_view(), name="tokens"),

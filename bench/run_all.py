@@ -30,8 +30,18 @@ from bench.table import BenchRow, render
 # client at C=64 and 128, the CPU per sample of worker, dispatcher and PostgreSQL, statements
 # per step (GEO_BENCH_COLLECTION_SAMPLES, default 1,000); changes: change detection's false
 # alarms and power over simulated campaigns, no database (GEO_BENCH_CHANGES_CAMPAIGNS, 2,000);
-# exports: the reconciliation XLSX / CSV at 50,000 rows (GEO_BENCH_EXPORT_ROWS).
-MODULES = ("plan", "claim", "status_report", "collection", "changes", "exports")
+# exports: the reconciliation XLSX / CSV at 50,000 rows (GEO_BENCH_EXPORT_ROWS);
+# statement_import: a 400,000-row statement uploaded, imported by a worker process, GETs
+# timed meanwhile (GEO_BENCH_STATEMENT_ROWS).
+MODULES = (
+    "plan",
+    "claim",
+    "status_report",
+    "collection",
+    "changes",
+    "exports",
+    "statement_import",
+)
 
 
 def main() -> int:

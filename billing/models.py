@@ -381,3 +381,47 @@ class PendingAttemptCost(_Queued):
 
     def __str__(self) -> str:
         return f"pending cost of attempt {self.attempt_id}"
+
+
+# --- statement imports (background) ---------------------------------------------------------
+
+
+class ImportStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class StatementImport(models.Model):
+    """An uploaded statement on its way in: the file is kept in the default storage
+    (`stored_name`), a worker checks and writes it (billing/imports.py) and reports progress
+    here. Mutable on purpose (a job, not a record): the statement it made is the record.
+    Platform finance's, like statements."""
+
+    provider = models.CharField(max_length=32)
+    filename = models.CharField(max_length=255)
+    stored_name = models.CharField(max_length=255)
+    size = models.BigIntegerField(help_text="bytes")
+    status = models.CharField(max_length=8, choices=ImportStatus.choices, default="queued")
+    rows_total = models.PositiveIntegerField(null=True, blank=True, help_text="known once checked")
+    rows_checked = models.PositiveIntegerField(default=0)
+    rows_done = models.PositiveIntegerField(default=0, help_text="rows written")
+    errors = models.JSONField(default=list, blank=True)
+    statement = models.ForeignKey(
+        UpstreamStatement, null=True, blank=True, on_delete=models.PROTECT, related_name="imports"
+    )
+    created = models.BooleanField(null=True, help_text="false: the file was imported before")
+    imported = models.PositiveIntegerField(default=0)
+    already_known = models.PositiveIntegerField(default=0)
+    imported_by = models.CharField(max_length=150, blank=True, default="")
+    queued_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(db_default=Now())
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-queued_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"import #{self.pk} of {self.filename} ({self.status})"

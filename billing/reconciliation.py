@@ -22,12 +22,13 @@ import csv
 import hashlib
 import io
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import IO, Any, Protocol
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q, QuerySet, Sum
 from django.utils.dateparse import parse_datetime
@@ -61,7 +62,11 @@ REQUIRED_COLUMNS = ("upstream_id", "currency", "occurred_at")
 # A statement's amounts: `amount` in major units as a person writes them (0.90 USD), or
 # `amount_minor` in minor units where a machine wrote the file (90); exactly one of them.
 MAJOR_COLUMN, MINOR_COLUMN = "amount", "amount_minor"
+# Kept for callers that name the default; the limit in force is settings.GEO_STATEMENT_MAX_BYTES.
 MAX_STATEMENT_BYTES = 16 * 1024 * 1024
+# Rows per written batch and per progress report; problems named at most (the rest counted).
+IMPORT_BATCH = 2000
+MAX_PROBLEMS = 1000
 # pg_advisory_xact_lock(class, key): one provider's statements are imported and voided one at
 # a time (the "task listed by one live statement" rule is checked under it). Class key:
 # arbitrary, distinct from the ledger chain's.
@@ -77,6 +82,10 @@ class StatementError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+
+
+class Progress(Protocol):
+    def __call__(self, *, checked: int = ..., total: int = ..., done: int = ...) -> None: ...
 
 
 @dataclass
@@ -155,11 +164,11 @@ def _amount_column(header: list[str]) -> str:
     raise StatementError([problem])
 
 
-def _data_rows(text: str) -> Iterator[tuple[int, dict[str, str | None], str]]:
+def _data_rows(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, str | None], str]]:
     """Rows after the header, numbered as in the file, with the amount column; blank lines
-    skipped. A malformed file (a field over the csv module's limit, a broken quote) is a
-    StatementError."""
-    reader = csv.DictReader(io.StringIO(text))
+    skipped. A malformed file (a field over the csv module's limit, a broken quote, bytes that
+    are not UTF-8) is a StatementError. `lines` is read as it goes (a file, not its text)."""
+    reader = csv.DictReader(lines)
     try:
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in REQUIRED_COLUMNS if c not in header]
@@ -176,6 +185,29 @@ def _data_rows(text: str) -> Iterator[tuple[int, dict[str, str | None], str]]:
         # line_num counts the lines read before the record that failed.
         line = reader.line_num + 1
         raise StatementError([f"row {line}: not readable as CSV ({error})"]) from None
+    except UnicodeDecodeError as error:
+        raise StatementError([f"file is not UTF-8: {error}"]) from None
+
+
+def _file_rows(stream: IO[bytes]) -> Iterator[tuple[int, dict[str, Any], list[str]]]:
+    """Every data row of the file from its start, parsed, with its problems; read as it goes
+    (the worker holds one row at a time, not the file)."""
+    stream.seek(0)
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
+    try:
+        for row_no, row, amount_column in _data_rows(text):
+            parsed, problems = _parse_row(row_no, row, amount_column)
+            yield row_no, parsed, problems
+    finally:
+        text.detach()  # the caller's stream stays open for the next pass
+
+
+def _digest(stream: IO[bytes]) -> str:
+    stream.seek(0)
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: stream.read(1024 * 1024), b""):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def configured_provider(provider: str) -> str:
@@ -205,106 +237,185 @@ def _lock_provider(provider: str) -> None:
             )
 
 
-def _parse_statement(content: bytes) -> list[tuple[int, dict[str, Any]]]:
-    """Every row parsed, or a StatementError naming every bad one."""
-    try:
-        text = content.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise StatementError([f"file is not UTF-8: {error}"]) from None
-    problems: list[str] = []
-    rows: list[tuple[int, dict[str, Any]]] = []
+class _Problems(list[str]):
+    """A StatementError's problems, at most MAX_PROBLEMS named (a file of 400,000 bad rows
+    would otherwise be a message of 400,000 lines); the rest are counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.more = 0
+
+    def add(self, problems: list[str]) -> None:
+        room = MAX_PROBLEMS - len(self)
+        self.extend(problems[: max(room, 0)])
+        self.more += max(len(problems) - max(room, 0), 0)
+
+    def raise_any(self) -> None:
+        if self or self.more:
+            tail = [f"... and {self.more} more problem(s)"] if self.more else []
+            raise StatementError([*self, *tail])
+
+
+def _check_statement(stream: IO[bytes], progress: Progress) -> int:
+    """The first pass: every row parsed and checked, or a StatementError naming the bad ones;
+    the number of data rows."""
+    problems = _Problems()
     seen: dict[str, int] = {}
-    for row_no, row, amount_column in _data_rows(text):
-        parsed, row_problems = _parse_row(row_no, row, amount_column)
-        problems.extend(row_problems)
+    count = 0
+    for row_no, parsed, row_problems in _file_rows(stream):
+        problems.add(row_problems)
         uid = parsed["upstream_id"]
         if uid and uid in seen:
-            problems.append(f"row {row_no}: upstream_id {uid!r} repeats row {seen[uid]}")
+            problems.add([f"row {row_no}: upstream_id {uid!r} repeats row {seen[uid]}"])
         seen.setdefault(uid, row_no)
-        rows.append((row_no, parsed))
-    if not rows and not problems:
+        count += 1
+        if count % IMPORT_BATCH == 0:
+            progress(checked=count)
+    if not count and not problems:
         problems.append("file has no data rows")
-    if problems:
-        raise StatementError(problems)
-    return rows
+    problems.raise_any()
+    progress(checked=count, total=count)
+    return count
 
 
 def _fresh_rows(
-    provider: str, rows: list[tuple[int, dict[str, Any]]]
+    provider: str, rows: list[tuple[int, dict[str, Any]]], problems: _Problems
 ) -> list[tuple[int, dict[str, Any]]]:
-    """The rows no live statement of `provider` lists yet; a listed task with another amount
-    is a StatementError (the message names the platform's own statement, never a tenant)."""
+    """The rows of a batch no live statement of `provider` lists yet; a listed task with
+    another amount is a problem (the message names the platform's own statement, never a
+    tenant)."""
     existing = {
         line.upstream_id: line
         for line in live_lines().filter(
             provider=provider, upstream_id__in=[r["upstream_id"] for _, r in rows]
         )
     }
-    problems: list[str] = []
     fresh: list[tuple[int, dict[str, Any]]] = []
     for row_no, parsed in rows:
         old = existing.get(parsed["upstream_id"])
         if old is None:
             fresh.append((row_no, parsed))
         elif (old.amount, old.currency) != (parsed["amount"], parsed["currency"]):
-            problems.append(
-                f"row {row_no}: upstream_id {parsed['upstream_id']!r} was imported before "
-                f"with {format_amount(old.amount, old.currency)} (statement "
-                f"#{old.statement_id}, row {old.row_no}); now "
-                f"{format_amount(parsed['amount'], parsed['currency'])}. Void that statement "
-                "first if it was wrong"
+            problems.add(
+                [
+                    f"row {row_no}: upstream_id {parsed['upstream_id']!r} was imported before "
+                    f"with {format_amount(old.amount, old.currency)} (statement "
+                    f"#{old.statement_id}, row {old.row_no}); now "
+                    f"{format_amount(parsed['amount'], parsed['currency'])}. Void that "
+                    "statement first if it was wrong"
+                ]
             )
-    if problems:
-        raise StatementError(problems)
     return fresh
 
 
-def import_statement(
-    *, provider: str, filename: str, content: bytes, imported_by: str = ""
+def _batches(
+    stream: IO[bytes],
+) -> Iterator[list[tuple[int, dict[str, Any]]]]:
+    batch: list[tuple[int, dict[str, Any]]] = []
+    for row_no, parsed, _ in _file_rows(stream):
+        batch.append((row_no, parsed))
+        if len(batch) == IMPORT_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _write_lines(statement: UpstreamStatement, stream: IO[bytes], progress: Progress) -> int:
+    """The second pass, under the provider's lock: the file's rows written in batches, the
+    ones a live statement already lists skipped; any task listed with another amount refuses
+    the whole file (the caller's transaction rolls back). The number of lines written."""
+    problems = _Problems()
+    written = done = 0
+    for batch in _batches(stream):
+        fresh = _fresh_rows(statement.provider, batch, problems)
+        if not problems:
+            UpstreamStatementLine.objects.bulk_create(
+                UpstreamStatementLine(
+                    statement=statement, row_no=row_no, provider=statement.provider, **r
+                )
+                for row_no, r in fresh
+            )
+            written += len(fresh)
+        done += len(batch)
+        progress(done=done)
+    problems.raise_any()
+    return written
+
+
+def _no_progress(**_: int) -> None:
+    pass
+
+
+def import_statement_file(
+    *,
+    provider: str,
+    filename: str,
+    stream: IO[bytes],
+    imported_by: str = "",
+    progress: Progress = _no_progress,
+    finish: Callable[[ImportResult], None] | None = None,
 ) -> ImportResult:
-    """Import a provider's CSV statement: `upstream_id,amount,currency,occurred_at` (amount
-    in major units, e.g. 0.90; or an `amount_minor` column in minor units; occurred_at ISO
-    8601 with zone) under a configured provider. All or nothing: any malformed row refuses
-    the whole file, naming every bad row. The same file again under the same provider changes
-    nothing while its statement is not voided; a task already listed by another live
-    statement of the provider with the same amount is skipped, with a different amount it is
-    an error. Callers check that the caller is platform finance."""
-    if len(content) > MAX_STATEMENT_BYTES:
-        raise StatementError(
-            [f"file is {len(content)} bytes, over the {MAX_STATEMENT_BYTES}-byte limit"]
-        )
+    """Import a provider's CSV statement from a seekable binary file, read as it goes:
+    `upstream_id,amount,currency,occurred_at` (amount in major units, e.g. 0.90; or an
+    `amount_minor` column in minor units; occurred_at ISO 8601 with zone) under a configured
+    provider. All or nothing: any malformed row refuses the whole file, naming the bad rows.
+    The same file again under the same provider changes nothing while its statement is not
+    voided; a task already listed by another live statement of the provider with the same
+    amount is skipped, with a different amount it is an error. `progress` hears the rows
+    checked (first pass) and written (second pass); `finish` runs inside the transaction that
+    wrote the statement (a background import records its outcome there). Callers check that
+    the caller is platform finance."""
     provider = configured_provider(provider)
-    digest = hashlib.sha256(content).hexdigest()
-    rows = _parse_statement(content)
+    digest = _digest(stream)
+    total = _check_statement(stream, progress)
     with transaction.atomic():
         _lock_provider(provider)
         known = UpstreamStatement.objects.filter(
             provider=provider, sha256=digest, void__isnull=True
         ).first()
         if known is not None:
-            return ImportResult(
+            result = ImportResult(
                 statement=known, created=False, imported=0, already_known=known.rows
             )
-        fresh = _fresh_rows(provider, rows)
-        statement = UpstreamStatement.objects.create(
-            provider=provider,
-            filename=filename[:255],
-            sha256=digest,
-            rows=len(rows),
-            imported_by=imported_by[:150],
-        )
-        UpstreamStatementLine.objects.bulk_create(
-            (
-                UpstreamStatementLine(statement=statement, row_no=row_no, provider=provider, **r)
-                for row_no, r in fresh
-            ),
-            batch_size=2000,
-        )
-    return ImportResult(
-        statement=statement,
-        created=True,
-        imported=len(fresh),
-        already_known=len(rows) - len(fresh),
+        else:
+            statement = UpstreamStatement.objects.create(
+                provider=provider,
+                filename=filename[:255],
+                sha256=digest,
+                rows=total,
+                imported_by=imported_by[:150],
+            )
+            written = _write_lines(statement, stream, progress)
+            result = ImportResult(
+                statement=statement, created=True, imported=written, already_known=total - written
+            )
+        if finish is not None:
+            finish(result)
+    return result
+
+
+def import_statement(
+    *, provider: str, filename: str, content: bytes, imported_by: str = ""
+) -> ImportResult:
+    """`import_statement_file` over bytes in memory (the command line, tests); the web
+    imports in the background (billing/imports.py)."""
+    if len(content) > max_statement_bytes():
+        raise StatementError([too_large(len(content))])
+    return import_statement_file(
+        provider=provider, filename=filename, stream=io.BytesIO(content), imported_by=imported_by
+    )
+
+
+def max_statement_bytes() -> int:
+    return int(settings.GEO_STATEMENT_MAX_BYTES)
+
+
+def too_large(size: int) -> str:
+    limit = max_statement_bytes()
+    return (
+        f"file is {size} bytes, over the {limit}-byte limit ({limit / 1024 / 1024:.0f} MiB) "
+        "for a statement"
     )
 
 

@@ -99,6 +99,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before the CSRF check, which reads the whole body: a statement over its limit is a 413
+    # from its Content-Length alone.
+    "console.upload_limit.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -387,7 +390,15 @@ CACHES: dict[str, dict[str, Any]] = {
     )
 }
 # Request bodies of API calls above this are refused with a 413 (statements have their own
-# limit, billing/reconciliation.py MAX_STATEMENT_BYTES).
+# limit, GEO_STATEMENT_MAX_BYTES).
+# A provider statement's file over this is refused with a 413 before its body is read (the
+# console and the API check Content-Length: billing/imports.py); imports run in a worker.
+GEO_STATEMENT_MAX_BYTES = int(os.environ.get("GEO_STATEMENT_MAX_BYTES", str(16 * 1024 * 1024)))
+# A running statement import whose progress has not moved for this long (its worker died) is
+# taken over when its outbox message is published again.
+GEO_STATEMENT_IMPORT_STALE_SECONDS = float(
+    os.environ.get("GEO_STATEMENT_IMPORT_STALE_SECONDS", "120")
+)
 GEO_API_MAX_BODY_BYTES = int(os.environ.get("GEO_API_MAX_BODY_BYTES", str(1024 * 1024)))
 # Outgoing webhooks (api/webhooks.py): attempts, the first retry's delay (doubling), timeout.
 GEO_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("GEO_WEBHOOK_MAX_ATTEMPTS", "8"))

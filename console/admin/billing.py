@@ -19,6 +19,7 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBase,
+    JsonResponse,
     StreamingHttpResponse,
 )
 from django.shortcuts import redirect
@@ -28,13 +29,16 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 
 from billing import exports
+from billing import imports as statement_imports
 from billing.models import (
     Account,
+    ImportStatus,
     JournalEntry,
     Posting,
     Price,
     PriceVersion,
     SampleSettlement,
+    StatementImport,
     StatementVoid,
     UpstreamStatement,
     UpstreamStatementLine,
@@ -43,7 +47,7 @@ from billing.reconciliation import (
     STATUS_EXPLANATIONS,
     STATUSES,
     StatementError,
-    import_statement,
+    max_statement_bytes,
     money_totals,
     reconcile,
     restricted_to_runs,
@@ -479,6 +483,16 @@ class UpstreamStatementAdmin(ReadOnlyAdmin):
         view = self.admin_site.admin_view(self.import_view)
         return [
             path("import/", view, name="billing_statement_import"),
+            path(
+                "imports/<int:import_id>/",
+                self.admin_site.admin_view(self.import_status_view),
+                name="billing_statement_import_status",
+            ),
+            path(
+                "imports/<int:import_id>/progress/",
+                self.admin_site.admin_view(self.import_progress_view),
+                name="billing_statement_import_progress",
+            ),
             self.object_url("void", self.void_view, post_only=True),
             *super().get_urls(),
         ]
@@ -516,32 +530,73 @@ class UpstreamStatementAdmin(ReadOnlyAdmin):
         return redirect(url)
 
     def import_view(self, request: HttpRequest) -> HttpResponse:
+        """The form answers at once: the file is kept and queued (its size was checked from
+        Content-Length before the body was read: console.upload_limit), a worker imports it
+        and the import's page shows the progress."""
         require_platform_finance(request.user)
         form = StatementUploadForm(request.POST or None, request.FILES or None)
         problems: list[str] = []
         if request.method == "POST" and form.is_valid():
-            upload = form.cleaned_data["file"]
             try:
-                result = import_statement(
+                job = statement_imports.queue_import(
                     provider=form.cleaned_data["provider"],
-                    filename=upload.name,
-                    content=upload.read(),
+                    upload=form.cleaned_data["file"],
                     imported_by=request.user.get_username(),
                 )
             except StatementError as error:
                 problems = error.problems
             else:
-                messages.success(request, _import_outcome(result))
-                url = reverse("admin:billing_upstreamstatement_change", args=[result.statement.pk])
-                return redirect(url)
+                return redirect(reverse("admin:billing_statement_import_status", args=[job.pk]))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": "Import a provider statement",
             "form": form,
             "problems": problems,
+            "max_mib": max_statement_bytes() // (1024 * 1024),
         }
         return TemplateResponse(request, "admin/billing/statement_import.html", context)
+
+    def _import_or_404(self, request: HttpRequest, import_id: int) -> StatementImport:
+        require_platform_finance(request.user)
+        job = StatementImport.objects.filter(pk=import_id).select_related("statement").first()
+        if job is None:
+            raise Http404("no such statement import")
+        return job
+
+    def import_status_view(self, request: HttpRequest, import_id: int) -> HttpResponse:
+        job = self._import_or_404(request, import_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Statement import #{job.pk}: {job.filename}",
+            "job": job,
+            "outcome": _job_outcome(job),
+            "finished": job.status in statement_imports.FINISHED,
+            "progress_url": reverse("admin:billing_statement_import_progress", args=[job.pk]),
+        }
+        return TemplateResponse(request, "admin/billing/statement_import_status.html", context)
+
+    def import_progress_view(self, request: HttpRequest, import_id: int) -> HttpResponse:
+        """The import page's poll (console/static/console/statement_import.js)."""
+        job = self._import_or_404(request, import_id)
+        body = statement_imports.progress(job)
+        body["finished"] = job.status in statement_imports.FINISHED
+        body["outcome"] = _job_outcome(job)
+        return JsonResponse(body)
+
+
+def _job_outcome(job: StatementImport) -> str:
+    if job.status == ImportStatus.QUEUED:
+        return "Queued: a worker will check the file shortly."
+    if job.status == ImportStatus.RUNNING:
+        if job.rows_total is None:
+            return f"Checking the rows: {job.rows_checked} checked so far."
+        return f"Writing the rows: {job.rows_done} of {job.rows_total} written."
+    if job.status == ImportStatus.FAILED:
+        count = len(job.errors)
+        return f"Nothing was imported: {count} problem{'s' if count != 1 else ''} in the file."
+    return _import_outcome(job)
 
 
 def _import_outcome(result: Any) -> str:

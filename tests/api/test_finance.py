@@ -13,6 +13,7 @@ from billing.models import Account, JournalEntry, UpstreamStatement
 from billing.services import derived_balance
 from tenancy.services import grant_platform_finance
 from tests.api.conftest import token_client
+from tests.billing.conftest import run_queued_imports
 from tests.world import TenantWorld
 
 pytestmark = pytest.mark.django_db
@@ -83,12 +84,17 @@ def _csv(*rows: str) -> SimpleUploadedFile:
 def test_statement_upload_imports_once(platform_finance: APIClient) -> None:
     client = platform_finance
     rows = ("api-t1,0.30,USD,2026-11-12T02:00:00Z", "api-t2,0.40,USD,2026-11-12T02:00:00Z")
-    first = client.post("/api/v1/statements/", {"provider": "collector", "file": _csv(*rows)})
-    assert first.status_code == 201
-    assert (first.json()["imported"], first.json()["created"]) == (2, True)
+    queued = client.post("/api/v1/statements/", {"provider": "collector", "file": _csv(*rows)})
+    assert queued.status_code == 202 and queued.json()["status"] == "queued"
+    assert client.get(queued.json()["url"]).json()["status"] == "queued"
+    assert run_queued_imports() == ["done"]
+    first = client.get(queued.json()["url"]).json()
+    assert (first["status"], first["imported"], first["created"]) == ("done", 2, True)
+    assert first["rows_total"] == first["rows_done"] == 2
     again = client.post("/api/v1/statements/", {"provider": "collector", "file": _csv(*rows)})
-    assert again.status_code == 200 and again.json()["created"] is False
-    assert again.json()["statement_id"] == first.json()["statement_id"]
+    assert again.status_code == 202 and run_queued_imports() == ["done"]
+    second = client.get(again.json()["url"]).json()
+    assert second["created"] is False and second["statement_id"] == first["statement_id"]
 
 
 def test_statement_upload_names_every_bad_row_and_imports_nothing(
@@ -103,8 +109,10 @@ def test_statement_upload_names_every_bad_row_and_imports_nothing(
     response = platform_finance.post(
         "/api/v1/statements/", {"provider": "collector", "file": upload}
     )
-    assert response.status_code == 400
-    errors = response.json()["errors"]
+    assert response.status_code == 202 and run_queued_imports() == ["failed"]
+    failed = platform_finance.get(response.json()["url"]).json()
+    assert failed["status"] == "failed" and failed["statement_id"] is None
+    errors = failed["errors"]
     assert {(e["row"], e["field"]) for e in errors} == {
         (3, "amount"),
         (4, "currency"),

@@ -23,6 +23,7 @@ PATHS = [
     "/api/v1/ledger/entries/",
     "/api/v1/accounts/",
     "/api/v1/statements/",
+    "/api/v1/statement-imports/{id}",
     "/api/v1/evidence/{id}/download",
     "/api/v1/webhooks/",
     "/api/v1/webhooks/{id}/",

@@ -101,3 +101,14 @@ def fail(sample: Sample, *, accepted: bool = False) -> None:
 @pytest.fixture
 def prices() -> None:
     ensure_default_price_version()
+
+
+def run_queued_imports() -> list[str]:
+    """What the worker does with each statement import's outbox message (the task called
+    directly with the message's id, as the relay would); the statuses."""
+    from billing.imports import TASK
+    from billing.tasks import import_statement
+    from sampling.models import OutboxMessage
+
+    messages = OutboxMessage.objects.filter(task=TASK, completed_at=None).order_by("pk")
+    return [import_statement(**m.payload, outbox_id=m.pk) for m in messages]

@@ -28,7 +28,15 @@ from billing.reconciliation import (
     void_statement,
 )
 from tenancy.services import grant_platform_finance, grant_role
-from tests.billing.conftest import COLLECTOR, charge, complete, launch, samples, tenant
+from tests.billing.conftest import (
+    COLLECTOR,
+    charge,
+    complete,
+    launch,
+    run_queued_imports,
+    samples,
+    tenant,
+)
 from tests.factories import capture_row
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("prices")]
@@ -120,8 +128,10 @@ def test_platform_finance_imports_and_sees_every_line_of_the_statement() -> None
     response = client.post(
         reverse("admin:billing_statement_import"), {"provider": "collector", "file": upload}
     )
+    assert response.status_code == 302
+    assert run_queued_imports() == ["done"]
     statement = UpstreamStatement.objects.get()
-    assert response.status_code == 302 and statement.imported_by == "platform-fin"
+    assert statement.imported_by == "platform-fin"
     page = client.get(reverse("admin:billing_upstreamstatement_change", args=[statement.pk]))
     text = page.content.decode()
     assert page.status_code == 200

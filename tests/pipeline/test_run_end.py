@@ -218,12 +218,15 @@ def test_every_outbox_task_takes_the_id_its_consumer_completes() -> None:
     from analysis import tasks as analysis_tasks
     from analysis.services import REANALYSE_TASK
     from api import tasks as api_tasks
+    from billing import imports as statement_imports
+    from billing import tasks as billing_tasks
     from pipeline import tasks as pipeline_tasks
 
     consumers = {
         runs.RUN_FINISHED: pipeline_tasks.run_finished,
         webhooks.TASK: api_tasks.deliver_webhook,
         REANALYSE_TASK: analysis_tasks.reanalyse_batch,
+        statement_imports.TASK: billing_tasks.import_statement,
     }
     for name, task in consumers.items():
         assert task.name == name

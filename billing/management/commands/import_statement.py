@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from billing.reconciliation import MAX_STATEMENT_BYTES, StatementError, import_statement
+from billing.reconciliation import StatementError, import_statement, max_statement_bytes
 
 
 class Command(BaseCommand):
@@ -30,9 +30,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         path: Path = options["path"]
         try:
-            if path.stat().st_size > MAX_STATEMENT_BYTES:
+            if path.stat().st_size > max_statement_bytes():
                 raise CommandError(
-                    f"{path.name}: over the {MAX_STATEMENT_BYTES}-byte limit; nothing imported"
+                    f"{path.name}: over the {max_statement_bytes()}-byte limit; nothing imported"
                 )
             content = path.read_bytes()
         except OSError as error:
