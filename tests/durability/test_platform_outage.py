@@ -122,7 +122,10 @@ def test_an_outage_of_every_platform_fails_no_sample_and_makes_no_second_task(
     assert not samples.filter(queue_state="parked").exists()
     assert samples.filter(collection_state="completed").count() == 2 * QUESTIONS
     logged = [m for proc in (worker, dispatcher) for m in messages(proc.text())]
-    assert sum("circuit opened platform=" in m for m in logged) == 2, worker.tail(40)
+    # Each platform's circuit opened (once, or again should a call fail just after it
+    # closed: how often depends on the machine's timing, not on the product's promise).
+    opened = {m.split("platform=")[1].split()[0] for m in logged if "circuit opened platform=" in m}
+    assert opened == {"openai", "collector"}, worker.tail(40)
     assert sum("circuit closed platform=" in m for m in logged) >= 2
     assert Circuit.objects.exclude(state="closed").count() == 0
     reasked = Attempt.objects.filter(sample__run=run, error_class="reasked_unknown").count()
