@@ -304,7 +304,8 @@ class Chaos:
             command = worker_command(
                 name=f"{name}@chaos", queues=queues, concurrency=threads, loglevel="INFO"
             )  # INFO: each task's outcome lands in the log, counted in the summary
-            proc = Proc(name, command, self.env, WORK / "logs" / f"{name}.log")
+            env = {**self.env, "GEO_LOG_LEVEL": "INFO"}  # the product's logs follow this one
+            proc = Proc(name, command, env, WORK / "logs" / f"{name}.log")
             proc.start()
             self.procs[name] = proc
         dispatcher = Proc(
