@@ -12,7 +12,9 @@ progress on the row. The import is all or nothing, like billing.reconciliation's
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
+from tempfile import TemporaryFile
 from typing import Any
 from uuid import uuid4
 
@@ -43,6 +45,9 @@ TASK = "billing.import_statement"
 FORM_OVERHEAD = 64 * 1024
 MAX_STORED_ERRORS = 200
 FINISHED = (ImportStatus.DONE, ImportStatus.FAILED)
+
+
+COPY_CHUNK = 1024 * 1024
 
 
 def body_limit() -> int:
@@ -180,7 +185,10 @@ def run_import(*, import_id: int, outbox_id: int | None = None) -> str:
     job = StatementImport.objects.get(pk=import_id)
     reporter = _Reporter(import_id)
     try:
-        with default_storage.open(job.stored_name, "rb") as stream:
+        # A local copy first: the second pass reads the file inside the transaction that
+        # writes the lines, and that must not wait on the store's network (S3).
+        with default_storage.open(job.stored_name, "rb") as stored, TemporaryFile() as stream:
+            shutil.copyfileobj(stored, stream, COPY_CHUNK)
             import_statement_file(
                 provider=job.provider,
                 filename=job.filename,
