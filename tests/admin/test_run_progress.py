@@ -9,9 +9,13 @@ from django.urls import reverse
 
 from console.admin.sampling.runs import RUN_PANELS
 from sampling.models import Run, Sample
+from tests import world
 from tests.admin.conftest import SUCCEEDED
+from tests.world import TenantWorld
 
 pytestmark = pytest.mark.django_db
+
+two_tenants = world.two_tenants
 
 
 def _progress(client: Client, run: Run) -> dict:
@@ -68,3 +72,17 @@ def test_progress_keeps_the_batch_page_the_person_is_looking_at(
     data = admin_client.get(url, {"batch_page": "1"}).json()
 
     assert '<tr class="batch" data-batch="0">' in data["panels"]["run-batches"]
+
+
+def test_another_tenants_run_progress_is_a_404(
+    two_tenants: tuple[TenantWorld, TenantWorld],
+) -> None:
+    # Through the one scope: the operator of alpha follows alpha's run, never bravo's.
+    alpha, bravo = two_tenants
+    client = Client()
+    client.force_login(alpha.users["operator"])
+
+    own = client.get(reverse("admin:sampling_run_progress", args=[alpha.run.pk]))
+    other = client.get(reverse("admin:sampling_run_progress", args=[bravo.run.pk]))
+
+    assert own.status_code == 200 and other.status_code == 404
