@@ -32,7 +32,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -51,6 +50,7 @@ from geo_collect.processes import (  # noqa: E402
     redis_server_command,
     worker_command,
 )
+from tests.tcp_proxy import TcpProxy  # noqa: E402
 
 WORK = Path(os.environ.get("GEO_FAULTS_DIR", "/tmp/geo-faults"))
 DATABASE = "geo_faults"
@@ -79,74 +79,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-# --- a fault proxy ---------------------------------------------------------------------------
-
-
-class FaultProxy:
-    """A TCP proxy on loopback in one of three states: `passing`; `refusing` (every connection
-    through it closed, new ones refused: a server that is down); `hanging` (connections are
-    accepted and nothing moves either way: a server that stopped answering)."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target = ("127.0.0.1", target_port)
-        self.port = free_port()
-        self.hanging = threading.Event()
-        self._listener: socket.socket | None = None
-        self._sockets: set[socket.socket] = set()
-        self._lock = threading.Lock()
-
-    def passing(self) -> None:
-        self.hanging.clear()
-        if self._listener is None:
-            self._listener = socket.create_server(("127.0.0.1", self.port))
-            threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
-
-    def refusing(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)
-            listener.close()
-        with self._lock:
-            doomed, self._sockets = self._sockets, set()
-        for sock in doomed:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def hang(self) -> None:
-        self.hanging.set()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return  # refusing
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            with self._lock:
-                self._sockets |= {client, upstream}
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                while self.hanging.is_set():
-                    time.sleep(0.05)
-                sink.sendall(data)
-        except OSError:
-            pass
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
 
 
 # --- the private PostgreSQL cluster ----------------------------------------------------------
@@ -241,8 +173,8 @@ class World:
     notes: list[str] = field(default_factory=list)
     redis_port: int = 0
     sim_port: int = 0
-    upstream: FaultProxy | None = None
-    store: FaultProxy | None = None
+    upstream: TcpProxy | None = None
+    store: TcpProxy | None = None
 
     # -- set-up ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -288,8 +220,7 @@ class World:
             "s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1", **keys
         )
         s3.create_bucket(Bucket="evidence")
-        self.store = FaultProxy(port)
-        self.store.passing()
+        self.store = TcpProxy(target_host="127.0.0.1", target_port=port).start()
         return {
             "S3_BUCKET": "evidence",
             "S3_ENDPOINT_URL": f"http://127.0.0.1:{self.store.port}",
@@ -309,8 +240,7 @@ class World:
              "--world", str(self.work / "world.json")],
         )  # fmt: skip
         _wait_http(f"http://127.0.0.1:{self.sim_port}/_sim/health")
-        self.upstream = FaultProxy(self.sim_port)
-        self.upstream.passing()
+        self.upstream = TcpProxy(target_host="127.0.0.1", target_port=self.sim_port).start()
         return f"http://127.0.0.1:{self.upstream.port}"
 
     def start_product(self) -> None:
@@ -357,7 +287,7 @@ class World:
             del name
         for proxy in (self.upstream, self.store):
             if proxy is not None:
-                proxy.refusing()
+                proxy.cut()
 
 
 FAKETIME_LIBRARY = next(  # Debian's libfaketime, in the machine's multiarch folder
@@ -411,16 +341,16 @@ def pg_down(world: World, seconds: float) -> None:
 
 def store_refuses(world: World, seconds: float) -> None:
     assert world.store is not None
-    world.store.refusing()
+    world.store.cut()
     world.pause(seconds)
-    world.store.passing()
+    world.store.restore()
 
 
 def store_hangs(world: World, seconds: float) -> None:
     assert world.store is not None
     world.store.hang()
     world.pause(seconds)
-    world.store.passing()
+    world.store.restore()
 
 
 def redis_restart(world: World, seconds: float) -> None:
@@ -429,9 +359,9 @@ def redis_restart(world: World, seconds: float) -> None:
 
 def platforms_down(world: World, seconds: float) -> None:
     assert world.upstream is not None
-    world.upstream.refusing()
+    world.upstream.cut()
     world.pause(seconds)
-    world.upstream.passing()
+    world.upstream.restore()
 
 
 def leader_stopped(world: World, seconds: float) -> None:

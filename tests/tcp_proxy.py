@@ -3,13 +3,15 @@ that connect through it, without touching the machine's shared PostgreSQL.
 
 `cut()` closes every connection through it (what a client sees when PostgreSQL restarts or
 the network drops) and refuses new ones until `restore()` (what a client sees while it is
-down)."""
+down); `hang()` keeps every connection open and moves no byte either way until `restore()`
+(a server that stopped answering). bench/faults.py puts it in front of S3 and the simulator."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Self
 
@@ -20,6 +22,7 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self.hanging = threading.Event()
         self.port = _free_port()
 
     def start(self) -> Self:
@@ -27,9 +30,15 @@ class TcpProxy:
         return self
 
     def restore(self) -> None:
+        self.hanging.clear()
+        if self._listener is not None:
+            return  # hung, not cut: the connections move again
         listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def hang(self) -> None:
+        self.hanging.set()
 
     def cut(self) -> None:
         listener, self._listener = self._listener, None
@@ -62,12 +71,17 @@ class TcpProxy:
             with self._lock:
                 self._sockets |= {client, upstream}
             for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        _pump(source, sink, self.hanging)
 
 
-def _pump(source: socket.socket, sink: socket.socket) -> None:
+def _pump(source: socket.socket, sink: socket.socket, hanging: threading.Event) -> None:
     try:
         while data := source.recv(65536):
+            while hanging.is_set():
+                time.sleep(0.05)
             sink.sendall(data)
     except OSError:
         pass
