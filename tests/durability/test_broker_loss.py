@@ -186,7 +186,12 @@ def test_a_redis_restart_with_the_run_end_event_queued_still_settles_the_run(
     assert list(WebhookDelivery.objects.filter(run=run).values_list("event", flat=True)) == [
         "run.finished"
     ]
-    assert "published again" in dispatcher.text(), dispatcher.text()[-3000:]
+    # Repaired by the relay publishing the event again, or (whichever comes first on a busy
+    # machine) by the sweep of finished runs still holding money, which runs the same chain.
+    repaired = dispatcher.text()
+    assert "published again" in repaired or "its run-finished event did not complete" in repaired, (
+        repaired[-3000:]
+    )
     assert dispatcher.alive()
     assert_invariants(run)
 
