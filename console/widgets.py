@@ -32,7 +32,10 @@ LAYER_STATES: dict[str, list[str]] = {
     "analysis": list(AnalysisState.values),
 }
 # Bar segments in display order; the remainder of the bar is pending work.
-STATUS_SEGMENTS = ("succeeded", "review", "invalid", "failed", "pending")
+# What a person reads: failed without the cancelled samples, which are a bucket of their own
+# (sampling.selectors.Status); together they partition the planned samples.
+STATUS_SEGMENTS = ("succeeded", "review", "invalid", "failed", "cancelled", "pending")
+_SEGMENT_FIELDS = {"failed": "failed_not_cancelled"}
 
 
 def plural(n: int, word: str, many: str = "") -> str:
@@ -151,7 +154,7 @@ def outcome_badge(status: Status) -> SafeString:
 def status_context(status: Status) -> dict[str, Any]:
     """What templates/admin/sampling/_status.html needs, all derived from one Status."""
     planned = max(status.planned, 1)
-    counts = {name: getattr(status, name) for name in STATUS_SEGMENTS}
+    counts = {name: getattr(status, _SEGMENT_FIELDS.get(name, name)) for name in STATUS_SEGMENTS}
     return {
         "status": status,
         "outcome_label": OUTCOME_LABELS[status.outcome],

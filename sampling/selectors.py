@@ -12,7 +12,7 @@ from uuid import UUID
 
 from django.db.models import Count, Max
 
-from . import counters
+from . import buckets, counters
 from .counters import Counts
 from .models import Batch, Run, Sample
 
@@ -39,6 +39,15 @@ class Status:
     uncertain: int
     parked: int
     layers: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Of `failed`, the samples a cancel ended before the upstream was asked
+    # (buckets.CANCELLED). `failed` keeps them, as the counters do (pipeline/invariants.py
+    # checks one against the other); what a person reads shows them as a bucket of their own:
+    # `failed_not_cancelled` beside `cancelled`.
+    cancelled: int = 0
+
+    @property
+    def failed_not_cancelled(self) -> int:
+        return self.failed - self.cancelled
 
     @property
     def terminal(self) -> int:
@@ -67,6 +76,8 @@ class Status:
             "planned": self.planned,
             "succeeded": self.succeeded,
             "failed": self.failed,
+            "cancelled": self.cancelled,
+            "failed_not_cancelled": self.failed_not_cancelled,
             "invalid": self.invalid,
             "review": self.review,
             "pending": self.pending,
@@ -76,7 +87,7 @@ class Status:
         }
 
 
-def _from_counts(counts: Counts, planned: int) -> Status:
+def _from_counts(counts: Counts, planned: int, *, cancelled: int = 0) -> Status:
     return Status(
         planned=planned,
         succeeded=counts["succeeded"],
@@ -87,14 +98,30 @@ def _from_counts(counts: Counts, planned: int) -> Status:
         uncertain=counts["sub_uncertain"],
         parked=counts["parked"],
         layers=counts.layers(),
+        cancelled=cancelled,
     )
+
+
+def _cancelled_by(samples: Any, column: str) -> dict[Any, int]:
+    """How many of `samples` a cancel ended, per value of `column` (one grouped query)."""
+    rows = samples.filter(buckets.CANCELLED.q()).values_list(column).annotate(n=Count("id"))
+    return dict(rows.order_by())
+
+
+def _cancelled_in_run(run_id: UUID | str, column: str) -> dict[Any, int]:
+    """Cancelled samples per `column` in a run that was cancelled; nothing to count (and no
+    query over its samples) in a run that was not."""
+    if not Run.objects.filter(pk=run_id, cancelled_at__isnull=False).exists():
+        return {}
+    return _cancelled_by(Sample.objects.filter(run_id=run_id), column)
 
 
 def run_status(*, run_id: UUID | str) -> Status:
     """From the run's counters (sampling/counters.py): O(platforms) rows whatever the run's
     size. pipeline/invariants.py compares them with a scan."""
     planned = Run.objects.values_list("planned_samples", flat=True).get(pk=run_id)
-    return _from_counts(counters.run_counts(run_id=run_id), planned)
+    cancelled = sum(_cancelled_in_run(run_id, "run_id").values())
+    return _from_counts(counters.run_counts(run_id=run_id), planned, cancelled=cancelled)
 
 
 def last_sample_change(*, run_id: UUID | str) -> datetime | None:
@@ -107,10 +134,16 @@ def batch_status(*, batch: Batch) -> Status:
 
 
 def batch_statuses(*, batches: list[Batch]) -> dict[int, Status]:
-    """Batches are small: one grouped scan of the given batches' samples (one query)."""
-    found = counters.scanned_by_batch(batch_ids=[b.pk for b in batches])
+    """Batches are small: one grouped scan of the given batches' samples, and one count of
+    their cancelled samples."""
+    batch_ids = [b.pk for b in batches]
+    found = counters.scanned_by_batch(batch_ids=batch_ids)
+    cancelled = _cancelled_by(Sample.objects.filter(batch_id__in=batch_ids), "batch_id")
     empty = Counts({})
-    return {b.pk: _from_counts(found.get(str(b.pk), empty), b.size) for b in batches}
+    return {
+        b.pk: _from_counts(found.get(str(b.pk), empty), b.size, cancelled=cancelled.get(b.pk, 0))
+        for b in batches
+    }
 
 
 def run_outcomes(*, run_ids: list[UUID]) -> dict[UUID, Status]:
@@ -125,8 +158,9 @@ def run_outcomes(*, run_ids: list[UUID]) -> dict[UUID, Status]:
 
 def platform_statuses(*, run_id: UUID | str) -> dict[str, Status]:
     """The run's status per platform (planned = the platform's samples), for the run page."""
+    cancelled = _cancelled_in_run(run_id, "platform")
     return {
-        platform: _from_counts(counts, counts["samples"])
+        platform: _from_counts(counts, counts["samples"], cancelled=cancelled.get(platform, 0))
         for platform, counts in counters.counts_by_platform(run_id=run_id).items()
     }
 

@@ -86,3 +86,26 @@ def test_another_tenants_run_progress_is_a_404(
     other = client.get(reverse("admin:sampling_run_progress", args=[bravo.run.pk]))
 
     assert own.status_code == 200 and other.status_code == 404
+
+
+def test_a_cancelled_runs_panels_show_its_cancelled_samples_apart_from_failed_ones(
+    admin_client: Client, run: Run
+) -> None:
+    first = Sample.objects.filter(run=run).order_by("id").first()
+    assert first is not None
+    Sample.objects.filter(pk=first.pk).update(**SUCCEEDED)
+    admin_client.post(
+        reverse("admin:sampling_run_cancel", args=[run.pk]), {"confirm": "yes"}, follow=True
+    )
+
+    data = _progress(admin_client, run)
+
+    # Four planned: one answered before the cancel, three never submitted.
+    assert (data["succeeded"], data["failed"], data["cancelled"]) == (1, 3, 3)
+    assert data["failed_not_cancelled"] == 0 and data["pending"] == 0
+    panels = data["panels"]
+    assert 'data-count="failed">0</strong>' in panels["run-status"]
+    assert 'data-count="cancelled">3</strong>' in panels["run-status"]
+    for panel in ("run-platforms", "run-batches"):
+        cells = '<td data-count="failed">0</td><td data-count="cancelled">3</td>'
+        assert cells in panels[panel], panel

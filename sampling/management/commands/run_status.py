@@ -31,7 +31,8 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"run {run_id}: {status.outcome.value} — planned {status.planned}, "
-            f"succeeded {status.succeeded}, failed {status.failed}, invalid {status.invalid}, "
+            f"succeeded {status.succeeded}, failed {status.failed_not_cancelled}, "
+            f"cancelled {status.cancelled}, invalid {status.invalid}, "
             f"review {status.review}, pending {status.pending}"
         )
         for layer, counts in status.layers.items():
