@@ -147,8 +147,8 @@ class Metrics:
     key: str
     label: str
     counts: BucketCounts
-    mention_rate: Rate  # brand, over planned
-    entity_mention_rates: dict[str, Rate]  # brand and competitors, over planned
+    mention_rate: Rate  # brand, over asked (planned less cancelled)
+    entity_mention_rates: dict[str, Rate]  # brand and competitors, over asked
     share_of_voice: dict[str, Rate]  # brand and competitors, over all mention pairs
     first_rank: RankStat  # brand
     citation_share: Rate  # brand's domains, over all citations
@@ -185,6 +185,10 @@ def _counts(tally: Tally) -> BucketCounts:
 
 def _metrics(key: str, label: str, tally: Tally, *, brand: str, entities: list[str]) -> Metrics:
     counts = _counts(tally)
+    # A sample a cancel ended was never asked: it says nothing about the brand, so it leaves
+    # the denominator; a failed, invalid or pending one stays in it (docs/decisions.md,
+    # "Cancelled samples in the run's status").
+    asked = counts.planned - counts.cancelled
     mentioned = tally.mentioned
     pairs = sum(mentioned[e] for e in entities)
     ordered = sorted(tally.domains.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -192,8 +196,8 @@ def _metrics(key: str, label: str, tally: Tally, *, brand: str, entities: list[s
         key=key,
         label=label,
         counts=counts,
-        mention_rate=rate(mentioned[brand], counts.planned),
-        entity_mention_rates={e: rate(mentioned[e], counts.planned) for e in entities},
+        mention_rate=rate(mentioned[brand], asked),
+        entity_mention_rates={e: rate(mentioned[e], asked) for e in entities},
         share_of_voice={e: rate(mentioned[e], pairs) for e in entities},
         first_rank=RankStat(
             mean=tally.rank_sum / tally.rank_n if tally.rank_n else None, n=tally.rank_n

@@ -66,7 +66,10 @@ LAUNCH = inline_serializer(
     },
 )
 _COUNTS: dict[str, s.Field] = {
-    "outcome": s.CharField(),
+    "outcome": s.CharField(
+        help_text="empty, in_progress, all_succeeded, partially_succeeded, all_failed or "
+        "cancelled (finished because a cancel ended the samples not yet asked)"
+    ),
     "finished": s.BooleanField(),
     "planned": s.IntegerField(),
     "succeeded": s.IntegerField(),

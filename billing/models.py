@@ -336,7 +336,10 @@ class UpstreamStatementLine(AppendOnlyModel):
         indexes = [models.Index(fields=["provider", "upstream_id"], name="statement_line_task_idx")]
 
     def __str__(self) -> str:
-        return f"{self.provider}:{self.upstream_id} {self.amount} {self.currency}"
+        # What a person reads (the statement page's rows): major units with the code.
+        from billing.services.errors import format_amount  # services import the models
+
+        return f"{self.provider}:{self.upstream_id} {format_amount(self.amount, self.currency)}"
 
 
 # --- charges and costs on their way to the ledger -------------------------------------------

@@ -23,6 +23,7 @@ OUTCOME_LABELS: dict[Outcome, str] = {
     Outcome.ALL_SUCCEEDED: "All succeeded",
     Outcome.PARTIALLY_SUCCEEDED: "Partially succeeded",
     Outcome.ALL_FAILED: "All failed",
+    Outcome.CANCELLED: "Cancelled",
     Outcome.EMPTY: "No samples",
 }
 LAYER_STATES: dict[str, list[str]] = {

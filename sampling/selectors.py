@@ -22,6 +22,9 @@ class Outcome(enum.StrEnum):
     ALL_SUCCEEDED = "all_succeeded"
     PARTIALLY_SUCCEEDED = "partially_succeeded"
     ALL_FAILED = "all_failed"
+    # Finished because a cancel ended the samples not yet asked; what was collected before
+    # stays (and is reported), so it is neither a failure nor a success of the run.
+    CANCELLED = "cancelled"
     EMPTY = "empty"
 
 
@@ -63,6 +66,8 @@ class Status:
             return Outcome.EMPTY
         if not self.finished:
             return Outcome.IN_PROGRESS
+        if self.cancelled:
+            return Outcome.CANCELLED
         if self.succeeded == self.planned:
             return Outcome.ALL_SUCCEEDED
         if self.succeeded == 0 and self.review == 0:

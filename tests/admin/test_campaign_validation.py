@@ -70,6 +70,19 @@ def test_a_campaign_without_targets_is_refused_at_save(
     assert "A campaign needs at least one platform target." in page
 
 
+def test_a_region_the_platform_does_not_serve_is_said_once_beside_its_row(
+    admin_client: Client, tenant: Tenant, brand: Brand
+) -> None:
+    gemini_us = {"platform": "gemini", "device": "desktop", "region": "us", "mode": "web_search"}
+    data = _campaign_post(tenant, brand, [QUESTION], targets=[gemini_us])
+
+    page = _post(admin_client, data)
+
+    # The row's own form and the whole-campaign check both see it; the person reads it once.
+    assert page.count("does not support region &#x27;us&#x27;") == 1
+    assert "Target gemini / desktop / us / web_search" in page
+
+
 def test_a_target_the_platform_cannot_serve_is_refused_at_save(
     admin_client: Client, tenant: Tenant, brand: Brand
 ) -> None:

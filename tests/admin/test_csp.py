@@ -99,3 +99,22 @@ def test_the_console_works_under_its_policy_in_chromium(
     assert after == before + 1, (before, after)
     assert all_checked
     assert all(not v for v in seen.values()), seen
+
+
+def test_no_console_template_carries_an_inline_event_handler() -> None:
+    """The policy forbids inline handlers, so an `onsubmit="return confirm(...)"` silently never
+    asks (the statement void did: its confirmation never appeared). A form that must ask says
+    so with data-confirm (console/static/console/confirm.js)."""
+    import re
+    from pathlib import Path
+
+    handler = re.compile(r"<[^>]*\son[a-z]+\s*=", re.IGNORECASE)
+    root = Path(settings.BASE_DIR)
+    templates = [
+        path
+        for path in root.rglob("templates/**/*.html")
+        if ".venv" not in path.parts and "site-packages" not in path.parts
+    ]
+    assert len(templates) > 20  # the project's own templates were found
+    offenders = [str(p.relative_to(root)) for p in templates if handler.search(p.read_text())]
+    assert offenders == []

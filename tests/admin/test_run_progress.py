@@ -103,7 +103,9 @@ def test_a_cancelled_runs_panels_show_its_cancelled_samples_apart_from_failed_on
     # Four planned: one answered before the cancel, three never submitted.
     assert (data["succeeded"], data["failed"], data["cancelled"]) == (1, 3, 3)
     assert data["failed_not_cancelled"] == 0 and data["pending"] == 0
+    assert data["outcome"] == "cancelled"  # not all_failed: nothing failed, a person cancelled
     panels = data["panels"]
+    assert "Cancelled</span>" in panels["run-status"]
     assert 'data-count="failed">0</strong>' in panels["run-status"]
     assert 'data-count="cancelled">3</strong>' in panels["run-status"]
     for panel in ("run-platforms", "run-batches"):

@@ -12,11 +12,17 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from billing.models import JournalEntry
+from billing.models import (
+    JournalEntry,
+    StatementVoid,
+    UpstreamStatement,
+    UpstreamStatementLine,
+)
 from evidence.models import ReviewDecision
 from sampling.models import Brand, Run, Sample
 from tenancy.models import Tenant
-from tenancy.services import grant_role
+from tenancy.services import grant_platform_finance, grant_role
+from tests.billing.conftest import run_queued_imports
 from tests.chromium import chromium, log_in, needs_browser
 from tests.conftest import fund_tenant
 from tests.evidence.helpers import COLLECTOR, collected_run
@@ -66,76 +72,125 @@ def _drive_in_background(run_id: Any) -> threading.Thread:
     return thread
 
 
-def test_operator_creates_previews_launches_watches_and_opens_the_report(
+def _create_campaign(page: Any, live_server: Any) -> None:
+    """The campaign form, filled as an operator does: a brand of the tenant's own, a
+    competitor, three platforms and two questions that name both."""
+    page.goto(f"{live_server.url}/admin/sampling/campaign/add/")
+    page.select_option("#id_tenant", label="alpha")
+    page.fill("#id_name", "Browser campaign")
+    page.select_option("#id_brand", label="Zephyrcloud")
+    page.fill("#id_repeats", "2")
+    page.select_option("#id_screenshot_policy", "none")
+    page.click("#competitors-group .add-row a")
+    page.fill("#id_competitors-0-name", "Brightwave")
+    page.fill("#id_competitors-0-domains", "brightwave.io")
+    for row, platform in enumerate(PLATFORMS):
+        page.click("#targets-group .add-row a")
+        page.select_option(f"#id_targets-{row}-platform", platform)
+        page.select_option(f"#id_targets-{row}-device", "desktop")
+        page.select_option(f"#id_targets-{row}-region", "us")
+        page.select_option(f"#id_targets-{row}-mode", "web_search")
+    page.fill("#id_questions-0-text", QUESTIONS[0])
+    page.click("#questions-group .add-row a")
+    page.fill("#id_questions-1-text", QUESTIONS[1])
+    _shot(page, "operator-3-campaign-form")
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".messagelist .success")
+
+
+def _preview_and_launch(page: Any) -> None:
+    page.click("text=Preview plan")
+    page.wait_for_selector("#quote")
+    page.click("#launch-form input[type=submit]")
+    page.wait_for_selector("#run-status")
+
+
+# Three platforms the simulator answers through their own protocols, and two questions that
+# name the brand and its competitor: the simulator answers about the entities a question names
+# (docs/decisions.md, "The simulator answers about the campaign's own entities").
+PLATFORMS = ("openai", "anthropic", "perplexity")
+QUESTIONS = (
+    "Is Zephyrcloud better than Brightwave for a small team?",
+    "Zephyrcloud or Brightwave: which is cheaper for startups?",
+)
+
+
+def test_operator_walks_brand_campaign_preview_launch_live_page_cancel_and_report(
     live_server: Any,
     browser: Any,
     simulator: Any,
     local_storage: Any,
 ) -> None:
     tenant = fund_tenant(Tenant.objects.create(slug="alpha", name="Alpha Inc"))
-    Brand.objects.create(tenant=tenant, name="Acme", aliases=["ACME"], domains=["acme.com"])
     grant_role(username="olga", tenant=tenant, role="operator", password=PASSWORD)
     page = _page(browser, live_server, "olga")
     _shot(page, "operator-1-index")
 
-    page.goto(f"{live_server.url}/admin/sampling/campaign/add/")
+    # A brand of the operator's own, typed in the console.
+    page.goto(f"{live_server.url}/admin/sampling/brand/add/")
     page.select_option("#id_tenant", label="alpha")
-    page.fill("#id_name", "Browser campaign")
-    page.select_option("#id_brand", label="Acme")
-    page.fill("#id_repeats", "1")
-    page.select_option("#id_screenshot_policy", "none")
-    page.click("#targets-group .add-row a")
-    page.select_option("#id_targets-0-platform", "openai")
-    page.select_option("#id_targets-0-device", "desktop")
-    page.select_option("#id_targets-0-region", "us")
-    page.select_option("#id_targets-0-mode", "web_search")
-    page.fill("#id_questions-0-text", "Which CRM is best for a small team?")
-    page.click("#questions-group .add-row a")
-    page.fill("#id_questions-1-text", "Is Acme good value?")
-    _shot(page, "operator-2-campaign-form")
-    page.click("input[name=_continue]")
+    page.fill("#id_name", "Zephyrcloud")
+    page.fill("#id_aliases", "Zephyr Cloud")
+    page.fill("#id_domains", "zephyrcloud.example")
+    _shot(page, "operator-2-brand-form")
+    page.click("input[name=_save]")
     page.wait_for_selector(".messagelist .success")
+    assert Brand.objects.get(name="Zephyrcloud").tenant == tenant
 
+    _create_campaign(page, live_server)
     page.click("text=Preview plan")
     page.wait_for_selector("#quote")
-    _shot(page, "operator-3-preview-with-quote")
-    assert page.inner_text("#sample-count") == "2"
+    _shot(page, "operator-4-preview-with-quote")
+    assert page.inner_text("#sample-count") == "12"  # 3 platforms x 2 questions x 2 repeats
     assert page.inner_text("#price-version") == "default-2026-01"
-    assert page.inner_text("#estimated-max") == "0.10 USD"  # 2 samples x openai base 5 cents
+    assert page.inner_text("#estimated-max") == "0.64 USD"  # 4 x (5 + 6 + 5) cents
     assert "USD" in page.inner_text("#available-balance")
-    assert page.locator("#questions li").all_inner_texts() == [
-        "Which CRM is best for a small team?",
-        "Is Acme good value?",
-    ]
+    assert page.locator("#questions li").all_inner_texts() == list(QUESTIONS)
     preview_url = page.url
     token = page.input_value("#launch-form input[name=token]")
     csrf = page.input_value("#launch-form input[name=csrfmiddlewaretoken]")
     launch_url = live_server.url + page.get_attribute("#launch-form", "action")
     page.click("#launch-form input[type=submit]")
     page.wait_for_selector("#run-status")
-    _shot(page, "operator-4-run-launched")
+    _shot(page, "operator-5-run-launched")
     run = Run.objects.get()
+    page.evaluate("window.sameDocument = true")  # gone if the page reloaded
     worker = _drive_in_background(run.pk)
     # A function, not an expression: Playwright evals a bare expression in the page, which
     # the console's Content-Security-Policy forbids (no 'unsafe-eval', console/csp.py).
     page.wait_for_function(
-        "() => document.querySelector('#run-status').dataset.finished === '1'", timeout=60_000
-    )  # the page polls, then reloads itself once the run is finished
+        "() => document.querySelector('#run-status').dataset.finished === '1'", timeout=90_000
+    )
     worker.join(timeout=60)
-    _shot(page, "operator-5-run-finished")
-    assert page.inner_text("#run-status .geo-badge") == "All succeeded"
-    assert "2 of 2 samples terminal (100%)" in page.inner_text("#run-status")
+    _shot(page, "operator-6-run-finished")
+    status = page.inner_text("#run-status")
+    assert "12 of 12 samples terminal (100%)" in status
     assert "charged" in page.inner_text("#run-money") and "USD" in page.inner_text("#run-money")
-    assert page.locator("#run-platforms tr[data-platform=openai]").count() == 1
+    for platform in PLATFORMS:
+        row = f"#run-platforms tr[data-platform={platform}]"
+        assert page.inner_text(f"{row} td[data-count=pending]").strip() == "0"
 
     page.click("#report-link")
     frame = page.frame_locator("#report-frame")
     frame.locator("h1").wait_for()
-    _shot(page, "operator-6-report")
+    _shot(page, "operator-7-report")
     assert "Browser campaign" in frame.locator("header").inner_text()
-    with page.expect_download() as download:
-        page.click("#report-downloads a[data-format=csv]")
-    assert download.value.suggested_filename.endswith("-report.csv")
+    per_platform = frame.locator("section:has(h2:text-is('Per platform')) tbody tr")
+    labels = per_platform.locator("td:nth-child(1)").all_inner_texts()
+    assert labels[1:] == sorted(PLATFORMS), labels  # the overall row, then each platform
+    overall_rate = per_platform.first.locator("td:nth-child(9)").inner_text()  # brand mention
+    assert overall_rate.endswith("very low confidence)") and "(0/12" not in overall_rate
+    assert "(12/12" not in overall_rate, overall_rate  # the brand is mentioned in some answers
+    h2h = frame.locator("section:has(h2:has-text('Head-to-head')) tbody").inner_text()
+    assert "Brightwave" in h2h and QUESTIONS[0] in h2h
+    for fmt, suffix in (("csv", "-report.csv"), ("xlsx", "-report.xlsx")):
+        with page.expect_download() as download:
+            page.click(f"#report-downloads a[data-format={fmt}]")
+        saved = ARTEFACTS / f"operator-report{suffix}"
+        download.value.save_as(str(saved))
+        assert download.value.suggested_filename.endswith(suffix)
+    assert (ARTEFACTS / "operator-report-report.csv").read_bytes().startswith(b"\xef\xbb\xbf")
+    assert (ARTEFACTS / "operator-report-report.xlsx").read_bytes()[:2] == b"PK"
 
     # The same preview confirmed a second time (Back, then Confirm): refused, no second run.
     again = page.request.post(
@@ -145,6 +200,27 @@ def test_operator_creates_previews_launches_watches_and_opens_the_report(
     )
     assert again.ok and "no second run was launched" in again.text()
     assert Run.objects.count() == 1
+
+    # A second run, launched and cancelled from its page before any worker takes it.
+    page.goto(f"{live_server.url}/admin/sampling/campaign/{run.campaign_id}/change/")
+    _preview_and_launch(page)
+    second = Run.objects.exclude(pk=run.pk).get()
+    page.click("#cancel-link")
+    page.wait_for_selector("#cancel-confirm-form")
+    _shot(page, "operator-8-cancel-confirmation")
+    effects = page.inner_text(".geo-cancel-effects")
+    assert "12 samples not yet submitted will not run" in effects
+    assert "0.64 USD held for that work goes back to the tenant's balance" in effects
+    page.click("#cancel-confirm")
+    page.wait_for_selector(".messagelist .success")
+    _shot(page, "operator-9-run-cancelled")
+    assert page.locator("#run-cancelled").count() == 1
+    assert Run.objects.get(pk=second.pk).cancelled_at is not None
+    page.click("#report-link")
+    frame = page.frame_locator("#report-frame")
+    frame.locator("#run-cancelled").wait_for()
+    assert frame.locator("#cancelled-count").inner_text() == "12"
+    _shot(page, "operator-10-cancelled-run-report")
 
 
 def test_analyst_opens_a_partial_evidence_sample_views_its_screenshot_and_decides(
@@ -231,3 +307,54 @@ def test_finance_tops_up_reads_ledger_and_reconciliation_and_downloads_csv_and_x
     assert csv_path.read_text().startswith("platform,upstream_id")
     assert xlsx_path.read_bytes()[:2] == b"PK"
     assert JournalEntry.objects.filter(kind="top_up", tenant=tenant).count() == before + 1
+
+
+def test_platform_finance_imports_a_statement_reads_its_lines_and_voids_it(
+    live_server: Any,
+    browser: Any,
+    simulator: Any,
+    local_storage: Any,
+) -> None:
+    run = collected_run(COLLECTOR, questions=2, tenant="alpha")
+    tasks = sorted(Sample.objects.filter(run=run).values_list("upstream_id", flat=True))
+    grant_platform_finance(username="paula", password=PASSWORD)
+    page = _page(browser, live_server, "paula")
+    page.goto(f"{live_server.url}/admin/billing/upstreamstatement/")
+    page.click("#import-link")
+    page.select_option("#id_provider", "collector")
+    rows = "".join(f"{task},0.45,USD,2026-11-11T02:00:00Z\n" for task in tasks)
+    page.set_input_files(
+        "#id_file",
+        files=[{"name": "november.csv", "mimeType": "text/csv",
+                "buffer": f"upstream_id,amount,currency,occurred_at\n{rows}".encode()}],
+    )  # fmt: skip
+    _shot(page, "platform-finance-1-import-form")
+    page.click("#import-form input[type=submit]")
+    page.wait_for_selector("#import-status")
+    assert page.inner_text("#import-state") == "queued"
+    assert run_queued_imports() == ["done"]  # the worker's part
+    page.wait_for_selector("#import-statement", timeout=30_000)  # the page follows, reloads
+    _shot(page, "platform-finance-2-import-done")
+    assert page.inner_text("#import-rows-done") == str(len(tasks))
+
+    page.click("#import-statement")
+    page.wait_for_selector("#statement-status")
+    _shot(page, "platform-finance-3-statement")
+    lines = page.locator("#lines-group tbody tr:has(td.field-upstream_id)")
+    assert sorted(lines.locator("td.field-upstream_id").all_inner_texts()) == tasks
+    assert "0.45 USD" in lines.first.inner_text()
+    assert " 45 USD" not in page.inner_text("#lines-group")  # no minor units on screen
+
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.fill("#void-form textarea[name=reason]", "Wrong month: this is October's file.")
+    page.click("#void-form input[type=submit]")
+    page.wait_for_selector("#statement-voided")
+    _shot(page, "platform-finance-4-voided")
+    assert asked and asked[0].startswith("Void statement") and "stay on record" in asked[0]
+    assert "voided: its 2 rows no longer count" in page.inner_text(".messagelist")
+    assert "Wrong month" in page.inner_text("#statement-voided")
+    assert page.locator("#void-form").count() == 0
+    statement = UpstreamStatement.objects.get()
+    assert StatementVoid.objects.filter(statement=statement).count() == 1
+    assert UpstreamStatementLine.objects.filter(statement=statement).count() == len(tasks)

@@ -133,6 +133,9 @@ def test_a_cancelled_run_says_so_and_counts_its_cancelled_samples_apart(
     assert report.cancelled and report.cancelled_at is not None
     counts = report.overall.counts
     assert (counts.cancelled, counts.failed) == (cancelled, 0)
+    assert report.outcome == "cancelled"
+    # Never asked, so no evidence about the brand: out of the mention rates' denominator.
+    assert report.overall.mention_rate.n == 0
     data = json.loads(report_json(report))
     assert data["cancelled"] is True
     assert data["overall"]["counts"]["cancelled"] == cancelled

@@ -143,7 +143,8 @@ class CampaignCheck:
             if index < len(rows):
                 field = match.group(3) or None
                 form = rows[index]
-                form.add_error(field if field in form.fields else None, _sentence(message))
+                if not form.errors:  # a row its own form refused already says why, once
+                    form.add_error(field if field in form.fields else None, _sentence(message))
                 return ""
         name = where.split("[")[0]
         formset = self.by_model.get(self._model(name)) if name in self.rows else None
