@@ -95,8 +95,12 @@ class SeriesRow(models.Model):
             ),
         ]
         indexes = [
+            # The scopes of all questions and of each topic: a run has a row per question for
+            # each of these, so the per-question rows stay out of this index.
             models.Index(
-                fields=["campaign", "entity", "topic", "platform", "at"], name="series_row_read_idx"
+                fields=["campaign", "entity", "topic", "platform", "at"],
+                name="series_row_scope_idx",
+                condition=models.Q(question__isnull=True),
             ),
             models.Index(
                 fields=["campaign", "question", "entity", "platform", "at"],

@@ -482,7 +482,8 @@ def comparable_runs(
     if at is None:
         return []
     # every entity of a run has the same keys: the brand's rows will do
-    runs = _pool(rows.filter(at__lte=at, is_brand=True)).get((), [])
+    recent = _recent_runs(campaign=campaign, at=at, count=limit + 1)
+    runs = _pool(rows.filter(run_id__in=recent, is_brand=True)).get((), [])
     ids = [next(iter(r.values())).run_id for r in runs]
     if run_id not in ids:
         return []
@@ -490,6 +491,16 @@ def comparable_runs(
     indexes = _segment_of(runs)
     earlier = [ids[i] for i in range(position - 1, -1, -1) if indexes[i] == indexes[position]]
     return earlier[:limit]
+
+
+def _recent_runs(*, campaign: Campaign, at: datetime, count: int) -> list[Any]:
+    """The ids of the campaign's `count` runs finished last at or before `at` (a series row's
+    `at` is its run's finish time): all a window of `count` - 1 runs before one needs."""
+    return list(
+        Run.objects.filter(campaign_id=campaign.pk, finished_at__lte=at)
+        .order_by("-finished_at", "-pk")
+        .values_list("pk", flat=True)[:count]
+    )
 
 
 @dataclass(frozen=True)
@@ -535,7 +546,8 @@ def cells(
     rows = _rows(campaign=campaign, topic=topic, question=question, targets={})
     if entities is not None and all(m.n != "all_mentioned" for m in chosen):
         rows = rows.filter(entity__in=list(entities))
-    groups = _pool(rows.filter(at__lte=at), per)
+    recent = _recent_runs(campaign=campaign, at=at, count=baseline + 1)
+    groups = _pool(rows.filter(run_id__in=recent), per)
     out: list[WindowCell] = []
     for group, runs in sorted(groups.items()):
         ids = [next(iter(r.values())).run_id for r in runs]
