@@ -125,6 +125,8 @@ _DECLARED: tuple[Platform, ...] = (
             price=(2, 2, 10), tokens=_cny(80, 200)),
     _direct("ollama", "ollama", "Ollama", model="llama3.2",
             price=(1, 1, 10), tokens=_usd(0, 0)),
+    _direct("grok", "grok", "Grok", model="grok-4-1-fast-reasoning",
+            price=(5, 3, 10), tokens=_usd(20, 50)),
     Platform(
         key="collector",
         adapter="connectors.adapters.collector:CollectorConnector",

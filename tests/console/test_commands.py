@@ -54,7 +54,7 @@ def test_a_new_operator_creates_a_tenant_funds_it_and_launches() -> None:
 
     dry = manage("launch_run", str(CAMPAIGN), "--dry-run")
     assert dry.returncode == 0 and '"estimated_max": "50.40 USD"' in dry.stdout
-    assert '"funds_sufficient": false' in dry.stdout and '"price_version": "default-2026-01"' in (
+    assert '"funds_sufficient": false' in dry.stdout and '"price_version": "default-2026-12"' in (
         dry.stdout
     )
     short = one_line_error(manage("launch_run", str(CAMPAIGN)))
