@@ -170,6 +170,7 @@ def campaign_spec_data(*, campaign: Campaign) -> dict[str, Any]:
         "questions": [q.current_revision.text for q in questions if q.current_revision],
         "targets": [
             {"platform": t.platform, "device": t.device, "region": t.region, "mode": t.mode}
+            | ({"language": t.language} if t.language else {})
             for t in campaign.targets.order_by("id")
         ],
         "repeats": campaign.repeats,
@@ -237,7 +238,13 @@ def _run_config(
             for r in revisions
         ),
         targets=tuple(
-            TargetSnapshot(platform=t.platform, device=t.device, region=t.region, mode=t.mode)
+            TargetSnapshot(
+                platform=t.platform,
+                device=t.device,
+                region=t.region,
+                mode=t.mode,
+                language=t.language,
+            )
             for t in spec.targets
         ),
         # The model per platform, frozen: every attempt of the run asks this one.

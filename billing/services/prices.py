@@ -23,7 +23,7 @@ from sampling.snapshots import NO_SCREENSHOTS, QUOTE_VERSION, Quote, QuoteLine, 
 from .errors import BillingError, NoActivePrice, check_currency
 
 DEEP_THINKING_MODE = "deep_thinking"
-DEFAULT_PRICE_VERSION = "default-2026-12"
+DEFAULT_PRICE_VERSION = "default-2026-01"
 DEFAULT_CURRENCY = "USD"
 
 

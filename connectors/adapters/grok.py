@@ -1,4 +1,4 @@
-"""xAI Grok through the Responses API with the `web_search` agent tool (docs/platforms.md §13).
+"""xAI Grok through the Responses API with the `web_search` agent tool (docs/platforms.md §14).
 
 xAI retired Live Search: `search_parameters` on `/v1/chat/completions` now answers `410 Gone`
 ("Live search is deprecated. Please switch to the Agent Tools API"). Search with citations is

@@ -1,4 +1,4 @@
-"""SerpApi: Google AI Mode and Google AI Overviews through serpapi.com (docs/platforms.md §14).
+"""SerpApi: Google AI Mode and Google AI Overviews through serpapi.com (docs/platforms.md §15).
 
 Asynchronous, by SerpApi's own `async=true` and Search Archive:
     submit         GET /search?engine=<engine>&q=..&gl=..&hl=..&device=..&async=true
@@ -34,8 +34,10 @@ retried), 410 gone, 5xx transient. No request id header, no retry hint documente
 no client reference to find a search by, and no cancel: `supports_lookup` False, `cancel`
 False.
 
-Configuration (`ConnectorConfig.extra`), all optional: `regions`, `languages` (the targets
-accepted), `no_cache` (true: never a cached search).
+Served as the vendor `serpapi` of the surfaces `google_ai_mode` and `google_ai_overview`
+(connectors/platforms.py): GEO_<SURFACE>_VENDOR=serpapi, the key in GEO_SERPAPI_API_KEY (one
+account for both). Configuration (`ConnectorConfig.extra`, GEO_SERPAPI_EXTRA), all optional:
+`regions`, `languages` (the targets accepted), `no_cache` (true: never a cached search).
 """
 
 from __future__ import annotations
@@ -204,24 +206,19 @@ def answer_of(holder: dict[str, Any]) -> tuple[str, CitationList]:
 class SerpApiConnector(Connector):
     """One SerpApi engine serving one consumer surface (the platform it is configured for)."""
 
+    platform: ClassVar[str] = "serpapi"
     engine: ClassVar[str] = ""
     default_base_url: ClassVar[str] = "https://serpapi.com"
 
     def __init__(self, config: ConnectorConfig) -> None:
         super().__init__(config)
+        self.platform = config.platform  # type: ignore[misc]  # the surface it serves
         self.transport = HttpTransport(config)
-
-    @property
-    def platform_key(self) -> str:
-        return self.config.platform
 
     def capabilities(self) -> Capabilities:
         regions = self.config.extra.get("regions") or REGION_LANGUAGES
-        fields: dict[str, Any] = {}
-        if "languages" in Capabilities.__dataclass_fields__:  # the surfaces' language targets
-            fields["languages"] = frozenset(self.config.extra.get("languages") or LANGUAGES)
         return Capabilities(
-            platform=self.platform_key,
+            platform=self.platform,
             devices=DEVICES,
             regions=frozenset(regions),
             modes=frozenset({"web_search"}),
@@ -229,18 +226,17 @@ class SerpApiConnector(Connector):
             submission_limit=1,
             asynchronous=True,
             supports_lookup=False,
-            **fields,
+            languages=frozenset(self.config.extra.get("languages") or LANGUAGES),
         )
 
     # --- the wire -----------------------------------------------------------------------
     def search_params(self, request: SampleRequest) -> dict[str, str]:
         """What the search asks (without the key)."""
-        language = str(getattr(request, "language", "") or "")
         params = {
             "engine": self.engine,
             "q": request.question,
             "gl": _GL.get(request.region, request.region),
-            "hl": language or REGION_LANGUAGES.get(request.region, "en"),
+            "hl": request.language or REGION_LANGUAGES.get(request.region, "en"),
             "device": request.device if request.device in DEVICES else "desktop",
             "async": "true",
             "output": "json",

@@ -1,5 +1,5 @@
 """xAI's Responses API with the `web_search` agent tool (`POST /v1/responses`) (docs/platforms.md
-§13).
+§14).
 
 The stream is OpenAI's Responses framing (`simulator/platforms/responses_wire.py`): `event:` +
 `data:` frames with increasing `sequence_number`, ending in `response.completed`. What differs:

@@ -1,5 +1,5 @@
 """SerpApi (serpapi.com): Google AI Mode and Google AI Overviews as JSON searches
-(docs/platforms.md §14).
+(docs/platforms.md §15).
 
 Every call is a GET with the `api_key` as a query parameter, answered with JSON:
     GET /search(.json)?engine=google_ai_mode&q=...&gl=..&hl=..&device=..[&async=true]

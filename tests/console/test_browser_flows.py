@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import connection
 
 from billing.models import JournalEntry
+from billing.services import active_price_version
 from evidence.models import ReviewDecision
 from sampling.models import Brand, Run, Sample
 from tenancy.models import Tenant
@@ -100,7 +101,7 @@ def test_operator_creates_previews_launches_watches_and_opens_the_report(
     page.wait_for_selector("#quote")
     _shot(page, "operator-3-preview-with-quote")
     assert page.inner_text("#sample-count") == "2"
-    assert page.inner_text("#price-version") == "default-2026-12"
+    assert page.inner_text("#price-version") == active_price_version().name
     assert page.inner_text("#estimated-max") == "0.10 USD"  # 2 samples x openai base 5 cents
     assert "USD" in page.inner_text("#available-balance")
     assert page.locator("#questions li").all_inner_texts() == [

@@ -11,7 +11,6 @@ ids and error messages the client's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -28,7 +27,7 @@ from connectors.adapters.serpapi import (
     SerpApiConnector,
 )
 from connectors.base import ConnectorConfig, ErrorClass, SampleRequest, UpstreamError
-from connectors.platforms import PLATFORMS, Platform
+from connectors.platforms import PLATFORMS, VENDORS
 from connectors.transport import HttpTransport
 from simulator import SimulatorHandle
 
@@ -37,24 +36,12 @@ from .harness import API_KEY, Exchange, ReplayAdapter, recording_requests
 QUESTION = "Which CRM is best for a small team?"
 
 
-@pytest.fixture(autouse=True)
-def serpapi_served(sim: SimulatorHandle) -> Iterator[None]:
-    """The simulator serves the SerpApi protocol under /serpapi/ (the vendor's one host)."""
-    if "serpapi" in PLATFORMS:
-        yield
-        return
-    PLATFORMS["serpapi"] = Platform(
-        key="serpapi",
-        adapter="connectors.adapters.serpapi:SerpApiAIMode",
-        simulator="simulator.platforms.serpapi:SerpApiProtocol",
-        default_model="serpapi",
-        sample_prices={"base": 1},
-        delivery="provider",
-    )
-    try:
-        yield
-    finally:
-        del PLATFORMS["serpapi"]
+def test_serpapi_is_a_vendor_of_both_google_surfaces() -> None:
+    """The simulator serves it under /serpapi/ (one host, as the real one), and a deployment
+    may choose it for either surface (GEO_<SURFACE>_VENDOR=serpapi)."""
+    assert "serpapi" in VENDORS
+    assert PLATFORMS["google_ai_mode"].vendors["serpapi"].endswith(":SerpApiAIMode")
+    assert PLATFORMS["google_ai_overview"].vendors["serpapi"].endswith(":SerpApiAIOverview")
 
 
 @dataclass(frozen=True)
