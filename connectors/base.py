@@ -101,16 +101,24 @@ class Capabilities:
     submission_limit: int
     asynchronous: bool  # True: submit returns a task id to poll; False: submit answers
     supports_lookup: bool  # can an uncertain submit be resolved by idempotency key?
+    # The answer languages a target may ask for (a collection vendor's `language_code`s);
+    # empty: the platform takes no language (a target naming one is refused). A target that
+    # names none is asked in the region's language.
+    languages: frozenset[str] = frozenset()
 
-    def problems(self, *, device: str, region: str, mode: str, screenshot_policy: str) -> list[str]:
+    def problems(
+        self, *, device: str, region: str, mode: str, screenshot_policy: str, language: str = ""
+    ) -> list[str]:
         """Why this target cannot run here; empty when it can."""
         found: list[str] = []
-        for label, value, allowed in (
-            ("device", device, self.devices),
-            ("region", region, self.regions),
-            ("mode", mode, self.modes),
-        ):
-            if value not in allowed:
+        checks = [("device", device, self.devices), ("region", region, self.regions),
+                  ("mode", mode, self.modes)]  # fmt: skip
+        if language:
+            checks.append(("language", language, self.languages))
+        for label, value, allowed in checks:
+            if value not in allowed and label == "language" and not allowed:
+                found.append(f"platform {self.platform!r} does not take a language ({value!r})")
+            elif value not in allowed:
                 found.append(
                     f"platform {self.platform!r} does not support {label} {value!r} "
                     f"(supported: {', '.join(sorted(allowed))})"
@@ -132,6 +140,7 @@ class SampleRequest:
     mode: str
     screenshot: bool = False
     model: str | None = None
+    language: str = ""  # empty: the region's language (collection vendors only)
 
 
 @dataclass
@@ -220,6 +229,10 @@ class SubmitOutcome:
     request_id: str | None = None
     result: NormalizedResult | None = None
     egress: str | None = None
+    # What accepting the task cost, when the upstream states it at submission (a vendor that
+    # charges when a task is posted: DataForSEO); minor units of `cost_currency`.
+    cost: int | None = None
+    cost_currency: str | None = None
 
 
 @dataclass(frozen=True)
@@ -303,6 +316,11 @@ class Connector(abc.ABC):
     def cancel(self, upstream_id: str) -> bool:
         """Record the intent to cancel; True when the upstream acknowledged it."""
         return False
+
+    def task_cost(self, upstream_id: str) -> tuple[int, str] | None:
+        """What the upstream charged for an accepted task, (minor units, currency), for a task
+        whose submission answer was lost (found again by `lookup`); None where it cannot say."""
+        return None
 
     def lookup(self, idempotency_key: str) -> str | None:
         """Resolve an uncertain submit: the upstream id for this key, or None when the upstream

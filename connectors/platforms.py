@@ -16,7 +16,7 @@ Adding a platform: one `Platform(...)` below, its adapter module and its simulat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # How a platform answers. "direct": its own model API, the answer streamed back by the submit
@@ -57,13 +57,54 @@ class Platform:
     # What the default model's tokens cost us (GEO_MODEL_PRICES); None: the platform reports
     # its own cost (a provider) or is not priced per token.
     token_price: TokenPrice | None = None
-    # The collection vendor serving this surface through its API (a provider platform); empty
-    # for a platform's own API. Room for the vendor surfaces of the next issue.
-    vendor: str = ""
+    # A consumer surface (chatgpt_web, google_ai_overview, ...): the collection vendors that
+    # can serve it, vendor key -> "module:Class" of that vendor's connector for it. The
+    # deployment picks one with GEO_<KEY>_VENDOR (default: the first); `adapter` is the
+    # first's. Empty for a platform with one adapter of its own.
+    vendors: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def queue(self) -> str:
         return platform_queue(self.key)
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """A collection vendor: one API (one host, one account) serving several surfaces. The
+    simulator serves its protocol under `/<vendor key>/` (the vendor's real paths), and a
+    platform it serves is configured with GEO_<VENDOR>_* (API_KEY, BASE_URL) unless the
+    platform's own GEO_<PLATFORM>_* says otherwise (connectors/registry.py)."""
+
+    key: str
+    simulator: str  # "module:Class" of its simulated protocol; only the simulator imports it
+
+
+VENDORS: dict[str, Vendor] = {
+    vendor.key: vendor
+    for vendor in (
+        Vendor(key="dataforseo", simulator="simulator.platforms.dataforseo:DataForSEOProtocol"),
+        Vendor(key="serpapi", simulator="simulator.platforms.serpapi:SerpApiProtocol"),
+    )
+}
+
+
+def _surface(key: str, vendors: Mapping[str, str], *, price: tuple[int, int, int]) -> Platform:
+    """A consumer surface served by collection vendors (`Platform.vendors`)."""
+    base, deep_thinking, screenshot = price
+    return Platform(
+        key=key,
+        adapter=next(iter(vendors.values()), ""),
+        simulator="",  # served under /<vendor>/ by the vendor's protocol (VENDORS)
+        default_model=key,
+        sample_prices={"base": base, "deep_thinking": deep_thinking, "screenshot": screenshot},
+        delivery="provider",
+        batch=True,
+        vendors=dict(vendors),
+    )
+
+
+_DATAFORSEO = "connectors.adapters.dataforseo"
+_SERPAPI = "connectors.adapters.serpapi"
 
 
 def platform_queue(key: str) -> str:
@@ -125,6 +166,8 @@ _DECLARED: tuple[Platform, ...] = (
             price=(2, 2, 10), tokens=_cny(80, 200)),
     _direct("ollama", "ollama", "Ollama", model="llama3.2",
             price=(1, 1, 10), tokens=_usd(0, 0)),
+    _direct("grok", "grok", "Grok", model="grok-4-1-fast-reasoning",
+            price=(5, 3, 10), tokens=_usd(20, 50)),
     Platform(
         key="collector",
         adapter="connectors.adapters.collector:CollectorConnector",
@@ -134,11 +177,30 @@ _DECLARED: tuple[Platform, ...] = (
         delivery="provider",
         batch=True,
     ),
+    # Consumer surfaces. Prices: the vendors charge a few tenths of a cent to a few cents per
+    # task (their pricing pages); a sample is priced like the collector's consumer UI tasks.
+    _surface("chatgpt_web", {"dataforseo": f"{_DATAFORSEO}:DataForSEOChatGPTScraper"},
+             price=(60, 20, 10)),
+    _surface("google_ai_overview", {"dataforseo": f"{_DATAFORSEO}:DataForSEOAIOverview",
+                                    "serpapi": f"{_SERPAPI}:SerpApiAIOverview"},
+             price=(40, 20, 10)),
+    _surface("google_ai_mode", {"dataforseo": f"{_DATAFORSEO}:DataForSEOAIMode",
+                                "serpapi": f"{_SERPAPI}:SerpApiAIMode"},
+             price=(40, 20, 10)),
+    _surface("copilot_web", {}, price=(60, 20, 10)),
+    _surface("gemini_web", {"dataforseo": f"{_DATAFORSEO}:DataForSEOGeminiScraper"},
+             price=(60, 20, 10)),
+    _surface("perplexity_web", {}, price=(60, 20, 10)),
 )  # fmt: skip
 
 # key -> declaration, in declaration order. Tests add a throw-away platform here (and take it
 # out again); everything below reads it when called, never a copy made at import.
 PLATFORMS: dict[str, Platform] = {platform.key: platform for platform in _DECLARED}
+
+
+def vendor_keys() -> list[str]:
+    """Every vendor key, sorted (the simulator serves each under `/<key>/`)."""
+    return sorted(VENDORS)
 
 
 def default_models() -> dict[str, str]:

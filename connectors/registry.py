@@ -5,6 +5,11 @@ Configuration comes from settings (`GEO_PLATFORMS`, built from the GEO_<PLATFORM
 in geo_collect/settings.py); model names are configuration, never hard-coded aliases.
 Credentials are read here, when a connector is built inside a worker, and never travel in queue
 messages.
+
+A consumer surface (`Platform.vendors`) is served by the vendor the deployment names in
+GEO_<PLATFORM>_VENDOR (default: the first declared). Its settings are the platform's own
+GEO_<PLATFORM>_* over the vendor's GEO_<VENDOR>_* (one account for every surface it serves);
+in simulator mode its base URL is the simulator's `/<vendor>/` (one host, as the real one).
 """
 
 from __future__ import annotations
@@ -34,16 +39,60 @@ def known_platforms() -> list[str]:
     return sorted(PLATFORMS)
 
 
-@cache
-def adapter_class(platform: str) -> type[Connector]:
+def platform_vendor(platform: str) -> str:
+    """The vendor serving `platform` in this deployment; empty for a platform's own API.
+    Raises UnknownPlatform for an unknown platform, for a surface no vendor serves yet, and
+    for a configured vendor that does not serve it."""
     try:
-        module_name, class_name = PLATFORMS[platform].adapter.split(":")
+        declared = PLATFORMS[platform]
     except KeyError:
         raise UnknownPlatform(
             f"unknown platform {platform!r} (known: {', '.join(known_platforms())})"
         ) from None
+    if not declared.vendors and not declared.adapter:
+        raise UnknownPlatform(f"platform {platform!r} has no collection vendor that serves it yet")
+    if not declared.vendors:
+        return ""
+    given: dict[str, str] = settings.GEO_PLATFORMS.get(platform, {})
+    vendor = given.get("VENDOR", "").strip().lower() or next(iter(declared.vendors))
+    if vendor not in declared.vendors:
+        raise UnknownPlatform(
+            f"GEO_{platform.upper()}_VENDOR={vendor!r} does not serve {platform!r} "
+            f"(vendors: {', '.join(declared.vendors)})"
+        )
+    return vendor
+
+
+def adapter_class(platform: str) -> type[Connector]:
+    vendor = platform_vendor(platform)
+    return _import(PLATFORMS[platform].vendors[vendor] if vendor else PLATFORMS[platform].adapter)
+
+
+def available_platforms() -> list[str]:
+    """The known platforms a connector can be built for here (a surface no vendor serves yet
+    is left out: a campaign cannot target it)."""
+    found: list[str] = []
+    for platform in known_platforms():
+        try:
+            platform_vendor(platform)
+        except UnknownPlatform:
+            continue
+        found.append(platform)
+    return found
+
+
+@cache
+def _import(dotted: str) -> type[Connector]:
+    module_name, class_name = dotted.split(":")
     cls: type[Connector] = getattr(importlib.import_module(module_name), class_name)
     return cls
+
+
+def _settings_of(platform: str, vendor: str) -> dict[str, str]:
+    """The platform's GEO_<PLATFORM>_* over its vendor's GEO_<VENDOR>_*."""
+    own: dict[str, str] = settings.GEO_PLATFORMS.get(platform, {})
+    shared: dict[str, str] = settings.GEO_PLATFORMS.get(vendor, {}) if vendor else {}
+    return shared | own
 
 
 def configured_model(platform: str) -> str | None:
@@ -56,10 +105,13 @@ def configured_model(platform: str) -> str | None:
 
 def connector_config(platform: str) -> ConnectorConfig:
     cls = adapter_class(platform)
-    given = settings.GEO_PLATFORMS.get(platform, {})
+    vendor = platform_vendor(platform)
+    given = _settings_of(platform, vendor)
     simulator = settings.GEO_UPSTREAM_BASE_URL
     base_url = given.get("BASE_URL") or (
-        f"{simulator.rstrip('/')}/{platform}" if simulator else getattr(cls, "default_base_url", "")
+        f"{simulator.rstrip('/')}/{vendor or platform}"
+        if simulator
+        else getattr(cls, "default_base_url", "")
     )
     # "direct,http://proxy:3128": attempts alternate between these egress paths.
     egress = [p.strip() for p in given.get("EGRESS", "").split(",") if p.strip()]

@@ -19,7 +19,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 # Plain data, no Django: the one declaration of every platform.
-from connectors.platforms import PLATFORMS, default_models, default_token_prices
+from connectors.platforms import PLATFORMS, VENDORS, default_models, default_token_prices
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GEO_VAR_DIR", BASE_DIR / "var"))
@@ -445,20 +445,23 @@ GEO_PLATFORM_MODELS: dict[str, str] = default_models()  # connectors/platforms.p
 # Per-platform connection settings, GEO_<PLATFORM>_<NAME> (platform key upper-cased): API_KEY,
 # BASE_URL, MODEL, TIMEOUT (seconds), EGRESS ("direct,http://proxy:3128": attempts alternate
 # between these paths), EXTRA (a JSON object of adapter options, e.g. Doubao's bot_id) and
-# CALLBACK_URL. Kept as given; connectors/registry.py turns them into a ConnectorConfig.
+# CALLBACK_URL. VENDOR: which collection vendor serves a consumer surface (chatgpt_web, ...;
+# connectors/platforms.py `vendors`); a vendor's own GEO_<VENDOR>_* (GEO_DATAFORSEO_API_KEY,
+# _BASE_URL) apply to every surface it serves unless the surface says otherwise. Kept as
+# given; connectors/registry.py turns them into a ConnectorConfig.
 # UNCERTAIN_REASK_SECONDS: what happens to a request whose outcome the platform cannot confirm
 # (no lookup: the direct APIs): unset, it is parked for a person (the default); a number of
 # seconds, it is asked again as a new attempt that long after the uncertain one started, whose
 # outcome and upstream cost stay unknown (flagged in reconciliation).
 PLATFORM_SETTING_NAMES = ("API_KEY", "BASE_URL", "MODEL", "TIMEOUT", "EGRESS", "EXTRA",
                           "CALLBACK_URL", "MAX_RESPONSE_BYTES", "MAX_RESPONSE_SECONDS",
-                          "UNCERTAIN_REASK_SECONDS")  # fmt: skip
+                          "UNCERTAIN_REASK_SECONDS", "VENDOR")  # fmt: skip
 
 
 def platform_settings(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """{platform: {NAME: value}} for the GEO_<PLATFORM>_<NAME> variables set in `environ`."""
     found: dict[str, dict[str, str]] = {}
-    for platform in PLATFORMS:
+    for platform in [*PLATFORMS, *VENDORS]:
         prefix = f"GEO_{platform.upper()}_"
         given = {name: environ[prefix + name] for name in PLATFORM_SETTING_NAMES
                  if prefix + name in environ}  # fmt: skip

@@ -20,6 +20,7 @@ from django.conf import settings
 
 from analysis.services import analyse_sample
 from billing import services as billing
+from billing.costs import queue_attempt_cost
 from connectors.base import ErrorClass, UpstreamError
 from connectors.retry import REASK, REVIEW, RetryDecision
 from evidence import services as evidence_services
@@ -146,14 +147,20 @@ def handle_verify(ctx: StepContext, sample: Sample) -> str:
     attempt = sample.attempt_set.order_by("-attempt_no").first()
     if attempt is None:
         raise RuntimeError(f"sample {sample.pk} is uncertain without an attempt")
-    lookup = connector(sample.platform).lookup
+    upstream = connector(sample.platform)
     try:
-        upstream_id = upstream_call(sample.platform, lambda: lookup(attempt.idempotency_key))
+        upstream_id = upstream_call(
+            sample.platform, lambda: upstream.lookup(attempt.idempotency_key)
+        )
+        cost = upstream.task_cost(upstream_id) if upstream_id else None
     except UpstreamError as error:
         return _verify_failed(ctx, sample, attempt, error)
     with locked_step(ctx, "verify") as step:
         if upstream_id:
-            return step.verified(attempt, upstream_id=upstream_id)
+            outcome = step.verified(attempt, upstream_id=upstream_id, cost=cost)
+            if cost is not None:
+                queue_attempt_cost(run_id=sample.run_id, attempt_id=attempt.pk)
+            return outcome
         return step.not_accepted(attempt)
 
 

@@ -64,6 +64,7 @@ def fetch_provider_quotes(spec: CampaignSpec) -> dict[str, ProviderQuote]:
                 device=t.device,
                 region=t.region,
                 mode=t.mode,
+                language=t.language,
                 screenshot=spec.screenshot_policy != "none",
             )
             for t in spec.targets

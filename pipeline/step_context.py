@@ -221,7 +221,14 @@ def frozen_model(run: Run, platform: str) -> str | None:
 
 
 def request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
+    config = RunConfig.of(sample.run)
+    slot = (sample.platform, sample.device, sample.region, sample.mode)
+    language = next(
+        (t.language for t in config.targets if (t.platform, t.device, t.region, t.mode) == slot),
+        "",
+    )
     return SampleRequest(
+        language=language,
         model=frozen_model(sample.run, sample.platform),
         sample_id=sample.pk,
         idempotency_key=idempotency_key,
@@ -229,7 +236,7 @@ def request_for(sample: Sample, idempotency_key: str) -> SampleRequest:
         device=sample.device,
         region=sample.region,
         mode=sample.mode,
-        screenshot=RunConfig.of(sample.run).wants_screenshots,
+        screenshot=config.wants_screenshots,
     )
 
 

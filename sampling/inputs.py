@@ -215,10 +215,13 @@ def upstream_outcome(outcome: SubmitOutcome) -> SubmitOutcome:
     else:
         upstream_result(outcome.result)
     request_id = outcome.request_id
+    priced = outcome.cost is not None and _valid_cost(outcome.cost, outcome.cost_currency)
     return dataclasses.replace(
         outcome,
         upstream_id=_upstream_id_or_digest(outcome.upstream_id),
         request_id=request_id if request_id and _storable_id(request_id) else None,
+        cost=outcome.cost if priced else None,
+        cost_currency=outcome.cost_currency if priced else None,
     )
 
 

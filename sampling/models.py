@@ -200,6 +200,8 @@ class PlatformTarget(models.Model):
     device = models.CharField(max_length=32, default="desktop")
     region = models.CharField(max_length=16, default="us")
     mode = models.CharField(max_length=32, default="web_search")
+    # The answer language asked of a collection vendor; empty: the region's language.
+    language = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         constraints = [

@@ -104,9 +104,15 @@ class TargetSpec:
     device: str
     region: str
     mode: str
+    language: str = ""  # empty: the region's language; only vendors that declare languages
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
+
+    @property
+    def slot(self) -> tuple[str, str, str, str]:
+        """What a sample is keyed by: two targets differing only by language collide."""
+        return (self.platform, self.device, self.region, self.mode)
 
 
 @dataclass(frozen=True)
@@ -282,8 +288,9 @@ def _targets(value: Any, policy: str, problems: _Problems) -> list[TargetSpec]:
             device=str(raw.get("device", "desktop")).strip().lower(),
             region=str(raw.get("region", "us")).strip().lower(),
             mode=str(raw.get("mode", "web_search")).strip().lower(),
+            language=str(raw.get("language") or "").strip().lower(),
         )
-        if target in targets:
+        if any(target.slot == other.slot for other in targets):
             problems.add(where, f"duplicate target {target.as_dict()}")
             continue
         for message in _capability_problems(target, policy):
@@ -300,7 +307,11 @@ def _capability_problems(target: TargetSpec, policy: str) -> list[str]:
     except UnknownPlatform as exc:
         return [str(exc.args[0])]
     return capabilities.problems(
-        device=target.device, region=target.region, mode=target.mode, screenshot_policy=policy
+        device=target.device,
+        region=target.region,
+        mode=target.mode,
+        screenshot_policy=policy,
+        language=target.language,
     )
 
 

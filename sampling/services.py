@@ -179,6 +179,7 @@ def campaign_spec_data(*, campaign: Campaign) -> dict[str, Any]:
         **_topics_data(questions),
         "targets": [
             {"platform": t.platform, "device": t.device, "region": t.region, "mode": t.mode}
+            | ({"language": t.language} if t.language else {})
             for t in campaign.targets.order_by("id")
         ],
         "repeats": campaign.repeats,
@@ -263,7 +264,13 @@ def _run_config(
             for r in revisions
         ),
         targets=tuple(
-            TargetSnapshot(platform=t.platform, device=t.device, region=t.region, mode=t.mode)
+            TargetSnapshot(
+                platform=t.platform,
+                device=t.device,
+                region=t.region,
+                mode=t.mode,
+                language=t.language,
+            )
             for t in spec.targets
         ),
         # The model per platform, frozen: every attempt of the run asks this one.

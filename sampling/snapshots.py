@@ -170,6 +170,7 @@ class TargetSnapshot:
     device: str
     region: str
     mode: str
+    language: str = ""  # empty: the region's language (snapshots before languages have none)
 
     @classmethod
     def from_json(cls, value: object, where: str) -> TargetSnapshot:
@@ -178,16 +179,20 @@ class TargetSnapshot:
             **{
                 key: _str(_required(data, key), f"{where}.{key}")
                 for key in ("platform", "device", "region", "mode")
-            }
+            },
+            language=_str(data.get("language", ""), f"{where}.language"),
         )
 
     def to_json(self) -> JsonObject:
-        return {
+        data: JsonObject = {
             "platform": self.platform,
             "device": self.device,
             "region": self.region,
             "mode": self.mode,
         }
+        if self.language:
+            data["language"] = self.language
+        return data
 
 
 @dataclass(frozen=True)

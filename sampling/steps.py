@@ -250,6 +250,9 @@ class SampleStep:
             attempt.upstream_id = outcome.upstream_id
             attempt.request_id = outcome.request_id or ""
             attempt.egress = outcome.egress or "direct"
+            if outcome.cost is not None and outcome.cost_currency:
+                # Charged when the task was posted (a vendor that says so in its answer).
+                attempt.cost, attempt.cost_currency = outcome.cost, outcome.cost_currency
         if error_class:  # an answer that came back unusable (truncated, failed mid-stream)
             attempt.error_class, attempt.error_message = error_class, error_message[:2000]
         update_changed(attempt)
@@ -337,9 +340,16 @@ class SampleStep:
 
     # --- verify ------------------------------------------------------------------------------
 
-    def verified(self, attempt: Attempt, *, upstream_id: str) -> str:
-        """The upstream has a task for the attempt's idempotency key: it was accepted."""
-        self._write_attempt(attempt, status=AttemptStatus.ACCEPTED, upstream_id=upstream_id)
+    def verified(
+        self, attempt: Attempt, *, upstream_id: str, cost: tuple[int, str] | None = None
+    ) -> str:
+        """The upstream has a task for the attempt's idempotency key: it was accepted. `cost`:
+        what the upstream says it charged for it (`Connector.task_cost`), recorded on the
+        attempt as its submit answer would have been."""
+        values: dict[str, Any] = {"status": AttemptStatus.ACCEPTED, "upstream_id": upstream_id}
+        if cost is not None and attempt.cost is None:
+            values["cost"], values["cost_currency"] = cost
+        self._write_attempt(attempt, **values)
         s = self.sample
         s.confirm_accepted()
         s.upstream_id = upstream_id

@@ -59,6 +59,9 @@ DEFAULT_PROFILE: dict[str, Any] = {
         "callback_delay_seconds": 0.05,
         "callback_secret": "sim-callback-secret",
     },
+    # DataForSEO (simulator/platforms/dataforseo.py): how many looks at a task (task_get,
+    # tasks_ready) find it still queued before its result is ready.
+    "dataforseo": {"deferred_looks": 1},
     "platforms": {},
 }
 

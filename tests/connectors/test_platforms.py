@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from connectors.adapters.openai_chat import OpenAIChatConnector
 from connectors.base import Connector
@@ -20,7 +21,14 @@ from connectors.platforms import (
     worker_groups,
     worker_queues,
 )
-from connectors.registry import adapter_class, get_connector, known_platforms
+from connectors.registry import (
+    UnknownPlatform,
+    adapter_class,
+    connector_config,
+    get_connector,
+    known_platforms,
+    platform_vendor,
+)
 from geo_collect.settings import platform_settings
 from simulator import SimulatorHandle
 from simulator.platforms import protocol_class, served_platforms, serves
@@ -48,7 +56,6 @@ def throwaway() -> Iterator[Platform]:
         yield THROWAWAY
     finally:
         del PLATFORMS[THROWAWAY.key]
-        adapter_class.cache_clear()
 
 
 def test_a_declared_platform_is_in_every_derived_list(throwaway: Platform) -> None:
@@ -70,7 +77,6 @@ def test_a_declared_platform_is_in_every_derived_list(throwaway: Platform) -> No
 
 def test_a_platform_taken_out_is_in_no_derived_list(throwaway: Platform) -> None:
     del PLATFORMS[throwaway.key]
-    adapter_class.cache_clear()
     try:
         assert "platform.throwaway" not in worker_queues()
         assert "throwaway" not in default_sample_prices()
@@ -103,7 +109,9 @@ def test_a_declared_platform_is_served_and_answers_through_its_adapter(
     assert simulator.stats()["platforms"]["throwaway"]["requests"] == 1
 
 
-@pytest.mark.parametrize("key", sorted(PLATFORMS))
+@pytest.mark.parametrize(
+    "key", sorted(k for k, p in PLATFORMS.items() if not p.vendors and p.adapter)
+)
 def test_a_declaration_agrees_with_its_adapter_and_simulator(key: str) -> None:
     declared = PLATFORMS[key]
     connector = get_connector(key)
@@ -116,3 +124,48 @@ def test_a_declaration_agrees_with_its_adapter_and_simulator(key: str) -> None:
     assert "base" in declared.sample_prices
     if declared.delivery == "direct":  # a provider reports its own cost
         assert declared.token_price is not None
+
+
+SURFACES = sorted(k for k, p in PLATFORMS.items() if p.vendors)
+
+
+@pytest.mark.parametrize("key", SURFACES)
+def test_a_surface_is_served_by_each_of_its_vendors_as_a_platform_of_its_own(key: str) -> None:
+    declared = PLATFORMS[key]
+    for vendor in declared.vendors:
+        with override_settings(GEO_PLATFORMS={key: {"VENDOR": vendor}}):
+            connector = get_connector(key)
+            assert platform_vendor(key) == vendor
+        assert connector.platform == key
+        assert connector.capabilities().platform == key
+        assert connector.capabilities().asynchronous == (declared.delivery == "provider")
+        assert protocol_class(vendor).name == vendor
+        assert connector.capabilities().languages
+
+
+def test_a_surface_no_vendor_serves_yet_is_refused_by_name() -> None:
+    unserved = [k for k, p in PLATFORMS.items() if not p.vendors and not p.adapter]
+    assert unserved == ["copilot_web", "perplexity_web"]
+    for key in unserved:
+        with pytest.raises(UnknownPlatform, match=key):
+            get_connector(key)
+
+
+def test_a_vendor_the_surface_does_not_know_is_refused_by_name() -> None:
+    refused = pytest.raises(UnknownPlatform, match="GEO_CHATGPT_WEB_VENDOR='nosuch'")
+    with override_settings(GEO_PLATFORMS={"chatgpt_web": {"VENDOR": "nosuch"}}), refused:
+        get_connector("chatgpt_web")
+
+
+def test_a_vendors_settings_serve_every_surface_it_serves_unless_the_surface_says_otherwise() -> (
+    None
+):
+    given = {"dataforseo": {"API_KEY": "login:secret", "BASE_URL": "https://dfs.example"},
+             "google_ai_mode": {"BASE_URL": "https://mode.example"}}  # fmt: skip
+    with override_settings(GEO_PLATFORMS=given, GEO_UPSTREAM_BASE_URL=""):
+        assert connector_config("chatgpt_web").base_url == "https://dfs.example"
+        assert connector_config("chatgpt_web").api_key == "login:secret"
+        assert connector_config("google_ai_mode").base_url == "https://mode.example"
+        assert connector_config("google_ai_mode").api_key == "login:secret"
+    with override_settings(GEO_PLATFORMS={}, GEO_UPSTREAM_BASE_URL="http://sim:1"):
+        assert connector_config("google_ai_overview").base_url == "http://sim:1/dataforseo"

@@ -18,6 +18,7 @@ from billing.models import (
     UpstreamStatement,
     UpstreamStatementLine,
 )
+from billing.services import active_price_version
 from evidence.models import ReviewDecision
 from sampling.models import Brand, Run, Sample
 from tenancy.models import Tenant
@@ -142,7 +143,7 @@ def test_operator_walks_brand_campaign_preview_launch_live_page_cancel_and_repor
     page.wait_for_selector("#quote")
     _shot(page, "operator-4-preview-with-quote")
     assert page.inner_text("#sample-count") == "12"  # 3 platforms x 2 questions x 2 repeats
-    assert page.inner_text("#price-version") == "default-2026-01"
+    assert page.inner_text("#price-version") == active_price_version().name
     assert page.inner_text("#estimated-max") == "0.64 USD"  # 4 x (5 + 6 + 5) cents
     assert "USD" in page.inner_text("#available-balance")
     assert page.locator("#questions li").all_inner_texts() == list(QUESTIONS)

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from billing.selectors import available_balance
-from billing.services import create_price_version
+from billing.services import active_price_version, create_price_version
 from pipeline.preview import (
     LaunchPreview,
     StalePreview,
@@ -93,7 +93,7 @@ def test_the_preview_page_shows_the_quote_in_major_units_and_the_balance(
     html = page.content.decode()
     # BASE_CAMPAIGN: 2 questions x openai x 2 repeats = 4 samples; base 5 + screenshot 0 cents
     # (openai takes no screenshots) -> 0.20 USD.
-    assert 'id="price-version">default-2026-01<' in html
+    assert f'id="price-version">{active_price_version().name}<' in html
     assert 'id="estimated-max">0.20 USD<' in html
     assert 'id="available-balance">10000000.00 USD<' in html
     assert "openai / desktop / us / web_search" in html

@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from analysis.selectors import ambiguity_warnings
 from billing.services import BillingError
 from connectors.base import Capabilities
-from connectors.registry import get_connector, known_platforms
+from connectors.registry import available_platforms, get_connector
 from console.admin_base import CappedCountPaginator, ScopedInline, TenantScopedAdmin
 from console.widgets import money, plural
 from pipeline.preview import (
@@ -199,20 +199,22 @@ class PlatformTargetForm(forms.ModelForm):
     device = forms.ChoiceField(choices=())
     region = forms.ChoiceField(choices=())
     mode = forms.ChoiceField(choices=())
+    language = forms.ChoiceField(choices=(), required=False)
 
     class Meta:
         model = PlatformTarget
-        fields = ("platform", "device", "region", "mode")
+        fields = ("platform", "device", "region", "mode", "language")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        platforms = known_platforms()
+        platforms = available_platforms()
         caps = [_capabilities(p) for p in platforms]
         values = {
             "platform": set(platforms),
             "device": {d for c in caps for d in c.devices},
             "region": {r for c in caps for r in c.regions},
             "mode": {m for c in caps for m in c.modes},
+            "language": {language for c in caps for language in c.languages},
         }
         for name, allowed in values.items():
             current = getattr(self.instance, name) if self.instance.pk else ""
@@ -224,14 +226,16 @@ class PlatformTargetForm(forms.ModelForm):
         cleaned = super().clean() or {}
         platform = cleaned.get("platform")
         parts = [cleaned.get(k) for k in ("device", "region", "mode")]
-        if platform not in known_platforms() or not all(parts):
+        if platform not in available_platforms() or not all(parts):
             return cleaned
         device, region, mode = (str(p) for p in parts)
+        language = str(cleaned.get("language") or "")
         problems = _capabilities(platform).problems(
-            device=device, region=region, mode=mode, screenshot_policy="optional"
-        )
+            device=device, region=region, mode=mode, screenshot_policy="optional",
+            language=language,
+        )  # fmt: skip
         if problems:
-            target = f"{platform} / {device} / {region} / {mode}"
+            target = " / ".join(p for p in (platform, device, region, mode, language) if p)
             raise ValidationError([f"Target {target}: {problem}." for problem in problems])
         return cleaned
 

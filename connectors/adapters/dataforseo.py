@@ -1,0 +1,566 @@
+"""DataForSEO: a collection vendor serving consumer surfaces through documented APIs
+(docs.dataforseo.com/v3; the official client `dataforseo-client` is the oracle in
+tests/fidelity/test_dataforseo_client.py).
+
+One host (`https://api.dataforseo.com`), HTTP Basic auth (`login:password` as the API key:
+GEO_DATAFORSEO_API_KEY). Every POST body is a JSON array of tasks; every answer is the same
+envelope: {"version", "status_code", "status_message", "time", "cost" (USD, float),
+"tasks_count", "tasks_error", "tasks": [{"id", "status_code", "status_message", "time", "cost",
+"result_count", "path", "data" (the task as posted, with its `tag`), "result"}]}. HTTP is 200
+unless 401 / 402 / 404 / 500; the outcome is in `status_code`: 20000 Ok., 20100 Task Created.,
+40601 Task Handed., 40602 Task In Queue. (not ready yet), 40401 Task Not Found., 40403 Results
+Expired., 40006 more than 100 tasks, 40100 unauthorized, 40200 Payment Required., 40201
+account blocked, 40202 rate limit per minute exceeded, 40203 cost limit exceeded, 40501 Invalid
+Field, 40101 / 40102 the search engine failed / had no results, 5xxxx the vendor's own errors.
+
+Surfaces and the endpoints each uses (`prefix` below; Standard method unless
+GEO_<PLATFORM>_EXTRA={"method": "live"}):
+    chatgpt_web         /v3/ai_optimization/chat_gpt/llm_scraper   (ChatGPT search, scraped)
+    gemini_web          /v3/ai_optimization/gemini/llm_scraper     (the Gemini app, scraped)
+    google_ai_mode      /v3/serp/google/ai_mode                    (the `ai_overview` item)
+    google_ai_overview  /v3/serp/google/organic                    (the `ai_overview` item,
+                                                                     load_async_ai_overview)
+    {prefix}/task_post            POST up to 100 tasks -> each task's id (20100) and its cost
+    {prefix}/tasks_ready          GET completed tasks not yet collected: {id, tag, ...}
+    {prefix}/task_get/advanced/ID GET the task's result (40602 / 40601 while not ready)
+    {prefix}/live/advanced        POST one task, answered in the call (the `live` method)
+    /v3/serp/id_list              POST {datetime_from, datetime_to, include_metadata}: every
+                                  SERP task posted in the window, with its cost and its tag
+
+The account is charged when a task is posted (task_post's `cost`); results are free to fetch,
+so the cost each response states is carried on the submit outcome and recorded on the attempt
+(pipeline/submission.py); a task found again by its tag after a crash has its cost from
+`task_cost` (id_list, SERP only). The `tag` is the attempt's idempotency key: `lookup` finds a
+task again by it (id_list for SERP tasks; tasks_ready for the LLM scrapers, where a task still
+queued is "not known yet" and the lookup is tried again, never answered "not accepted").
+DataForSEO has no cancel: `cancel` says so (False). The answer's sources are its citations;
+the search results the engine read and its fan-out queries stay in the stored raw response.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any, ClassVar
+
+from ..base import (
+    Capabilities,
+    Connector,
+    ConnectorConfig,
+    ErrorClass,
+    NormalizedResult,
+    PollOutcome,
+    SampleRequest,
+    SubmitOutcome,
+    UpstreamError,
+)
+from ..citations import CitationList
+from ..direct import failed
+from ..errors import classify_http_error, error_dict, json_body
+from ..transport import HttpExchange, HttpTransport
+
+SUBMISSION_LIMIT = 100
+OK = 20000
+TASK_CREATED = 20100
+NOT_READY = {40601: "running", 40602: "queued"}
+GONE = frozenset({40400, 40401, 40403})
+ID_LIST_PATH = "/v3/serp/id_list"
+ID_LIST_WINDOW = timedelta(days=2)
+ID_LIST_PAGES = 5
+ID_LIST_LIMIT = 1000
+NO_AI_OVERVIEW = "NO_AI_OVERVIEW"
+
+# Region -> DataForSEO `location_code` (Google's geo target ids, the vendor's location list).
+LOCATION_CODES: dict[str, int] = {
+    "us": 2840,
+    "gb": 2826,
+    "ca": 2124,
+    "au": 2036,
+    "in": 2356,
+    "sg": 2702,
+    "ie": 2372,
+    "de": 2276,
+    "fr": 2250,
+    "es": 2724,
+    "it": 2380,
+    "nl": 2528,
+    "br": 2076,
+    "mx": 2484,
+    "jp": 2392,
+}
+# The language a target is asked in when it names none.
+REGION_LANGUAGES: dict[str, str] = {
+    "us": "en",
+    "gb": "en",
+    "ca": "en",
+    "au": "en",
+    "in": "en",
+    "sg": "en",
+    "ie": "en",
+    "de": "de",
+    "fr": "fr",
+    "es": "es",
+    "it": "it",
+    "nl": "nl",
+    "br": "pt",
+    "mx": "es",
+    "jp": "ja",
+}
+LANGUAGES = frozenset(REGION_LANGUAGES.values())
+
+
+def _classify_code(code: int) -> ErrorClass:
+    if code in (40100, 40200, 40201, 40203):
+        return ErrorClass.AUTH
+    if code == 40202:
+        return ErrorClass.RATE_LIMITED
+    if code >= 50000:
+        return ErrorClass.TRANSIENT
+    if code in GONE:
+        return ErrorClass.LOST
+    if code in (40101, 40102):
+        return ErrorClass.UPSTREAM_FAILED
+    return ErrorClass.INVALID
+
+
+def usd_cents(cost: Any) -> int | None:
+    """A stated USD cost (a float of dollars) in cents, rounded up so a cost is never
+    under-recorded (billing/costs.py does the same for tokens); None when none is stated."""
+    if isinstance(cost, bool) or not isinstance(cost, int | float | str):
+        return None
+    try:
+        dollars = Decimal(str(cost))
+    except InvalidOperation:
+        return None
+    if not dollars.is_finite() or dollars <= 0:
+        return None
+    return math.ceil(dollars * 100)
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def first_task(payload: Any) -> dict[str, Any]:
+    """The envelope's first task ({} when there is none)."""
+    tasks = _as_list(_as_dict(payload).get("tasks"))
+    return _as_dict(tasks[0]) if tasks else {}
+
+
+def first_result(payload: Any) -> dict[str, Any]:
+    results = _as_list(first_task(payload).get("result"))
+    return _as_dict(results[0]) if results else {}
+
+
+class DataForSEOConnector(Connector):
+    """What every DataForSEO surface shares; a subclass names its endpoint and its answer."""
+
+    platform: ClassVar[str] = "dataforseo"
+    default_base_url: ClassVar[str] = "https://api.dataforseo.com"
+    prefix: ClassVar[str] = ""
+    serp: ClassVar[bool] = False  # a SERP API task: id_list finds it, devices apply
+    devices: ClassVar[frozenset[str]] = frozenset({"desktop"})
+    modes: ClassVar[frozenset[str]] = frozenset({"web_search"})
+
+    def __init__(self, config: ConnectorConfig) -> None:
+        super().__init__(config)
+        self.transport = HttpTransport(config)
+        self.platform = config.platform  # type: ignore[misc]  # one class per surface
+
+    @property
+    def live(self) -> bool:
+        return str(self.config.extra.get("method", "")).lower() == "live"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            platform=self.config.platform,
+            devices=self.devices,
+            regions=frozenset(LOCATION_CODES),
+            modes=self.modes,
+            screenshots=False,
+            submission_limit=1 if self.live else SUBMISSION_LIMIT,
+            asynchronous=not self.live,
+            supports_lookup=not self.live,
+            languages=LANGUAGES,
+        )
+
+    # --- the wire --------------------------------------------------------------------------
+    def _call(
+        self, method: str, path: str, *, body: Any = None, attempt_no: int = 1
+    ) -> HttpExchange:
+        token = base64.b64encode(self.config.api_key.encode()).decode()
+        headers = {"Authorization": f"Basic {token}", "Accept": "application/json"}
+        return self.transport.request(
+            method, path, attempt_no=attempt_no, json_body=body, headers=headers
+        )
+
+    @staticmethod
+    def _envelope(exchange: HttpExchange) -> dict[str, Any]:
+        """The answer's envelope; raises the classified error of a refused call."""
+        payload = json_body(exchange.body)
+        if exchange.status_code >= 400 or not isinstance(payload, dict):
+            if isinstance(payload, dict) and isinstance(payload.get("status_code"), int):
+                raise _code_error(payload, exchange)
+            if exchange.status_code >= 400:
+                raise classify_http_error(
+                    exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
+                )
+            cut = f" (cut: {exchange.interrupted})" if exchange.interrupted else ""
+            raise UpstreamError(
+                ErrorClass.PARSE_FAILED,
+                f"dataforseo answered with a non-JSON body{cut}",
+                status_code=exchange.status_code,
+                raw=exchange.body,
+                egress=exchange.egress,
+            )
+        if payload.get("status_code") != OK:
+            raise _code_error(payload, exchange)
+        return payload
+
+    # --- submit ----------------------------------------------------------------------------
+    def task_spec(self, request: SampleRequest) -> dict[str, Any]:
+        """One task as DataForSEO takes it (the surface adds its own fields)."""
+        return {
+            "keyword": request.question,
+            "location_code": LOCATION_CODES.get(request.region, LOCATION_CODES["us"]),
+            "language_code": request.language or REGION_LANGUAGES.get(request.region, "en"),
+            "tag": request.idempotency_key[:255],
+        }
+
+    def submit(self, request: SampleRequest, *, attempt_no: int = 1) -> SubmitOutcome:
+        if self.live:
+            return self._submit_live(request, attempt_no=attempt_no)
+        [outcome] = self.submit_batch([request], attempt_no=attempt_no)
+        if isinstance(outcome, UpstreamError):
+            raise outcome
+        return outcome
+
+    def _submit_live(self, request: SampleRequest, *, attempt_no: int) -> SubmitOutcome:
+        exchange = self._call(
+            "POST",
+            f"{self.prefix}/live/advanced",
+            body=[self.task_spec(request)],
+            attempt_no=attempt_no,
+        )
+        self._envelope(exchange)
+        result = self.parse(
+            exchange.body, content_type=exchange.content_type, sample_id=request.sample_id
+        )
+        result.status_code = exchange.status_code
+        task_id = result.upstream_id or request.idempotency_key
+        return SubmitOutcome(upstream_id=task_id, result=result, egress=exchange.egress)
+
+    def submit_batch(
+        self,
+        requests: list[SampleRequest],
+        *,
+        attempt_no: int = 1,
+        idempotency_key: str | None = None,
+    ) -> list[SubmitOutcome | UpstreamError]:
+        """Post up to 100 tasks in one call; one outcome per request, in order, matched by
+        the tag each task carries back. A task the answer does not mention is
+        ACCEPTANCE_UNKNOWN (recovery finds it by its tag)."""
+        if not requests:
+            return []
+        if self.live:
+            return super().submit_batch(requests, attempt_no=attempt_no)
+        if len(requests) > SUBMISSION_LIMIT:
+            raise UpstreamError(
+                ErrorClass.INVALID, f"batch of {len(requests)} exceeds limit {SUBMISSION_LIMIT}"
+            )
+        body = [self.task_spec(r) for r in requests]
+        exchange = self._call("POST", f"{self.prefix}/task_post", body=body, attempt_no=attempt_no)
+        payload = self._envelope(exchange)
+        by_tag: dict[str, dict[str, Any]] = {}
+        for task in _as_list(payload.get("tasks")):
+            tag = _as_dict(_as_dict(task).get("data")).get("tag")
+            if isinstance(tag, str):
+                by_tag.setdefault(tag, task)
+        return [self._posted(by_tag.get(spec["tag"]), exchange) for spec in body]
+
+    @staticmethod
+    def _posted(
+        task: dict[str, Any] | None, exchange: HttpExchange
+    ) -> SubmitOutcome | UpstreamError:
+        if task is None:
+            return UpstreamError(
+                ErrorClass.ACCEPTANCE_UNKNOWN,
+                "task_post answer lacks this task's tag",
+                status_code=exchange.status_code,
+                egress=exchange.egress,
+            )
+        code = task.get("status_code")
+        if code == TASK_CREATED and task.get("id"):
+            return SubmitOutcome(
+                upstream_id=str(task["id"]),
+                egress=exchange.egress,
+                cost=usd_cents(task.get("cost")),
+                cost_currency="USD" if usd_cents(task.get("cost")) is not None else None,
+            )
+        code = code if isinstance(code, int) else 0
+        return UpstreamError(
+            _classify_code(code),
+            f"{code}: {task.get('status_message') or 'task refused'}",
+            status_code=exchange.status_code,
+            egress=exchange.egress,
+        )
+
+    # --- after acceptance ------------------------------------------------------------------
+    def _task_get(self, upstream_id: str) -> tuple[HttpExchange, dict[str, Any]]:
+        exchange = self._call("GET", f"{self.prefix}/task_get/advanced/{upstream_id}")
+        return exchange, self._envelope(exchange)
+
+    def poll(self, upstream_id: str) -> PollOutcome:
+        try:
+            _, payload = self._task_get(upstream_id)
+        except UpstreamError as error:
+            raise _as_poll_failure(error) from None
+        task = first_task(payload)
+        code = task.get("status_code")
+        message = str(task.get("status_message") or "") or None
+        if code == OK:
+            return PollOutcome(state="completed")
+        if code in NOT_READY:
+            return PollOutcome(state=NOT_READY[code], message=message)
+        if code in GONE or not task:
+            return PollOutcome(state="lost", message=message or "dataforseo has no such task")
+        if isinstance(code, int) and _classify_code(code) in (
+            ErrorClass.TRANSIENT,
+            ErrorClass.RATE_LIMITED,
+        ):
+            raise UpstreamError(ErrorClass.POLL_FAILED, f"{code}: {message}")
+        # The task itself failed (40101 search engine error, 40102 no results, ...): its
+        # answer is fetched and kept as what the vendor said.
+        return PollOutcome(state="completed", message=message)
+
+    def fetch_evidence(self, upstream_id: str, *, sample_id: int | None = None) -> NormalizedResult:
+        try:
+            exchange, _ = self._task_get(upstream_id)
+        except UpstreamError as error:
+            if error.error_class is ErrorClass.LOST:
+                raise
+            raise _as_poll_failure(error) from None
+        result = self.parse(exchange.body, content_type=exchange.content_type, sample_id=sample_id)
+        result.status_code = exchange.status_code
+        result.upstream_id = result.upstream_id or upstream_id
+        return result
+
+    def lookup(self, idempotency_key: str) -> str | None:
+        tag = idempotency_key[:255]
+        if self.serp:
+            for entry in self._id_list():
+                metadata = _as_dict(entry.get("metadata"))
+                if metadata.get("tag") == tag and self.prefix in str(entry.get("url") or ""):
+                    return str(entry["id"])
+            return None
+        payload = self._envelope(self._call("GET", f"{self.prefix}/tasks_ready"))
+        for task in _as_list(payload.get("tasks")):
+            for ready in _as_list(_as_dict(task).get("result")):
+                if _as_dict(ready).get("tag") == tag and ready.get("id"):
+                    return str(ready["id"])
+        # tasks_ready lists finished tasks only: one still queued is not there yet.
+        raise UpstreamError(
+            ErrorClass.TRANSIENT, "no ready task has this tag yet (queued, or never accepted)"
+        )
+
+    def task_cost(self, upstream_id: str) -> tuple[int, str] | None:
+        """What the vendor charged for a task found again by its tag (id_list states each SERP
+        task's cost); None where no endpoint states it."""
+        if not self.serp:
+            return None
+        for entry in self._id_list():
+            if entry.get("id") == upstream_id:
+                cents = usd_cents(entry.get("cost"))
+                return (cents, "USD") if cents is not None else None
+        return None
+
+    def _id_list(self) -> Iterable[dict[str, Any]]:
+        now = datetime.now(UTC)
+        for page in range(ID_LIST_PAGES):
+            body = [
+                {
+                    "datetime_from": _dataforseo_time(now - ID_LIST_WINDOW),
+                    "datetime_to": _dataforseo_time(now),
+                    "limit": ID_LIST_LIMIT,
+                    "offset": page * ID_LIST_LIMIT,
+                    "sort": "desc",
+                    "include_metadata": True,
+                }
+            ]
+            entries = _as_list(
+                first_task(self._envelope(self._call("POST", ID_LIST_PATH, body=body))).get(
+                    "result"
+                )
+            )
+            yield from (_as_dict(entry) for entry in entries)
+            if len(entries) < ID_LIST_LIMIT:
+                return
+
+    # --- reading an answer -----------------------------------------------------------------
+    @classmethod
+    def parse(
+        cls, raw: bytes, *, content_type: str = "", sample_id: int | None = None
+    ) -> NormalizedResult:
+        payload = json_body(raw)
+        mime = content_type or "application/json"
+        task = first_task(payload)
+        if not isinstance(payload, dict) or not task:
+            return failed(
+                raw,
+                mime,
+                sample_id,
+                error_dict(ErrorClass.PARSE_FAILED, "not a DataForSEO task answer"),
+            )
+        task_id = str(task["id"]) if task.get("id") else None
+        code = task.get("status_code")
+        if code != OK:
+            message = f"{code}: {task.get('status_message') or 'task failed'}"
+            result = failed(
+                raw, mime, sample_id, error_dict(ErrorClass.UPSTREAM_FAILED, message, code=code)
+            )
+            result.upstream_id = task_id
+            return result
+        text, sources, warnings = cls.answer_of(first_result(payload))
+        citations = CitationList(len(text))
+        for source in sources:
+            if source.get("url"):
+                citations.add(str(source["url"]), title=_title(source))
+        result = NormalizedResult.answer(
+            raw, mime, sample_id, task_id, text, citations=citations.items, warnings=warnings
+        )
+        cents = usd_cents(task.get("cost"))
+        if cents is not None:  # a live call states its charge; task_get states 0
+            result.cost, result.cost_currency = cents, "USD"
+        return result
+
+    @classmethod
+    def answer_of(cls, result: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
+        """(answer text, cited sources, warnings) of one result."""
+        raise NotImplementedError
+
+
+def _title(source: dict[str, Any]) -> str | None:
+    title = source.get("title") or source.get("source") or source.get("source_name")
+    return str(title) if title else None
+
+
+def _dataforseo_time(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S +00:00")
+
+
+def _code_error(payload: dict[str, Any], exchange: HttpExchange) -> UpstreamError:
+    code = payload.get("status_code")
+    code = code if isinstance(code, int) else 0
+    error_class = _classify_code(code)
+    if error_class is ErrorClass.UPSTREAM_FAILED:
+        error_class = ErrorClass.TRANSIENT
+    return UpstreamError(
+        error_class,
+        f"{code}: {payload.get('status_message') or 'refused'}",
+        status_code=exchange.status_code,
+        raw=exchange.body,
+        egress=exchange.egress,
+    )
+
+
+_POLL_FAILURES = frozenset(
+    {ErrorClass.TRANSIENT, ErrorClass.RATE_LIMITED, ErrorClass.ACCEPTANCE_UNKNOWN}
+)
+
+
+def _as_poll_failure(error: UpstreamError) -> UpstreamError:
+    """After acceptance a failed call keeps the task id: the poll is tried again."""
+    if error.error_class not in _POLL_FAILURES:
+        return error
+    return UpstreamError(
+        ErrorClass.POLL_FAILED,
+        error.message,
+        status_code=error.status_code,
+        retry_after=error.retry_after,
+        egress=error.egress,
+    )
+
+
+class _LLMScraper(DataForSEOConnector):
+    """The AI Optimization LLM Scraper: the consumer app's answer, scraped."""
+
+    modes = frozenset({"web_search", "no_search"})
+
+    def task_spec(self, request: SampleRequest) -> dict[str, Any]:
+        return super().task_spec(request) | {"force_web_search": request.mode == "web_search"}
+
+    @classmethod
+    def answer_of(cls, result: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
+        text = str(result.get("markdown") or "")
+        if not text:
+            text = "\n\n".join(
+                str(item.get("markdown") or "")
+                for item in map(_as_dict, _as_list(result.get("items")))
+                if item.get("type", "").endswith("_text") and item.get("markdown")
+            )
+        sources = [_as_dict(s) for s in _as_list(result.get("sources"))]
+        return text, sources, []
+
+
+class DataForSEOChatGPTScraper(_LLMScraper):
+    prefix = "/v3/ai_optimization/chat_gpt/llm_scraper"
+
+
+class DataForSEOGeminiScraper(_LLMScraper):
+    prefix = "/v3/ai_optimization/gemini/llm_scraper"
+
+
+class _GoogleSERP(DataForSEOConnector):
+    """A Google SERP task whose answer is its `ai_overview` item."""
+
+    serp = True
+    devices = frozenset({"desktop", "mobile"})
+
+    def task_spec(self, request: SampleRequest) -> dict[str, Any]:
+        return super().task_spec(request) | {"device": request.device}
+
+    @classmethod
+    def answer_of(cls, result: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
+        overviews = [
+            item
+            for item in map(_as_dict, _as_list(result.get("items")))
+            if item.get("type") == "ai_overview"
+        ]
+        if not overviews:  # Google showed no AI answer for this query: that is the answer
+            return "", [], [NO_AI_OVERVIEW]
+        texts: list[str] = []
+        sources: list[dict[str, Any]] = []
+        for overview in overviews:
+            texts.append(str(overview.get("markdown") or _element_text(overview)))
+            sources.extend(_as_dict(r) for r in _as_list(overview.get("references")))
+            for element in map(_as_dict, _as_list(overview.get("items"))):
+                sources.extend(_as_dict(r) for r in _as_list(element.get("references")))
+        return "\n\n".join(t for t in texts if t), sources, []
+
+
+def _element_text(overview: dict[str, Any]) -> str:
+    return "\n\n".join(
+        str(element.get("text") or "")
+        for element in map(_as_dict, _as_list(overview.get("items")))
+        if element.get("text")
+    )
+
+
+class DataForSEOAIMode(_GoogleSERP):
+    prefix = "/v3/serp/google/ai_mode"
+
+
+class DataForSEOAIOverview(_GoogleSERP):
+    prefix = "/v3/serp/google/organic"
+
+    def task_spec(self, request: SampleRequest) -> dict[str, Any]:
+        # The overview Google loads after the page is fetched is waited for (its docs'
+        # `load_async_ai_overview`); without it an asynchronous overview comes back empty.
+        return super().task_spec(request) | {"load_async_ai_overview": True}
