@@ -21,7 +21,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..content import SimAnswer, SimCitation, is_cjk
+from ..content import UNCITED_SOURCE, SimAnswer, SimCitation, is_cjk, searches_for
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
 from ..protocol import (
     PlatformProtocol,
@@ -251,10 +251,14 @@ class AnthropicProtocol(PlatformProtocol):
             tool_id = f"srvtoolu_{draw.rng.getrandbits(96):024x}"
             urls = list(dict.fromkeys(c.url for c in answer.citations))
             titles = {c.url: c.title for c in answer.citations}
+            # The last result is found by the search and cited by no text block.
+            urls.append(UNCITED_SOURCE[0])
+            titles[UNCITED_SOURCE[0]] = UNCITED_SOURCE[1]
+            query = (searches_for(question) or [""])[0]
             content += [
                 {"type": "text", "text": "我来搜索一下。" if chinese else "I'll search for that. "},
                 {"type": "server_tool_use", "id": tool_id, "name": "web_search",
-                 "input": {"query": question[:100]}},
+                 "input": {"query": query}},
                 {"type": "web_search_tool_result", "tool_use_id": tool_id,
                  "content": [
                      {"type": "web_search_result", "url": url, "title": titles[url],

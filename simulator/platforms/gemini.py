@@ -24,7 +24,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..content import SimAnswer
+from ..content import UNCITED_SOURCE, SimAnswer, searches_for
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
 from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
 
@@ -100,11 +100,13 @@ def _grounding(question: str, answer: SimAnswer, part_index: int) -> dict[str, A
             f'<a class="chip" href="https://www.google.com/search?q={question[:30]}">'
             f"{question[:30]}</a></div>"
         },
+        # The last chunk is a source the search found that no support points at.
         "groundingChunks": [
-            {"web": {"uri": url, "title": urlsplit(url).hostname or url}} for url in urls
+            {"web": {"uri": url, "title": urlsplit(url).hostname or url}}
+            for url in [*urls, UNCITED_SOURCE[0]]
         ],
         "groundingSupports": supports,
-        "webSearchQueries": [question[:100]],
+        "webSearchQueries": searches_for(question),
     }
 
 

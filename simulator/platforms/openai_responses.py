@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..content import SimAnswer
+from ..content import UNCITED_SOURCE, SimAnswer, searches_for
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
 from ..protocol import PlatformProtocol, SimRequest, SimResponse, unknown_fields
 from . import responses_wire as wire
@@ -133,7 +133,8 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         answer = self.sim.answer_for(question, draw)
         if not web_search:
             answer.citations = []
-        response = self._response(draw, str(body["model"]), answer, web_search)
+        sources = "web_search_call.action.sources" in (body.get("include") or [])
+        response = self._response(draw, str(body["model"]), question, answer, web_search, sources)
         response |= _echoed_request(body)
         self.record(question, draw, answer, response["id"], headers["x-request-id"])
         if body.get("stream"):
@@ -147,11 +148,23 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         return self._respond(SimResponse.json(200, response), headers, draw)
 
     def _response(
-        self, draw: Draw, model: str, answer: SimAnswer, web_search: bool
+        self,
+        draw: Draw,
+        model: str,
+        question: str,
+        answer: SimAnswer,
+        web_search: bool,
+        sources: bool,
     ) -> dict[str, Any]:
         output: list[dict[str, Any]] = []
         if web_search:
-            output.append(wire.web_search_call(draw, answer.text[:40]))
+            queries = searches_for(question)
+            found = [*dict.fromkeys(c.url for c in answer.citations), UNCITED_SOURCE[0]]
+            call = wire.web_search_call(
+                draw, queries[0] if queries else "", queries=queries,
+                sources=found if sources else None,
+            )  # fmt: skip
+            output.append(call)
         part = {"type": "output_text", "text": answer.text, "annotations": url_annotations(answer),
                 "logprobs": []}  # fmt: skip
         output.append(wire.message(draw, part))
