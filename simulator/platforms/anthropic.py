@@ -2,11 +2,13 @@
 
 Requests need `x-api-key` (or an OAuth `Authorization: Bearer`) and `anthropic-version`;
 `model`, `max_tokens` and `messages` are required. Answers with the `web_search_20250305` tool
-are a preamble text block, a `server_tool_use` block, a `web_search_tool_result` block and then
-text blocks, where each cited sentence is its own block carrying `web_search_result_location`
-citations (no offsets). Streams are `event: <type>` + `data: <json>` frames ending in
-`message_stop`, with `ping` keep-alives; in a stream, citations arrive as `citations_delta`
-before the block's `text_delta`s. Every response has a `request-id` header; error bodies are
+are a preamble text block, a `server_tool_use` block (its `input.query` the first of
+content.searches_for), a `web_search_tool_result` block (the cited results and one no text
+block cites) and then text blocks, where each cited sentence is its own block carrying
+`web_search_result_location` citations (no offsets). Streams are `event: <type>` +
+`data: <json>` frames ending in `message_stop`, with `ping` keep-alives; in a stream,
+citations arrive as `citations_delta` before the block's `text_delta`s. Every response has a
+`request-id` header; error bodies are
 `{"type": "error", "error": {"type", "message"}, "request_id"}`. Faults: 429 `rate_limit_error`
 with `retry-after` (integer seconds) and `anthropic-ratelimit-*` headers, 500 `api_error`,
 529 `overloaded_error`, 401/403, hang, login/error pages with 200, truncated streams and

@@ -7,7 +7,9 @@ incrementally). `/v1/` is served the same way. The key comes in `x-goog-api-key`
 With `tools: [{"google_search": {}}]` the answer is grounded: `groundingMetadata` (on the
 final chunk of a stream) lists `groundingChunks` (`web.uri`, `web.title` = the domain) and
 `groundingSupports` whose segments are UTF-8 *byte* offsets, end exclusive, with zero values
-omitted as proto3 JSON does. The stream ends with EOF after the chunk carrying `finishReason`.
+omitted as proto3 JSON does; the last chunk is one no support points at (found, not cited),
+and `webSearchQueries` are the searches run (content.searches_for). The stream ends with EOF
+after the chunk carrying `finishReason`.
 
 Faults: 429 `RESOURCE_EXHAUSTED` with `RetryInfo.retryDelay` in `details` (no Retry-After
 header), 500 `INTERNAL`, 503 `UNAVAILABLE`, 403 `PERMISSION_DENIED` (an invalid key is a 400

@@ -2,7 +2,10 @@
 
 Streams are `event: <type>` + `data: <json>` frames with increasing `sequence_number`, ending
 in `response.completed` (no `[DONE]`). Citations are `url_citation` annotations with code point
-offsets into the part text. Faults: 429 with `retry-after-ms` and `retry-after`, 500/503,
+offsets into the part text. With a web_search tool one `web_search_call` precedes the message:
+`action.query` and `action.queries` (content.searches_for) and, when the request includes
+`web_search_call.action.sources`, the URLs found: the cited ones and one no annotation cites
+(content.UNCITED_SOURCE). Faults: 429 with `retry-after-ms` and `retry-after`, 500/503,
 401, hang, login/error pages with 200, truncated streams, `event: error` / `response.failed`.
 """
 
