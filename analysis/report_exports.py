@@ -118,6 +118,23 @@ def _metric_rows(section: str, scope: str, m: Metrics, brand: str) -> Iterator[l
     )
     for domain, n in m.top_domains:
         yield row("top_cited_domain", entity=domain, value=n)
+    yield row("found_not_cited", value=m.found_not_cited)
+    for category, r in m.category_share.items():
+        yield _rate_row(section, scope, group, "citation_share_category", category, r, question)
+    for entity, r in m.entity_citation_share.items():
+        yield _rate_row(section, scope, group, "citation_share_entity", entity, r, question)
+
+
+def _source_rows(report: RunReport) -> Iterator[list[Any]]:
+    """What the engines searched (per question and platform) and the source opportunities."""
+    for s in report.searches:
+        yield _row(
+            "searches", "question", s.platform, "search_query", question=_question_text(s.question),
+            entity=s.query, value=s.n,
+        )  # fmt: skip
+    for o in report.opportunities:
+        yield _row("source_opportunity", "run", o.category, "competitor_answers", entity=o.domain,
+                   value=o.n, n=o.n)  # fmt: skip
 
 
 def _question_labels(report: RunReport) -> dict[int, str]:
@@ -154,6 +171,7 @@ def _csv_rows(report: RunReport) -> Iterator[list[Any]]:
     yield list(CSV_COLUMNS)
     yield from _summary_rows(report)
     yield from _analysis_rows(report)
+    yield from _source_rows(report)
     yield from _metric_rows("metrics", "run", report.overall, report.brand)
     for m in report.by_platform:
         yield from _metric_rows("metrics", "platform", m, report.brand)
@@ -199,6 +217,7 @@ def _summary(report: RunReport) -> list[tuple[str, Any]]:
         ("finished", report.finished_at),
         ("generated", report.generated_at),
         ("denominator", "planned samples"),
+        ("domain_classification_version", report.classification_version),
     ]
 
 
@@ -375,6 +394,29 @@ def report_xlsx(report: RunReport) -> bytes:
         "Top cited domains",
         ["domain", "citations"],
         [list(d) for d in report.overall.top_domains],
+    )
+    overall = report.overall
+    _sheet(
+        book,
+        "Citation sources",
+        ["kind", "category or entity", *RATE_HEADER],
+        [
+            *(["category", c, *_rate_cells(r)] for c, r in overall.category_share.items()),
+            *(["entity", e, *_rate_cells(r)] for e, r in overall.entity_citation_share.items()),
+            ["found, not cited", "", None, overall.found_not_cited, None, None, None],
+        ],
+    )
+    _sheet(
+        book,
+        "Searches",
+        ["question", "platform", "query", "answers"],
+        ([_question_text(s.question), s.platform, s.query, s.n] for s in report.searches),
+    )
+    _sheet(
+        book,
+        "Source opportunities",
+        ["domain", "category", "competitor answers citing it (n)"],
+        ([o.domain, o.category, o.n] for o in report.opportunities),
     )
     out = io.BytesIO()
     book.save(out)
@@ -666,6 +708,13 @@ def report_html(report: RunReport) -> str:
                     "recommended": rate_text(s.recommended),
                 }
                 for s in report.sentiment
+            ],
+            "category_rows": [
+                {"name": c, "share": rate_text(r)} for c, r in report.overall.category_share.items()
+            ],
+            "entity_citation_rows": [
+                {"name": e, "share": rate_text(r)}
+                for e, r in report.overall.entity_citation_share.items()
             ],
             "h2h_rows": [
                 {

@@ -14,7 +14,14 @@ in Python, and no query carries an `IN (...)` of sample ids. Each groups the run
   head-to-head;
 * citations of the analysed captures per cited host, fetched in batches and folded into the
   group tallies as they arrive (host rules and registrable domains stay in Python,
-  evidence/domains.py, computed once per distinct host).
+  evidence/domains.py, computed once per distinct host); cited and found-but-not-cited
+  sources (`Citation.role`) are two counts of the same grouped rows.
+
+Two more grouped passes, each over one table's rows of the run, read what the field calls
+query fan-out and source opportunities: the searches the engines ran per platform, question
+and query (`SearchQuery`), and per cited registrable domain the answers citing it that name
+a competitor and those that name the brand (citations joined to the answer's mentions, grouped
+per capture first).
 
 Mention and citation rows carry their sample's run, platform and question revision, copied
 when they are written (docs/decisions.md, "The report reads mentions and citations per run"),
@@ -43,7 +50,7 @@ from uuid import UUID
 from django.db import connection
 
 from evidence.domains import extract_host, host_matches, registrable_domain
-from evidence.models import Capture, Citation
+from evidence.models import Capture, Citation, CitationRole, SearchQuery
 from sampling import buckets
 from sampling.counters import run_param
 from sampling.models import Sample
@@ -55,6 +62,8 @@ SAMPLE = Sample._meta.db_table
 CAPTURE = Capture._meta.db_table
 MENTION = Mention._meta.db_table
 CITATION = Citation._meta.db_table
+SEARCH_QUERY = SearchQuery._meta.db_table
+CITED = CitationRole.CITED.value
 FETCH = 2000
 
 # A sample's bucket in the report's partition (sampling/buckets.py REPORTED: cancelled apart
@@ -148,6 +157,8 @@ class Tally:
     brand_citations: int = 0
     unparseable: int = 0
     domains: Counter[str] = field(default_factory=Counter)
+    found: int = 0  # sources found but not cited (not in `citations`)
+    entity_citations: Counter[str] = field(default_factory=Counter)  # entity -> its domains'
 
     def add(self, other: Tally) -> None:
         self.buckets.update(other.buckets)
@@ -158,6 +169,8 @@ class Tally:
         self.brand_citations += other.brand_citations
         self.unparseable += other.unparseable
         self.domains.update(other.domains)
+        self.found += other.found
+        self.entity_citations.update(other.entity_citations)
 
 
 @dataclass
@@ -216,6 +229,11 @@ class Groups:
     # (platform, evidence state, reason or "" outside MISSING_STATES, samples), from the
     # sample pass (analysis.evidence_summary).
     evidence: list[tuple[str, str, str, int]] = field(default_factory=list)
+    # (platform, question revision) -> query -> times the engines ran it (query fan-out).
+    searches: dict[tuple[str, int], Counter[str]] = field(default_factory=dict)
+    # registrable domain -> (answers citing it that name a competitor, answers citing it that
+    # name the brand), of the analysed captures of succeeded samples.
+    cited_beside: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def tally(self, scope: str, platform: str | None, question: int | None) -> Tally:
         # Looked up before it is made: this runs once per result row, and a Tally made only
@@ -476,13 +494,22 @@ def _add_cell_mentions(
             counts.rows.by_sentiment[name] += int(count or 0)
 
 
+EntityHosts = tuple[tuple[str, tuple[str, ...]], ...]
+
+
 @lru_cache(maxsize=65536)
-def _url_facts(key: str, brands: tuple[str, ...]) -> tuple[bool, bool, str | None]:
-    """(parseable, a brand's host, registrable domain) of a cited URL's host part."""
+def _url_facts(
+    key: str, brands: tuple[str, ...], entities: EntityHosts = ()
+) -> tuple[bool, bool, str | None, str | None]:
+    """(parseable, a brand's host, registrable domain, the entity whose domains hold the
+    host) of a cited URL's host part."""
     host = extract_host(key)
     if host is None:
-        return False, False, registrable_domain(key)
-    return True, any(host_matches(host, b) for b in brands), registrable_domain(key)
+        return False, False, registrable_domain(key), None
+    entity = next(
+        (name for name, hosts in entities if any(host_matches(host, h) for h in hosts)), None
+    )
+    return True, any(host_matches(host, b) for b in brands), registrable_domain(key), entity
 
 
 def _host_key() -> str:
@@ -499,54 +526,61 @@ def _host_key() -> str:
     )
 
 
+def _hosts(domains: list[str]) -> tuple[str, ...]:
+    return tuple(h for h in (extract_host(d) for d in domains) if h)
+
+
 def _add_citations(
     groups: Groups,
     run_id: UUID | str,
     brand_domains: list[str],
     by_target: bool = False,
     entity_domains: dict[str, list[str]] | None = None,
+    *,
+    per_cell: bool = False,
 ) -> None:
-    """Citations of the analysed captures, the brand's share, unparseable ones and cited
-    registrable domains. Streams (scope, group, host key, n) rows.
+    """Citations of the analysed captures, the brand's share, unparseable ones, cited
+    registrable domains and the citations of each entity's domains (`entity_domains`, the
+    brand first); beside them, the sources found but not cited. Streams (scope, group, host
+    key, cited n, found n) rows: only cited rows make the citation figures.
 
     A citation does not count if its capture is not analysed or its sample not succeeded:
     the citations of those captures, and of every capture of those samples (a citation's
     sample is its capture's, copied with the row), are subtracted (`net_cells`).
 
-    With `entity_domains` (`run_cells`): per target and question revision, not rolled up,
-    and each entity's own-domain citations counted by the same host rule as the brand's."""
-    brands = tuple(h for h in (extract_host(d) for d in brand_domains) if h)
-    per_cell = entity_domains is not None
-    owners = {
-        name: tuple(h for h in (extract_host(d) for d in domains) if h)
-        for name, domains in (entity_domains or {}).items()
-    }
+    With `per_cell` (`run_cells`): per target and question revision, not rolled up, and
+    each entity's own-domain citations counted by the same host rule as the brand's."""
+    brands = _hosts(brand_domains)
+    entities = tuple((name, _hosts(domains)) for name, domains in (entity_domains or {}).items())
 
     source, key = _keyed(CITATION, "ci", by_target)
 
     def cells(where: str) -> str:
         return (
             f"SELECT {key} AS p, ci.question_revision_id AS q, {_host_key()} AS k, "
-            f"COUNT(*) AS n FROM {source} WHERE ci.run_id = %s{where} GROUP BY 1, 2, 3"
+            f"COUNT(*) FILTER (WHERE ci.role = '{CITED}') AS n, "
+            f"COUNT(*) FILTER (WHERE ci.role <> '{CITED}') AS nf, COUNT(*) AS kept "
+            f"FROM {source} WHERE ci.run_id = %s{where} GROUP BY 1, 2, 3"
         )
 
-    not_counted = (
-        f"SELECT c.id FROM {CAPTURE} c WHERE {among('c.sample_id', NOT_SUCCEEDED)} "
-        f"UNION ALL {NOT_ANALYSED}"
-    )
     base = net_cells(
         ["p", "q", "k"],
         cells(""),
-        [cells(f" AND {among('ci.capture_id', not_counted)}")],
-        {"n": ("n", (0,))},
-        "n",
+        [cells(f" AND {among('ci.capture_id', _not_counted_captures())}")],
+        {"n": ("n", (0,)), "nf": ("nf", (0,)), "kept": ("kept", (0,))},
+        "kept",
     )
-    sql = _per_platform_and_question(base, "k", _total("n"), per_cell)
+    sql = _per_platform_and_question(base, "k", f"{_total('n')}, {_total('nf')}", per_cell)
     run = run_param(run_id)
-    for scope, platform, question, key, total in _streamed(sql, [run] * 5):
+    for scope, platform, question, key, total, found in _streamed(sql, [run] * 5):
         tally = groups.tally(scope, platform, question)
+        tally.found += int(found)
         n = int(total)
-        parseable, brand, domain = _url_facts(key, brands)
+        if not n:
+            continue
+        parseable, brand, domain, entity = _url_facts(key, brands, entities)
+        if entity is not None:
+            tally.entity_citations[entity] += n
         tally.citations += n
         if brand:
             tally.brand_citations += n
@@ -555,9 +589,75 @@ def _add_citations(
         if domain is not None:
             tally.domains[domain] += n
         if isinstance(tally, CellTally):
-            for name, hosts in owners.items():
+            for name, hosts in entities:
                 if hosts and _url_facts(key, hosts)[1]:
                     tally.entity(name).own_citations += n
+
+
+def _not_counted_captures() -> str:
+    """The captures whose rows do not count: those of not-succeeded samples, and the
+    not-analysed ones. Parameters: the run, three times."""
+    return (
+        f"SELECT c.id FROM {CAPTURE} c WHERE {among('c.sample_id', NOT_SUCCEEDED)} "
+        f"UNION ALL {NOT_ANALYSED}"
+    )
+
+
+def _add_searches(groups: Groups, run_id: UUID | str) -> None:
+    """The searches the engines ran (query fan-out) for the analysed captures of succeeded
+    samples: one pass over the run's search query rows, grouped per platform, question
+    revision and query, less those of the captures that do not count (`net_cells`)."""
+
+    def cells(where: str) -> str:
+        return (
+            "SELECT sq.platform AS p, sq.question_revision_id AS q, sq.query AS k, "
+            f"COUNT(*) AS n FROM {SEARCH_QUERY} sq WHERE sq.run_id = %s{where} GROUP BY 1, 2, 3"
+        )
+
+    sql = net_cells(
+        ["p", "q", "k"],
+        cells(""),
+        [cells(f" AND {among('sq.capture_id', _not_counted_captures())}")],
+        {"n": ("n", (0,))},
+        "n",
+    )
+    run = run_param(run_id)
+    for platform, question, query, n in _streamed(sql, [run] * 5):
+        counted = groups.searches.setdefault((str(platform), int(question)), Counter())
+        counted[str(query)] += int(n)
+
+
+def _add_cited_beside(groups: Groups, run_id: UUID | str, revision_id: int) -> None:
+    """Per cited registrable domain, the answers citing it that name a competitor and those
+    that name the brand, in analysis revision `revision_id`: one pass over the run's cited
+    rows joined to their capture's mentions, folded per capture first (one row per capture,
+    whatever the number of entities), less the captures that do not count (`net_cells`).
+    Counts of distinct captures subtract exactly: the two capture sets are disjoint."""
+    answers = (
+        "SELECT m.capture_id AS c, bool_or(m.mentioned AND m.is_brand) AS b, "
+        "bool_or(m.mentioned AND NOT m.is_brand) AS o "
+        f"FROM {MENTION} m WHERE m.revision_id = %s GROUP BY m.capture_id"
+    )
+
+    def cells(where: str) -> str:
+        return (
+            "SELECT ci.domain AS k, COUNT(DISTINCT ci.capture_id) FILTER (WHERE a.o) AS o, "
+            "COUNT(DISTINCT ci.capture_id) FILTER (WHERE a.b) AS b, COUNT(*) AS kept "
+            f"FROM {CITATION} ci JOIN ({answers}) a ON a.c = ci.capture_id "
+            f"WHERE ci.run_id = %s AND ci.role = '{CITED}' AND ci.domain <> ''{where} "
+            "GROUP BY 1"
+        )
+
+    sql = net_cells(
+        ["k"],
+        cells(""),
+        [cells(f" AND {among('ci.capture_id', _not_counted_captures())}")],
+        {"o": ("o", (0,)), "b": ("b", (0,)), "kept": ("kept", (0,))},
+        "kept",
+    )
+    run = run_param(run_id)
+    for domain, competitor, brand, _kept in _streamed(sql, [revision_id, run] * 2 + [run] * 3):
+        groups.cited_beside[str(domain)] = (int(competitor or 0), int(brand or 0))
 
 
 def run_groups(
@@ -568,17 +668,25 @@ def run_groups(
     sentiments: tuple[str, ...] = (),
     *,
     by_target: bool = False,
+    entity_domains: dict[str, list[str]] | None = None,
+    sources: bool = False,
 ) -> Groups:
     """The run's tallies per platform and per question revision, and overall (the sum of
     the platforms: every sample has one); `sentiments`: the sentiments to count. With
     `by_target`, `by_platform` is keyed by target (`target_key`) instead: the mention and
     citation passes then read each row's sample for its device, region and mode (a join the
-    per-platform report does not pay; only runs with several targets of a kind ask for it)."""
+    per-platform report does not pay; only runs with several targets of a kind ask for it).
+    `entity_domains`: each entity's domains, for the citations of each; `sources`: also the
+    searches the engines ran and the domains cited beside the brand or a competitor."""
     groups = Groups(overall=Tally(), by_platform={}, by_question={})
     _add_samples(groups, run_id, by_target)
     if revision_id is not None:
         _add_mentions(groups, run_id, revision_id, brand, sentiments, by_target)
-    _add_citations(groups, run_id, brand_domains, by_target)
+    _add_citations(groups, run_id, brand_domains, by_target, entity_domains)
+    if sources:
+        _add_searches(groups, run_id)
+        if revision_id is not None:
+            _add_cited_beside(groups, run_id, revision_id)
     for tally in groups.by_platform.values():
         groups.overall.add(tally)
     return groups
@@ -602,5 +710,7 @@ def run_cells(
     if revision_id is not None:
         _add_mentions(groups, run_id, revision_id, brand, sentiments, by_target=True, per_cell=True)
     brand_domains = entity_domains.get(brand, [])
-    _add_citations(groups, run_id, brand_domains, by_target=True, entity_domains=entity_domains)
+    _add_citations(
+        groups, run_id, brand_domains, True, entity_domains=entity_domains, per_cell=True
+    )
     return groups.by_cell

@@ -42,6 +42,16 @@ and rolled up; memory grows with platforms x questions, never with samples)
     * citation share: citations whose host is one of the brand's domains (or a subdomain) /
       all citations of succeeded samples' analysed captures;
     * top cited registrable domains (offline public-suffix list);
+    * sources found but not cited (`Citation.role`): their own figure, never in the citation
+      figures above or below;
+    * citation share per domain category (evidence/categories.py: the campaign's brand and
+      competitor domains are own and competitor, then the tenant's overrides, then the shipped
+      classification, whose version the report names) and per entity (citations of the
+      entity's domains / all citations);
+    * what the engines searched: each query the engines ran, per question and platform, with
+      how many analysed answers ran it;
+    * source opportunities: registrable domains cited in answers that name a competitor and
+      in no answer that names the brand, by the number of those answers (n);
     * sentiment distribution and recommendation rate per entity, and competitor
       head-to-head per question (analysis.mention_metrics), counted in the mention pass of
       analysis.report_scan (every mention row of the succeeded samples, not only the analysed
@@ -65,6 +75,8 @@ from uuid import UUID
 
 from django.db import transaction
 
+from evidence.categories import COMPETITOR, OWN, Classifier, classifier
+from evidence.models import DomainCategory
 from sampling import buckets, counters
 from sampling.models import QuestionRevision, Run
 from sampling.selectors import run_status
@@ -103,6 +115,8 @@ BUCKETS = tuple(bucket.name for bucket in buckets.REPORTED)
 STATUS_BUCKETS = tuple(bucket.name for bucket in buckets.OUTCOMES)
 TREND_RUNS = 12
 TOP_DOMAINS = 10
+TOP_SEARCHES = 10  # per question and platform
+TOP_OPPORTUNITIES = 20
 
 
 class ReportIntegrityError(Exception):
@@ -154,6 +168,9 @@ class Metrics:
     citation_share: Rate  # brand's domains, over all citations
     citations_unparseable: int
     top_domains: list[tuple[str, int]]
+    found_not_cited: int = 0  # sources the engines found that the answers do not cite
+    category_share: dict[str, Rate] = field(default_factory=dict)  # over all citations
+    entity_citation_share: dict[str, Rate] = field(default_factory=dict)  # over all citations
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -167,7 +184,39 @@ class Metrics:
             "citation_share": self.citation_share.as_dict(),
             "citations_unparseable": self.citations_unparseable,
             "top_cited_domains": [{"domain": d, "citations": n} for d, n in self.top_domains],
+            "found_not_cited": self.found_not_cited,
+            "citation_share_by_category": {k: v.as_dict() for k, v in self.category_share.items()},
+            "citation_share_by_entity": {
+                k: v.as_dict() for k, v in self.entity_citation_share.items()
+            },
         }
+
+
+@dataclass(frozen=True)
+class SearchStat:
+    """A query the engines ran for a question on a platform, and in how many analysed
+    answers (a query run twice for one answer counts twice)."""
+
+    question: str
+    platform: str
+    query: str
+    n: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SourceOpportunity:
+    """A domain cited in `n` answers that name a competitor, and in none that names the
+    brand."""
+
+    domain: str
+    category: str
+    n: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def _counts(tally: Tally) -> BucketCounts:
@@ -183,12 +232,29 @@ def _counts(tally: Tally) -> BucketCounts:
     )
 
 
-def _metrics(key: str, label: str, tally: Tally, *, brand: str, entities: list[str]) -> Metrics:
+def _category_counts(tally: Tally, classes: Classifier | None) -> Counter[str]:
+    found: Counter[str] = Counter()
+    if classes is not None:
+        for domain, n in tally.domains.items():
+            found[classes.category(domain)] += n
+    return found
+
+
+def _metrics(
+    key: str,
+    label: str,
+    tally: Tally,
+    *,
+    brand: str,
+    entities: list[str],
+    classes: Classifier | None = None,
+) -> Metrics:
     counts = _counts(tally)
     # A sample a cancel ended was never asked: it says nothing about the brand, so it leaves
     # the denominator; a failed, invalid or pending one stays in it (docs/decisions.md,
     # "Cancelled samples in the run's status").
     asked = counts.planned - counts.cancelled
+    categories = _category_counts(tally, classes)
     mentioned = tally.mentioned
     pairs = sum(mentioned[e] for e in entities)
     ordered = sorted(tally.domains.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -205,6 +271,14 @@ def _metrics(key: str, label: str, tally: Tally, *, brand: str, entities: list[s
         citation_share=rate(tally.brand_citations, tally.citations),
         citations_unparseable=tally.unparseable,
         top_domains=ordered[:TOP_DOMAINS],
+        found_not_cited=tally.found,
+        category_share={
+            c: rate(n, tally.citations)
+            for c, n in sorted(categories.items(), key=lambda kv: (-kv[1], kv[0]))
+        },
+        entity_citation_share={
+            e: rate(tally.entity_citations[e], tally.citations) for e in entities
+        },
     )
 
 
@@ -381,9 +455,11 @@ def _breakdowns(
     if not dimensions:
         return []
     brand, domains = config.brand.name, list(config.brand.domains)
+    entity_domains = {c.name: list(c.domains) for c in (config.brand, *config.competitors)}
     per_target = run_groups(
-        run.pk, revision_id, brand, domains, SENTIMENTS, by_target=True
-    ).by_platform
+        run.pk, revision_id, brand, domains, SENTIMENTS, by_target=True,
+        entity_domains=entity_domains,
+    ).by_platform  # fmt: skip
     out = []
     for dimension in dimensions:
         rolled: dict[str, Tally] = {}
@@ -444,6 +520,9 @@ class RunReport:
     evidence: list[EvidenceSummary] = field(default_factory=list)
     cancelled_at: datetime | None = None  # the run was cancelled (its samples: `cancelled`)
     breakdowns: list[Breakdown] = field(default_factory=list)
+    searches: list[SearchStat] = field(default_factory=list)
+    opportunities: list[SourceOpportunity] = field(default_factory=list)
+    classification_version: str = ""  # of the shipped domain categories the figures use
 
     @property
     def cancelled(self) -> bool:
@@ -478,6 +557,9 @@ class RunReport:
             "cancelled": self.cancelled,
             "cancelled_at": self.cancelled_at.isoformat() if self.cancelled_at else None,
             "breakdowns": [b.as_dict() for b in self.breakdowns],
+            "searches": [s.as_dict() for s in self.searches],
+            "source_opportunities": [o.as_dict() for o in self.opportunities],
+            "domain_classification_version": self.classification_version,
         }
 
 
@@ -513,22 +595,74 @@ class _Checked:
     sentiment: list[SentimentStat]
     evidence: list[EvidenceSummary]
     breakdowns: list[Breakdown] = field(default_factory=list)
+    searches: list[SearchStat] = field(default_factory=list)
+    opportunities: list[SourceOpportunity] = field(default_factory=list)
+    classification_version: str = ""
+
+
+def _classifier(run: Run, config: RunConfig) -> Classifier:
+    """The run's domain categories: its brand and competitors' domains, its tenant's
+    overrides, the shipped classification."""
+    overrides = dict(
+        DomainCategory.objects.filter(tenant_id=run.tenant_id).values_list("domain", "category")
+    )
+    entities = [(config.brand.name, config.brand.domains)]
+    entities += [(c.name, c.domains) for c in config.competitors]
+    return classifier(brand=config.brand.name, entities=entities, overrides=overrides)
+
+
+def _searches(groups: Groups, labels: dict[int, tuple[tuple[int, int], str]]) -> list[SearchStat]:
+    """The most run queries per question (in the campaign's order) and platform."""
+
+    def order(key: tuple[str, int]) -> tuple[Any, ...]:
+        platform, question = key
+        return (labels[question][0] if question in labels else (0, question), platform)
+
+    found = []
+    for platform, question in sorted(groups.searches, key=order):
+        label = labels.get(question, ((0, 0), f"revision {question}"))[1]
+        ranked = sorted(
+            groups.searches[(platform, question)].items(), key=lambda kv: (-kv[1], kv[0])
+        )
+        found += [SearchStat(label, platform, q, n) for q, n in ranked[:TOP_SEARCHES]]
+    return found
+
+
+def _opportunities(groups: Groups, classes: Classifier) -> list[SourceOpportunity]:
+    """Domains cited beside a competitor and never beside the brand, by the answers citing
+    them; the brand's and the competitors' own domains are not opportunities."""
+    found = []
+    for domain, (competitor, brand) in groups.cited_beside.items():
+        category = classes.category(domain)
+        if competitor and not brand and category not in (OWN, COMPETITOR):
+            found.append(SourceOpportunity(domain, category, competitor))
+    found.sort(key=lambda o: (-o.n, o.domain))
+    return found[:TOP_OPPORTUNITIES]
 
 
 def _checked_metrics(
-    run: Run, revision: AnalysisRevision | None, *, with_breakdowns: bool = False
+    run: Run,
+    revision: AnalysisRevision | None,
+    *,
+    with_breakdowns: bool = False,
+    with_sources: bool = False,
 ) -> _Checked:
     config = RunConfig.of(run)
     brand = config.brand.name
     entities = config.entity_names
     domains = list(config.brand.domains)
     revision_id = revision.pk if revision else None
-    groups = run_groups(run.pk, revision_id, brand, domains, SENTIMENTS)
+    entity_domains = {c.name: list(c.domains) for c in (config.brand, *config.competitors)}
+    groups = run_groups(
+        run.pk, revision_id, brand, domains, SENTIMENTS, entity_domains=entity_domains,
+        sources=with_sources,
+    )  # fmt: skip
     sentiment = sentiment_distribution(groups.sentiments, entities) if revision else []
     checks = _verify(run, groups, revision, sentiment)
+    classes = _classifier(run, config)
 
     def metrics(key: str, label: str, tally: Tally) -> Metrics:
-        return _metrics(key, label, tally, brand=brand, entities=entities)
+        return _metrics(key, label, tally, brand=brand, entities=entities, classes=classes)
 
     overall = metrics("all", "All platforms and questions", groups.overall)
     by_platform = [metrics(p, p, t) for p, t in sorted(groups.by_platform.items())]
@@ -549,6 +683,9 @@ def _checked_metrics(
         sentiment=sentiment,
         evidence=evidence_summaries(groups.evidence),
         breakdowns=_breakdowns(run, config, revision_id, metrics) if with_breakdowns else [],
+        searches=_searches(groups, labels),
+        opportunities=_opportunities(groups, classes),
+        classification_version=classes.version,
     )
 
 
@@ -619,7 +756,7 @@ def build_run_report(
 def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | None) -> RunReport:
     run = Run.objects.select_related("campaign", "tenant").get(pk=run_id)
     chosen = _revision(run, revision)
-    checked = _checked_metrics(run, chosen, with_breakdowns=True)
+    checked = _checked_metrics(run, chosen, with_breakdowns=True, with_sources=True)
     config = RunConfig.of(run)
     competitors = [c.name for c in config.competitors]
     status = run_status(run_id=run.pk)
@@ -645,4 +782,7 @@ def _build_run_report(*, run_id: UUID | str, with_trend: bool, revision: int | N
         evidence=checked.evidence,
         cancelled_at=run.cancelled_at,
         breakdowns=checked.breakdowns,
+        searches=checked.searches,
+        opportunities=checked.opportunities,
+        classification_version=checked.classification_version,
     )

@@ -8,6 +8,7 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from billing.services import format_amount
+from evidence.models import CitationRole
 from sampling.services import campaign_spec_data
 
 # The four layers of a sample's state machine and its queue state (docs/architecture.md).
@@ -160,7 +161,12 @@ class SampleDetailSerializer(SampleSerializer):
         capture = self._capture(sample)
         if capture is None:
             return []
-        rows = sorted(capture.citations.all(), key=lambda c: c.position)
+        # The answer's citations; sources the search found but the answer does not cite are
+        # evidence of their own (the console's sample page lists both).
+        rows = sorted(
+            (c for c in capture.citations.all() if c.role == CitationRole.CITED),
+            key=lambda c: c.position,
+        )
         return CitationSerializer(rows, many=True).data  # type: ignore[return-value]
 
     def get_mentions(self, sample: Any) -> list[dict[str, Any]]:

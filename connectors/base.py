@@ -181,6 +181,12 @@ class NormalizedResult:
     cost_currency: str | None = None
     request_id: str | None = None
     attachments: list[Attachment] = field(default_factory=list)
+    # The web searches the engine says it ran for this answer (query fan-out), in order,
+    # duplicates dropped; empty where the protocol does not expose them.
+    search_queries: list[str] = field(default_factory=list)
+    # Sources the engine consulted (search results, grounding chunks) that no part of the
+    # answer cites; numbered `f1`, `f2`, ... (connectors/citations.py `found_sources`).
+    found: list[Citation] = field(default_factory=list)
 
     @classmethod
     def answer(

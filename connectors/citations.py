@@ -212,3 +212,31 @@ def claim_span_before_marker(text: str, marker: Marker) -> tuple[int, int]:
         while start < end and text[start].isspace():
             start += 1
     return start, end
+
+
+def search_queries(queries: list[object]) -> list[str]:
+    """The searches an engine ran, as text: stripped, empty ones dropped, each once, in the
+    order the engine ran them."""
+    found: list[str] = []
+    for query in queries:
+        text = query.strip() if isinstance(query, str) else ""
+        if text and text not in found:
+            found.append(text)
+    return found
+
+
+def found_sources(cited: list[Citation], consulted: list[tuple[str, str | None]]) -> list[Citation]:
+    """Sources consulted but not cited: each (url, title) of `consulted` whose normalized URL
+    no citation of `cited` has, once, in order, numbered `f1`, `f2`, ... without offsets."""
+    seen = {c.normalized_url for c in cited}
+    found: list[Citation] = []
+    for url, title in consulted:
+        if not url:
+            continue
+        citation = make_citation(len(found) + 1, url, title=title)
+        if citation.normalized_url in seen:
+            continue
+        seen.add(citation.normalized_url)
+        citation.id = f"f{len(found) + 1}"
+        found.append(citation)
+    return found

@@ -7,6 +7,9 @@ A Responses stream is `event:` + `data:` frames (`response.created`, `response.o
 rules, as `chat_format.py` does for Chat Completions. Each adapter keeps its own requests and
 says, in a `ResponsesDialect`, how its vendor differs: the error code table, which annotation
 types are citations, and whether annotations carry offsets (OpenAI's do, Ark's do not).
+The `web_search_call` items give the searches run (`action.query`, `action.queries`) and, when
+requested with `include: ["web_search_call.action.sources"]`, the sources found
+(`action.sources`); those no annotation cites are `found`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .base import Citation, ErrorClass, NormalizedResult
-from .citations import make_citation
+from .citations import found_sources, make_citation, search_queries
 from .errors import error_dict
 from .streams import SseTranscript, json_frames
 
@@ -50,6 +53,7 @@ class ResponsesStream:
     terminal: str | None = None  # "completed" | "failed" | "incomplete" | "error"
     error: dict[str, Any] | None = None
     bad_frames: int = 0
+    searches: list[dict[str, Any]] = field(default_factory=list)  # web_search_call items done
 
     def part(self, payload: dict[str, Any]) -> OutputPart:
         key = (int(payload.get("output_index", 0)), int(payload.get("content_index", 0)))
@@ -62,6 +66,44 @@ class ResponsesStream:
         if completed and (parts := message_parts(self.final or {})):
             return parts
         return [self.parts[key] for key in sorted(self.parts)]
+
+    def search_items(self) -> list[dict[str, Any]]:
+        """The web_search_call items: the final response's when the stream completed, else
+        those whose `output_item.done` arrived."""
+        if self.terminal == "completed" and self.final is not None and self.final.get("output"):
+            return search_items(self.final)
+        return self.searches
+
+
+def search_items(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The response's web_search_call output items, in output order."""
+    return [
+        item
+        for item in response.get("output") or []
+        if isinstance(item, dict) and item.get("type") == "web_search_call"
+    ]
+
+
+def searched(
+    items: list[dict[str, Any]], citations: list[Citation]
+) -> tuple[list[str], list[Citation]]:
+    """The queries of web_search_call items of action type `search` (`action.query`, and
+    `action.queries` where the engine ran several) and the sources those searches returned
+    (`action.sources`, present when the request included `web_search_call.action.sources`)
+    that no annotation cites."""
+    queries: list[object] = []
+    consulted: list[tuple[str, str | None]] = []
+    for item in items:
+        action = item.get("action")
+        if not isinstance(action, dict) or action.get("type", "search") != "search":
+            continue
+        listed = action.get("queries")
+        queries += listed if isinstance(listed, list) else []
+        queries.append(action.get("query"))
+        for source in action.get("sources") or []:
+            if isinstance(source, dict) and isinstance(source.get("url"), str):
+                consulted.append((source["url"], None))
+    return search_queries(queries), found_sources(citations, consulted)
 
 
 def message_parts(response: dict[str, Any]) -> list[OutputPart]:
@@ -114,6 +156,10 @@ def _apply_event(
         state.part(payload).text += str(payload.get("delta") or "")
     elif kind == "response.output_text.done" and isinstance(payload.get("text"), str):
         state.part(payload).text = payload["text"]
+    elif kind == "response.output_item.done":
+        item = payload.get("item")
+        if isinstance(item, dict) and item.get("type") == "web_search_call":
+            state.searches.append(item)
     elif kind == "response.output_text.annotation.added":
         if isinstance(payload.get("annotation"), dict):
             state.part(payload).annotations.append(payload["annotation"])
@@ -212,6 +258,7 @@ def stream_result(
     result = answer(
         raw, mime, sample_id, stream.response_id, text, citations, error=error, state=state
     )
+    result.search_queries, result.found = searched(stream.search_items(), citations)
     if stream.bad_frames:
         result.warnings.append("BAD_STREAM_FRAMES")
     return result
@@ -230,7 +277,7 @@ def body_result(
     text, citations = join_parts(message_parts(payload), dialect)
     error = None if status == "completed" else response_error(payload, status, dialect)
     upstream_id = str(payload["id"]) if payload.get("id") else None
-    return answer(
+    result = answer(
         raw,
         mime,
         sample_id,
@@ -240,3 +287,5 @@ def body_result(
         error=error,
         state="completed" if error is None else "failed",
     )
+    result.search_queries, result.found = searched(search_items(payload), citations)
+    return result

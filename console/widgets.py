@@ -129,18 +129,31 @@ def citations_html(capture: Capture) -> SafeString:
             else format_html("<code>{}</code>", c.url)
         )
         span = "–" if c.start is None else f"{c.start}–{c.end}"
-        items.append((c.position, url, c.normalized_url, c.domain, c.title, span))
+        items.append((c.position, c.get_role_display(), url, c.normalized_url, c.domain, c.title,
+                      span))  # fmt: skip
     if not items:
         return muted("no citations")
     rows = format_html_join(
         "",
-        "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td>"
+        "<td>{}</td></tr>",
         items,
     )
     return format_html(
-        '<table class="geo-table"><thead><tr><th>#</th><th>URL</th><th>normalized</th>'
-        "<th>domain</th><th>title</th><th>span</th></tr></thead><tbody>{}</tbody></table>",
+        '<table class="geo-table"><thead><tr><th>#</th><th>role</th><th>URL</th>'
+        "<th>normalized</th><th>domain</th><th>title</th><th>span</th></tr></thead><tbody>{}</tbody></table>",
         rows,
+    )
+
+
+def search_queries_html(capture: Capture) -> SafeString:
+    """The web searches the engine ran for this answer (query fan-out), in order."""
+    queries = [(q.position + 1, q.query) for q in capture.search_queries.all()]
+    if not queries:
+        return muted("no searches reported")
+    return format_html(
+        '<ol class="geo-search-queries">{}</ol>',
+        format_html_join("", '<li value="{}">{}</li>', queries),
     )
 
 
@@ -217,3 +230,7 @@ class CaptureDisplay:
     @admin.display(description="citations")
     def citation_list(self, capture: Capture) -> SafeString:
         return citations_html(capture)
+
+    @admin.display(description="searches the engine ran")
+    def search_query_list(self, capture: Capture) -> SafeString:
+        return search_queries_html(capture)

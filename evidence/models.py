@@ -94,9 +94,22 @@ class EvidenceObject(models.Model):
         return self.key
 
 
+class CitationRole(models.TextChoices):
+    """Where the protocol tells them apart: a source the answer cites, or one the engine
+    found (a search result, a grounding chunk) that no part of the answer cites."""
+
+    CITED = "cited", "Cited in the answer"
+    FOUND = "found", "Found, not cited"
+
+
 class Citation(models.Model):
     capture = models.ForeignKey(Capture, on_delete=models.CASCADE, related_name="citations")
     position = models.PositiveIntegerField()
+    # Rows written before the role was recorded are all cited sources.
+    role = models.CharField(
+        max_length=8, choices=CitationRole.choices, default=CitationRole.CITED,
+        db_default=CitationRole.CITED.value,
+    )  # fmt: skip
     url = models.TextField()
     normalized_url = models.TextField()
     domain = models.CharField(max_length=255, blank=True, default="")
@@ -117,6 +130,63 @@ class Citation(models.Model):
 
     def __str__(self) -> str:
         return self.normalized_url
+
+
+class SearchQuery(models.Model):
+    """One web search the engine said it ran for the answer of a capture (query fan-out),
+    in the order the protocol gave them."""
+
+    capture = models.ForeignKey(Capture, on_delete=models.CASCADE, related_name="search_queries")
+    position = models.PositiveIntegerField()
+    query = models.TextField()
+    # Copied once with the row by evidence.services.record_capture, as for Citation.
+    run = copied_key("sampling.Run")
+    sample = copied_key("sampling.Sample")
+    platform = models.CharField(max_length=32)
+    question_revision = copied_key("sampling.QuestionRevision")
+
+    class Meta:
+        ordering = ["capture", "position"]
+        indexes = [models.Index(fields=["run"], name="searchquery_run_idx")]
+
+    def __str__(self) -> str:
+        return self.query
+
+
+class DomainCategoryChoice(models.TextChoices):
+    """What a tenant may say a domain is (own and competitor come from the campaign)."""
+
+    EDITORIAL = "editorial", "Editorial"
+    USER_GENERATED = "user-generated", "User-generated"
+    REVIEWS = "reviews", "Reviews"
+    REFERENCE = "reference", "Reference"
+    SOCIAL = "social", "Social"
+    VIDEO = "video", "Video"
+    COMMERCE = "commerce", "Commerce"
+    INSTITUTIONAL = "institutional", "Institutional"
+
+
+class DomainCategory(models.Model):
+    """A tenant's own category for a cited registrable domain, over the shipped
+    classification (evidence/categories.py)."""
+
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    domain = models.CharField(
+        max_length=253, help_text="Registrable domain, e.g. example.co.uk (no scheme, no www)."
+    )
+    category = models.CharField(max_length=16, choices=DomainCategoryChoice.choices)
+    note = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["tenant", "domain"]
+        verbose_name = "domain category override"
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "domain"], name="domaincategory_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.domain}: {self.category}"
 
 
 class ReviewDecisionKind(models.TextChoices):

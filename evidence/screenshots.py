@@ -28,7 +28,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
-from .models import Capture
+from .models import Capture, CitationRole
 from .sanitize import render_display_html
 
 __all__ = [
@@ -163,7 +163,11 @@ def render_answer_page(*, capture_id: int) -> bytes:
         .get(pk=capture_id)
     )
     sample = capture.sample
-    citations = [PageCitation(url=c.url, title=c.title) for c in capture.citations.all()]
+    citations = [
+        PageCitation(url=c.url, title=c.title)
+        for c in capture.citations.all()
+        if c.role == CitationRole.CITED  # the answer's citations, not what the search found
+    ]
     html = render_answer_html(
         answer_text=capture.answer_text,
         citations=citations,

@@ -25,10 +25,12 @@ from .domains import registrable_domain
 from .models import (
     Capture,
     Citation,
+    CitationRole,
     EvidenceKind,
     EvidenceObject,
     ReviewDecision,
     ReviewDecisionKind,
+    SearchQuery,
 )
 from .screenshots import make_thumbnail
 from .storage import evidence_storage, put_new
@@ -187,6 +189,9 @@ def record_capture(
     # Plain statements (sampling/plainsql.py): these rows are written for every answer.
     insert_rows([capture])
     _object_rows(capture, archived.objects)
+    # Cited sources first (positions 0..), then those found but not cited, numbered on.
+    sources = [(c, CitationRole.CITED) for c in result.citations]
+    sources += [(c, CitationRole.FOUND) for c in result.found]
     insert_rows(
         [
             Citation(
@@ -194,6 +199,7 @@ def record_capture(
                 sample_id=sample.pk,
                 **identity,
                 position=i,
+                role=role,
                 url=c.url,
                 normalized_url=c.normalized_url,
                 # Registrable domain (eTLD+1) from the offline public-suffix list.
@@ -202,7 +208,13 @@ def record_capture(
                 start=c.start,
                 end=c.end,
             )
-            for i, c in enumerate(result.citations)
+            for i, (c, role) in enumerate(sources)
+        ]
+    )
+    insert_rows(
+        [
+            SearchQuery(capture=capture, sample_id=sample.pk, **identity, position=i, query=q)
+            for i, q in enumerate(result.search_queries)
         ]
     )
     return capture

@@ -47,6 +47,8 @@ def _result_fields(result: NormalizedResult) -> dict[str, Any]:
         "evidence_state": result.evidence_state,
         "answer_text": result.answer_text,
         "citations": [asdict(c) for c in result.citations],
+        "found": [asdict(c) for c in result.found],
+        "search_queries": list(result.search_queries),
         "screenshot_key": result.screenshot_key,
         "error": result.error,
         "warnings": list(result.warnings),
@@ -71,6 +73,9 @@ def result_of(entry: AnswerInbox) -> NormalizedResult:
         raw=bytes(entry.raw),
         raw_mime=entry.raw_mime,
         citations=[Citation(**c) for c in fields["citations"]],
+        # Absent from rows kept before fan-out and found sources were recorded.
+        found=[Citation(**c) for c in fields.get("found", [])],
+        search_queries=list(fields.get("search_queries", [])),
         screenshot_key=fields["screenshot_key"],
         captured_at=entry.received_at,
         status_code=entry.status_code,

@@ -151,6 +151,21 @@ def is_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+# A source every simulated search finds and no answer cites ("found, not cited").
+UNCITED_SOURCE = ("https://en.wikipedia.org/wiki/Cloud_computing", "Cloud market overview")
+
+
+def searches_for(question: str) -> list[str]:
+    """The web searches a simulated engine runs for `question` (query fan-out): the question
+    itself and a review search, each at most 100 characters. No randomness is drawn, so the
+    answers of a seed stay as they were."""
+    asked = " ".join(question.split())[:100]
+    if not asked:
+        return []
+    suffix = " 评测" if is_cjk(asked) else " reviews"
+    return [asked, asked[: 100 - len(suffix)] + suffix]
+
+
 # --- which entities an answer is about ------------------------------------------------------
 
 # Capitalised words that are not names of anything an answer would recommend.

@@ -28,7 +28,9 @@ def _perms(app: str, actions: str, *models: str) -> set[str]:
 
 _TENANT = _perms("tenancy", "view", "tenant")
 _RUNS_AND_SAMPLES = _perms("sampling", "view", "run", "batch", "sample", "attempt", "stalewrite")
-_EVIDENCE = _perms("evidence", "view", "capture", "evidenceobject", "citation")
+_EVIDENCE = _perms("evidence", "view", "capture", "evidenceobject", "citation", "searchquery")
+# The tenant's own categories of cited domains (evidence/categories.py), over the shipped ones.
+_DOMAIN_CATEGORIES = _perms("evidence", "view add change delete", "domaincategory")
 _MENTIONS = _perms("analysis", "view", "mention", "analysisrevision", "analysisresult")
 _AMBIGUOUS_WORDS = _perms("analysis", "view", "ambiguousword")
 # The metrics series (monitoring): the dashboard and the series API; not finance's.
@@ -43,6 +45,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _EVIDENCE
         | _MENTIONS
         | _SERIES
+        | _DOMAIN_CATEGORIES
         | _perms("sampling", "view add change", "brand", "campaign", "question")
         | _perms("sampling", "view add change delete", "competitor", "platformtarget")
         | _perms("sampling", "add change", "run", "sample")
@@ -61,6 +64,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _SERIES
         | _perms("evidence", "view", "reviewsample", "reviewdecision")
         | _perms("evidence", "add", "reviewdecision")
+        | _DOMAIN_CATEGORIES
         | _AMBIGUOUS_WORDS
     ),
     # ledger, accounts, reconciliation, statements, exports, run money summaries; no answer

@@ -56,6 +56,8 @@ TENANT_PATHS: dict[str, str] = {
     "evidence.capture": "sample__tenant_id",
     "evidence.evidenceobject": "capture__sample__tenant_id",
     "evidence.citation": "capture__sample__tenant_id",
+    "evidence.searchquery": "capture__sample__tenant_id",
+    "evidence.domaincategory": "tenant_id",
     "evidence.reviewsample": "tenant_id",
     "evidence.reviewdecision": "sample__tenant_id",
     "analysis.mention": "sample__tenant_id",

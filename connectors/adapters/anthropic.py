@@ -8,6 +8,9 @@ evidence and the live path agree.
 - Citations: Anthropic gives no offsets; a `web_search_result_location` citation belongs to the
   text block carrying it, so its span is that block's character span inside the answer.
   (`cited_text` is the quoted *source* text, not answer text, and is never used for offsets.)
+- Searches: each `server_tool_use` block named `web_search` carries its `input.query` (streamed
+  as `input_json_delta` pieces); the `web_search_result`s of `web_search_tool_result` blocks
+  that no text block cites are sources found but not cited (`found`).
 - A stream is complete only on `event: message_stop`; `ping` events are keep-alives;
   `event: error` mid-stream fails the collection with the classified `error.type`.
 - Request id: the `request-id` header (every response), else the body's `request_id`.
@@ -15,16 +18,18 @@ evidence and the live path agree.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .. import safejson
 from ..base import (
     Citation,
     ErrorClass,
     NormalizedResult,
     SampleRequest,
 )
-from ..citations import CitationList
+from ..citations import CitationList, found_sources, search_queries
 from ..direct import DirectConnector, failed
 from ..errors import auth_when, classify_error_code, error_dict, json_body
 from ..streams import SSE_MIME, SseTranscript, json_frames, parse_sse
@@ -51,6 +56,9 @@ class _Block:
     text: str = ""
     citations: list[dict[str, Any]] = field(default_factory=list)
     search_error: str | None = None  # web_search_tool_result_error.error_code
+    query: str | None = None  # a web_search server_tool_use's input.query
+    partial_json: str = ""  # a streamed server_tool_use's input, as its deltas arrive
+    results: list[tuple[str, str | None]] = field(default_factory=list)  # (url, title)
 
 
 @dataclass
@@ -76,7 +84,34 @@ def _block_from(content: dict[str, Any]) -> _Block:
         result = content.get("content")
         if isinstance(result, dict) and result.get("type") == "web_search_tool_result_error":
             block.search_error = str(result.get("error_code") or "unknown")
+        for item in result if isinstance(result, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("url"), str):
+                title = item.get("title")
+                block.results.append((item["url"], str(title) if title else None))
+    elif kind == "server_tool_use" and content.get("name") == "web_search":
+        block.query = _query_of(content.get("input"))
     return block
+
+
+def _query_of(tool_input: Any) -> str | None:
+    query = tool_input.get("query") if isinstance(tool_input, dict) else None
+    return query if isinstance(query, str) else None
+
+
+def _searched(blocks: list[_Block], citations: list[Citation]) -> dict[str, Any]:
+    """The web_search tool uses' queries, and the search results no text block cites."""
+    queries: list[object] = []
+    for block in blocks:
+        if block.kind == "server_tool_use" and block.query is None and block.partial_json:
+            # A streamed tool use: its input is the concatenated input_json_delta.
+            with contextlib.suppress(ValueError):
+                block.query = _query_of(safejson.loads(block.partial_json))
+        queries.append(block.query)
+    consulted = [result for block in blocks for result in block.results]
+    return {
+        "search_queries": search_queries(queries),
+        "found": found_sources(citations, consulted),
+    }
 
 
 def _join_blocks(blocks: list[_Block]) -> tuple[str, list[Citation]]:
@@ -149,6 +184,8 @@ def _apply_event(state: _StreamState, name: str, payload: dict[str, Any]) -> Non
             block.text += str(delta.get("text") or "")
         elif delta.get("type") == "citations_delta" and isinstance(delta.get("citation"), dict):
             block.citations.append(delta["citation"])
+        elif delta.get("type") == "input_json_delta" and block.kind == "server_tool_use":
+            block.partial_json += str(delta.get("partial_json") or "")
         # input_json_delta, thinking_delta, signature_delta: not answer text
     elif kind == "message_delta":
         delta = payload.get("delta")
@@ -218,6 +255,7 @@ class AnthropicConnector(DirectConnector):
             citations=citations,
             request_id=state.request_id,
             warnings=_warnings(blocks, state.stop_reason),
+            **_searched(blocks, citations),
         )
         if state.bad_frames:
             result.warnings.append("BAD_STREAM_FRAMES")
@@ -244,8 +282,9 @@ class AnthropicConnector(DirectConnector):
         warnings = _warnings(blocks, stop_reason if isinstance(stop_reason, str) else None)
         message_id = str(payload["id"]) if payload.get("id") else None
         result = NormalizedResult.answer(
-            raw, mime, sample_id, message_id, text, citations=citations, warnings=warnings
-        )
+            raw, mime, sample_id, message_id, text, citations=citations, warnings=warnings,
+            **_searched(blocks, citations),
+        )  # fmt: skip
         if stop_reason == "pause_turn":
             result.cut("stop_reason pause_turn: the server tool loop paused")
         return result

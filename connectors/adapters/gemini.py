@@ -13,6 +13,8 @@ body, or from the JSON-array stream (`streamGenerateContent` without `alt=sse`).
   so offsets count from the start of the aggregated answer. When the segment's own `text` does
   not sit at the converted offsets it is looked up in the answer (warning
   CITATION_SPAN_RELOCATED). Grounding metadata from every chunk is merged, duplicates dropped.
+- Searches: `groundingMetadata.webSearchQueries`. Grounding chunks no support points at are
+  sources found but not cited (`found`).
 - Completion: the stream is complete when a chunk carried `finishReason` and then EOF came.
   A stream that ends without any `finishReason` is truncated. A data payload `{"error": ...}`
   is a mid-stream failure.
@@ -34,7 +36,12 @@ from ..base import (
     NormalizedResult,
     SampleRequest,
 )
-from ..citations import CitationList, utf8_byte_to_char_offset
+from ..citations import (
+    CitationList,
+    found_sources,
+    search_queries,
+    utf8_byte_to_char_offset,
+)
 from ..direct import ALL_MODES, DirectConnector, unparseable
 from ..errors import (
     auth_when,
@@ -70,6 +77,8 @@ class _State:
     response_id: str | None = None
     parts: list[tuple[str, bool]] = field(default_factory=list)  # (text, is_thought)
     supports: list[_Support] = field(default_factory=list)
+    queries: list[object] = field(default_factory=list)  # groundingMetadata.webSearchQueries
+    chunks: list[tuple[str, str | None]] = field(default_factory=list)  # every groundingChunk
     finish_reason: str | None = None
     block_reason: str | None = None
     error: dict[str, Any] | None = None
@@ -106,6 +115,19 @@ def _supports(metadata: Any, *, streamed: bool) -> list[_Support]:
     return found
 
 
+def _chunk_sources(metadata: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(uri, title) of every grounding chunk: what the search found, supported or not."""
+    found: list[tuple[str, str | None]] = []
+    for chunk in metadata.get("groundingChunks") or []:
+        web = (
+            (chunk.get("web") or chunk.get("retrievedContext")) if isinstance(chunk, dict) else None
+        )
+        if isinstance(web, dict) and isinstance(web.get("uri"), str) and web["uri"]:
+            title = web.get("title")
+            found.append((web["uri"], str(title) if title else None))
+    return found
+
+
 def _apply_chunk(state: _State, payload: dict[str, Any], *, streamed: bool) -> None:
     if isinstance(payload.get("error"), dict):
         state.error = _error_from(payload)
@@ -121,9 +143,14 @@ def _apply_chunk(state: _State, payload: dict[str, Any], *, streamed: bool) -> N
     for part in (content.get("parts") or []) if isinstance(content, dict) else []:
         if isinstance(part, dict) and isinstance(part.get("text"), str):
             state.parts.append((part["text"], bool(part.get("thought"))))
-    for support in _supports(candidate.get("groundingMetadata"), streamed=streamed):
+    metadata = candidate.get("groundingMetadata")
+    for support in _supports(metadata, streamed=streamed):
         if support not in state.supports:
             state.supports.append(support)
+    if isinstance(metadata, dict):
+        queries = metadata.get("webSearchQueries")
+        state.queries += queries if isinstance(queries, list) else []
+        state.chunks += _chunk_sources(metadata)
     if candidate.get("finishReason"):
         state.finish_reason = str(candidate["finishReason"])
 
@@ -219,6 +246,8 @@ def _build(state: _State, raw: bytes, mime: str, sample_id: int | None) -> Norma
         citations=citations.items,
         warnings=warnings,
         request_id=state.response_id,
+        search_queries=search_queries(state.queries),
+        found=found_sources(citations.items, state.chunks),
     )
     if state.error is not None:
         result.fail(state.error)

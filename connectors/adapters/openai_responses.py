@@ -42,6 +42,8 @@ class OpenAIResponsesConnector(DirectConnector):
                     "user_location": {"type": "approximate", "country": request.region.upper()},
                 }
             ]
+            # The sources each search returned, beside the queries (found vs cited).
+            body["include"] = ["web_search_call.action.sources"]
         if request.mode == "deep_thinking":
             body["reasoning"] = {"effort": DEEP_THINKING_EFFORT}
         return body

@@ -9,7 +9,8 @@ the answer from that transcript (or from a non-streaming JSON body).
 - Citations: inline `[n]` markers in the text, 1-based into the top-level `search_results[]`
   (url, title), or the legacy `citations[]` URL list when there are no search results. Each
   marker's span is the claim immediately before it (`citations.claim_span_before_marker`);
-  the markers stay in the answer text as the platform wrote it.
+  the markers stay in the answer text as the platform wrote it. Search results no marker
+  points at are sources found but not cited (`found`). No search queries are exposed.
 - Completion: a chunk whose choice has a `finish_reason` (`stop`, or `length` with warning
   MAX_TOKENS). `data: [DONE]` is tolerated but does not by itself complete a stream.
   `event: error` (or a data payload with an `error` object) mid-stream fails the collection.
@@ -28,7 +29,7 @@ from ..base import (
     NormalizedResult,
     SampleRequest,
 )
-from ..citations import CitationList, claim_span_before_marker, find_markers
+from ..citations import CitationList, claim_span_before_marker, find_markers, found_sources
 from ..direct import DirectConnector
 from ..errors import classify_error_code, error_dict, status_error_class
 from ..streams import json_frames, parse_sse
@@ -129,9 +130,14 @@ def _build(
         warnings.append("MAX_TOKENS")
     if state.bad_frames:
         warnings.append("BAD_STREAM_FRAMES")
+    # Every search result (or legacy citation URL) is a source the search returned; those no
+    # marker points at were found but not cited.
+    consulted = [(str(r.get("url") or ""), r.get("title") or None) for r in state.search_results]
+    consulted = consulted or [(url, None) for url in state.urls]
     result = NormalizedResult.answer(
-        raw, mime, sample_id, state.response_id, text, citations=citations, warnings=warnings
-    )
+        raw, mime, sample_id, state.response_id, text, citations=citations, warnings=warnings,
+        found=found_sources(citations, consulted),
+    )  # fmt: skip
     if state.error is not None:
         result.fail(state.error)
     elif streamed and state.finish_reason is None:

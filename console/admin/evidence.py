@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 import nh3
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
@@ -27,7 +28,7 @@ from django.utils.safestring import SafeString, mark_safe
 from analysis.mentions import Entity, find_mentions
 from analysis.selectors import analysis_review_note
 from analysis.services import entities_from_snapshot
-from console.admin_base import HistoryAdmin, HistoryInline, OptionsFilter
+from console.admin_base import HistoryAdmin, HistoryInline, OptionsFilter, TenantScopedAdmin
 from console.widgets import (
     CaptureDisplay,
     admin_link,
@@ -35,9 +36,11 @@ from console.widgets import (
     evidence_objects_html,
     plural,
 )
+from evidence.domains import registrable_domain
 from evidence.models import (
     Capture,
     Citation,
+    DomainCategory,
     EvidenceKind,
     EvidenceObject,
     ReviewDecision,
@@ -65,7 +68,7 @@ class EvidenceObjectInline(HistoryInline):
 
 class CitationInline(HistoryInline):
     model = Citation
-    fields = ("position", "url", "normalized_url", "domain", "title", "start", "end")
+    fields = ("position", "role", "url", "normalized_url", "domain", "title", "start", "end")
     show_change_link = False
 
 
@@ -101,9 +104,39 @@ class EvidenceObjectAdmin(HistoryAdmin):
 
 @admin.register(Citation)
 class CitationAdmin(HistoryAdmin):
-    list_display = ("id", "capture", "position", "domain", "normalized_url", "title")
+    list_display = ("id", "capture", "position", "role", "domain", "normalized_url", "title")
+    list_filter = ("role",)
     list_select_related = ("capture",)
-    fields = ("capture", "position", "url", "normalized_url", "domain", "title", "start", "end")
+    fields = ("capture", "position", "role", "url", "normalized_url", "domain", "title", "start",
+              "end")  # fmt: skip
+
+
+class DomainCategoryForm(forms.ModelForm):
+    """The domain is kept as its registrable domain, the key citations are counted by."""
+
+    class Meta:
+        model = DomainCategory
+        fields = ("tenant", "domain", "category", "note")
+
+    def clean_domain(self) -> str:
+        domain = registrable_domain(str(self.cleaned_data.get("domain") or ""))
+        if domain is None:
+            raise forms.ValidationError("Not a domain with a registrable part (e.g. example.com).")
+        return domain
+
+
+@admin.register(DomainCategory)
+class DomainCategoryAdmin(TenantScopedAdmin):
+    """A tenant's categories for cited domains, over the shipped classification
+    (evidence/data/domain_categories.json); the campaign's own and competitor domains are
+    always `own` and `competitor`."""
+
+    form = DomainCategoryForm
+    fields = ("tenant", "domain", "category", "note")
+    list_display = ("domain", "category", "tenant", "note")
+    list_filter = ("tenant", "category")
+    list_select_related = ("tenant",)
+    search_fields = ("domain",)
 
 
 # --- analyst review queue -----------------------------------------------------------------

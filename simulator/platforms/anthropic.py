@@ -2,11 +2,13 @@
 
 Requests need `x-api-key` (or an OAuth `Authorization: Bearer`) and `anthropic-version`;
 `model`, `max_tokens` and `messages` are required. Answers with the `web_search_20250305` tool
-are a preamble text block, a `server_tool_use` block, a `web_search_tool_result` block and then
-text blocks, where each cited sentence is its own block carrying `web_search_result_location`
-citations (no offsets). Streams are `event: <type>` + `data: <json>` frames ending in
-`message_stop`, with `ping` keep-alives; in a stream, citations arrive as `citations_delta`
-before the block's `text_delta`s. Every response has a `request-id` header; error bodies are
+are a preamble text block, a `server_tool_use` block (its `input.query` the first of
+content.searches_for), a `web_search_tool_result` block (the cited results and one no text
+block cites) and then text blocks, where each cited sentence is its own block carrying
+`web_search_result_location` citations (no offsets). Streams are `event: <type>` +
+`data: <json>` frames ending in `message_stop`, with `ping` keep-alives; in a stream,
+citations arrive as `citations_delta` before the block's `text_delta`s. Every response has a
+`request-id` header; error bodies are
 `{"type": "error", "error": {"type", "message"}, "request_id"}`. Faults: 429 `rate_limit_error`
 with `retry-after` (integer seconds) and `anthropic-ratelimit-*` headers, 500 `api_error`,
 529 `overloaded_error`, 401/403, hang, login/error pages with 200, truncated streams and
@@ -21,7 +23,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..content import SimAnswer, SimCitation, is_cjk
+from ..content import UNCITED_SOURCE, SimAnswer, SimCitation, is_cjk, searches_for
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
 from ..protocol import (
     PlatformProtocol,
@@ -251,10 +253,14 @@ class AnthropicProtocol(PlatformProtocol):
             tool_id = f"srvtoolu_{draw.rng.getrandbits(96):024x}"
             urls = list(dict.fromkeys(c.url for c in answer.citations))
             titles = {c.url: c.title for c in answer.citations}
+            # The last result is found by the search and cited by no text block.
+            urls.append(UNCITED_SOURCE[0])
+            titles[UNCITED_SOURCE[0]] = UNCITED_SOURCE[1]
+            query = (searches_for(question) or [""])[0]
             content += [
                 {"type": "text", "text": "我来搜索一下。" if chinese else "I'll search for that. "},
                 {"type": "server_tool_use", "id": tool_id, "name": "web_search",
-                 "input": {"query": question[:100]}},
+                 "input": {"query": query}},
                 {"type": "web_search_tool_result", "tool_use_id": tool_id,
                  "content": [
                      {"type": "web_search_result", "url": url, "title": titles[url],

@@ -7,7 +7,9 @@ incrementally). `/v1/` is served the same way. The key comes in `x-goog-api-key`
 With `tools: [{"google_search": {}}]` the answer is grounded: `groundingMetadata` (on the
 final chunk of a stream) lists `groundingChunks` (`web.uri`, `web.title` = the domain) and
 `groundingSupports` whose segments are UTF-8 *byte* offsets, end exclusive, with zero values
-omitted as proto3 JSON does. The stream ends with EOF after the chunk carrying `finishReason`.
+omitted as proto3 JSON does; the last chunk is one no support points at (found, not cited),
+and `webSearchQueries` are the searches run (content.searches_for). The stream ends with EOF
+after the chunk carrying `finishReason`.
 
 Faults: 429 `RESOURCE_EXHAUSTED` with `RetryInfo.retryDelay` in `details` (no Retry-After
 header), 500 `INTERNAL`, 503 `UNAVAILABLE`, 403 `PERMISSION_DENIED` (an invalid key is a 400
@@ -24,7 +26,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..content import SimAnswer
+from ..content import UNCITED_SOURCE, SimAnswer, searches_for
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
 from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced
 
@@ -100,11 +102,13 @@ def _grounding(question: str, answer: SimAnswer, part_index: int) -> dict[str, A
             f'<a class="chip" href="https://www.google.com/search?q={question[:30]}">'
             f"{question[:30]}</a></div>"
         },
+        # The last chunk is a source the search found that no support points at.
         "groundingChunks": [
-            {"web": {"uri": url, "title": urlsplit(url).hostname or url}} for url in urls
+            {"web": {"uri": url, "title": urlsplit(url).hostname or url}}
+            for url in [*urls, UNCITED_SOURCE[0]]
         ],
         "groundingSupports": supports,
-        "webSearchQueries": [question[:100]],
+        "webSearchQueries": searches_for(question),
     }
 
 

@@ -2,7 +2,10 @@
 
 Streams are `event: <type>` + `data: <json>` frames with increasing `sequence_number`, ending
 in `response.completed` (no `[DONE]`). Citations are `url_citation` annotations with code point
-offsets into the part text. Faults: 429 with `retry-after-ms` and `retry-after`, 500/503,
+offsets into the part text. With a web_search tool one `web_search_call` precedes the message:
+`action.query` and `action.queries` (content.searches_for) and, when the request includes
+`web_search_call.action.sources`, the URLs found: the cited ones and one no annotation cites
+(content.UNCITED_SOURCE). Faults: 429 with `retry-after-ms` and `retry-after`, 500/503,
 401, hang, login/error pages with 200, truncated streams, `event: error` / `response.failed`.
 """
 
@@ -11,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..content import SimAnswer
+from ..content import UNCITED_SOURCE, SimAnswer, searches_for
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
 from ..protocol import PlatformProtocol, SimRequest, SimResponse, unknown_fields
 from . import responses_wire as wire
@@ -133,7 +136,8 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         answer = self.sim.answer_for(question, draw)
         if not web_search:
             answer.citations = []
-        response = self._response(draw, str(body["model"]), answer, web_search)
+        sources = "web_search_call.action.sources" in (body.get("include") or [])
+        response = self._response(draw, str(body["model"]), question, answer, web_search, sources)
         response |= _echoed_request(body)
         self.record(question, draw, answer, response["id"], headers["x-request-id"])
         if body.get("stream"):
@@ -147,11 +151,23 @@ class OpenAIResponsesProtocol(PlatformProtocol):
         return self._respond(SimResponse.json(200, response), headers, draw)
 
     def _response(
-        self, draw: Draw, model: str, answer: SimAnswer, web_search: bool
+        self,
+        draw: Draw,
+        model: str,
+        question: str,
+        answer: SimAnswer,
+        web_search: bool,
+        sources: bool,
     ) -> dict[str, Any]:
         output: list[dict[str, Any]] = []
         if web_search:
-            output.append(wire.web_search_call(draw, answer.text[:40]))
+            queries = searches_for(question)
+            found = [*dict.fromkeys(c.url for c in answer.citations), UNCITED_SOURCE[0]]
+            call = wire.web_search_call(
+                draw, queries[0] if queries else "", queries=queries,
+                sources=found if sources else None,
+            )  # fmt: skip
+            output.append(call)
         part = {"type": "output_text", "text": answer.text, "annotations": url_annotations(answer),
                 "logprobs": []}  # fmt: skip
         output.append(wire.message(draw, part))

@@ -23,7 +23,7 @@ import time
 import uuid
 from typing import Any
 
-from ..content import SimAnswer, SimCitation
+from ..content import UNCITED_SOURCE, SimAnswer, SimCitation
 from ..faults import HTTP_FAULTS, STREAM_FAULTS, Draw
 from ..protocol import PlatformProtocol, SimRequest, SimResponse, paced, user_text
 
@@ -31,8 +31,8 @@ MODELS = frozenset({"sonar", "sonar-pro", "sonar-reasoning-pro", "sonar-deep-res
 DELTA_CHARS = 15
 THINKING = "<think>\nThe user asks for a comparison; I will weigh the sources.\n</think>\n\n"
 UNCITED_RESULT = {
-    "title": "Cloud market overview",
-    "url": "https://en.wikipedia.org/wiki/Cloud_computing",
+    "title": UNCITED_SOURCE[1],
+    "url": UNCITED_SOURCE[0],
     "date": "2025-03-01",
     "last_updated": "2025-06-30",
     "snippet": "Cloud computing is the on-demand availability of computer system resources.",

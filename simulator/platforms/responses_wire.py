@@ -27,12 +27,26 @@ def question_of(value: Any) -> str:
     return value if isinstance(value, str) else all_text(value)
 
 
-def web_search_call(draw: Draw, query: str) -> dict[str, Any]:
+def web_search_call(
+    draw: Draw,
+    query: str,
+    *,
+    queries: list[str] | None = None,
+    sources: list[str] | None = None,
+) -> dict[str, Any]:
+    """A completed search call: `query`, and where given every query it ran (`queries`) and
+    the URLs it found (`sources`, only when the request included
+    `web_search_call.action.sources`)."""
+    action: dict[str, Any] = {"type": "search", "query": query}
+    if queries is not None:
+        action["queries"] = queries
+    if sources is not None:
+        action["sources"] = [{"type": "url", "url": url} for url in sources]
     return {
         "type": "web_search_call",
         "id": f"ws_{draw.rng.getrandbits(64):016x}",
         "status": "completed",
-        "action": {"type": "search", "query": query},
+        "action": action,
     }
 
 

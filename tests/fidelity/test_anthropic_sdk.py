@@ -46,6 +46,17 @@ class SdkView(EventsView):
             text += block.text
         return text, cited
 
+    def searches(self) -> tuple[list[str], list[str]]:
+        """The `server_tool_use` web_search queries, and the URLs of search results no text
+        block cites (found, not cited)."""
+        content = self.final.content
+        queries = [b.input["query"] for b in content
+                   if b.type == "server_tool_use" and b.name == "web_search"]  # fmt: skip
+        cited = {c.url for b in content if b.type == "text" for c in b.citations or []}
+        results = [r.url for b in content if b.type == "web_search_tool_result"
+                   for r in (b.content if isinstance(b.content, list) else [])]  # fmt: skip
+        return queries, [url for url in dict.fromkeys(results) if url not in cited]
+
     def streamed_text(self) -> str:
         return "".join(e.delta.text for e in self.events if e.type == "content_block_delta"
                        and e.delta.type == "text_delta")  # fmt: skip
@@ -74,6 +85,10 @@ def test_anthropic_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenari
         assert sdk.final.id == result.upstream_id
         assert sdk.final.usage.output_tokens > 0
         assert sdk.request_id == ours.request_id
+        queries, uncited = sdk.searches()
+        assert result.search_queries == queries
+        assert [c.url for c in result.found] == uncited
+        assert bool(queries) == bool(uncited) == (scenario.mode != "no_search")
     elif fault == "truncate":
         assert sdk.error is None or not isinstance(sdk.error, anthropic.APIStatusError)
         assert not any(e.type == "message_stop" for e in sdk.events)

@@ -62,6 +62,23 @@ class SdkView:
                     found.append(Cited(web.uri, web.title, start, end))
         return found
 
+    def searches(self) -> tuple[list[str], list[str]]:
+        """The grounding metadata's `web_search_queries`, and the URIs of the grounding
+        chunks no support points at (found, not cited)."""
+        queries: list[str] = []
+        uncited: list[str] = []
+        for chunk in self.chunks:
+            grounding = chunk.candidates[0].grounding_metadata if chunk.candidates else None
+            if grounding is None:
+                continue
+            queries += [q for q in grounding.web_search_queries or [] if q not in queries]
+            used = {i for s in grounding.grounding_supports or []
+                    for i in s.grounding_chunk_indices or []}  # fmt: skip
+            for index, source in enumerate(grounding.grounding_chunks or []):
+                if index not in used and source.web and source.web.uri not in uncited:
+                    uncited.append(source.web.uri)
+        return queries, uncited
+
 
 def sdk_call(client: genai.Client, scenario: Scenario) -> SdkView:
     with sdk_verdict(SdkView()) as view:
@@ -107,6 +124,10 @@ def test_gemini_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenario) 
         assert sdk.chunks[-1].response_id == result.upstream_id == ours.request_id
         usage = sdk.chunks[-1].usage_metadata
         assert usage is not None and usage.total_token_count
+        queries, uncited = sdk.searches()
+        assert result.search_queries == queries
+        assert [c.url for c in result.found] == uncited
+        assert bool(queries) == bool(uncited) == (scenario.mode != "no_search")
     elif fault == "truncate":
         trial.assert_quietly_truncated(sdk.error, sdk.finish_reason(), sdk.text())
     elif fault == "midstream_error":

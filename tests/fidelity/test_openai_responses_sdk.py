@@ -19,6 +19,7 @@ def request_kwargs(scenario: Scenario) -> dict[str, Any]:
     if scenario.mode != "no_search":
         location = {"type": "approximate", "country": scenario.region.upper()}
         kwargs["tools"] = [{"type": "web_search", "user_location": location}]
+        kwargs["include"] = ["web_search_call.action.sources"]
     if scenario.mode == "deep_thinking":
         kwargs["reasoning"] = {"effort": "high"}
     return kwargs
@@ -77,6 +78,25 @@ def check_answer(sdk: SdkView, trial: Trial) -> None:
     exchange = trial.exchanges[0]
     assert sdk.request_id == trial.ours.request_id == exchange.headers["x-request-id"]
     assert sdk.final.usage is not None and sdk.final.usage.total_tokens > 0
+    check_searches(sdk.final, result, searched=trial.scenario.mode != "no_search")
+
+
+def check_searches(response: Any, result: Any, *, searched: bool) -> None:
+    """The searches the SDK sees in the web_search_call items (`action.queries`, else
+    `action.query`) are the adapter's fan-out; the sources they found that no annotation cites
+    are the adapter's found-not-cited sources."""
+    calls = [item for item in response.output if item.type == "web_search_call"]
+    queries: list[str] = []
+    for call in calls:
+        for query in [*(call.action.queries or []), call.action.query]:
+            if query and query not in queries:
+                queries.append(query)
+    assert result.search_queries == queries
+    assert bool(queries) == searched
+    cited = {c.url for c in result.citations}
+    sources = [s.url for call in calls for s in call.action.sources or []]
+    assert [c.url for c in result.found] == [u for u in dict.fromkeys(sources) if u not in cited]
+    assert bool(result.found) == searched
 
 
 def check_truncated(sdk: SdkView, trial: Trial) -> None:

@@ -46,6 +46,12 @@ class SdkView(ChunksView):
                 found.append(Cited(results[number - 1].url, results[number - 1].title))
         return found
 
+    def uncited(self) -> list[str]:
+        """The search results no marker points at (found, not cited)."""
+        results = next((c.search_results for c in reversed(self.chunks) if c.search_results), [])
+        marked = {int(m.group(1)) for m in CITATION_MARKER.finditer(self.text())}
+        return [r.url for number, r in enumerate(results, 1) if number not in marked]
+
 
 def sdk_call(client: perplexity.Perplexity, scenario: Scenario) -> SdkView:
     with sdk_verdict(SdkView()) as view:
@@ -67,6 +73,8 @@ def test_perplexity_sdk_and_adapter_agree(sim: SimulatorHandle, scenario: Scenar
         assert sdk.chunks[0].id == result.upstream_id
         usage = next(c.usage for c in reversed(sdk.chunks) if c.usage)
         assert usage.total_tokens > 0
+        assert [c.url for c in result.found] == sdk.uncited()
+        assert result.search_queries == []  # Sonar does not say what it searched
     elif fault == "truncate":
         trial.assert_quietly_truncated(sdk.error, sdk.finish_reason(), sdk.text())
     elif fault == "midstream_error":

@@ -40,7 +40,8 @@ JOINED_MENTIONS = (
     "WHERE s.run_id = %s AND " + SUCCEEDED + " GROUP BY 1, 2"
 )
 JOINED_CITATIONS = (
-    "SELECT s.platform, COUNT(*) FROM sampling_sample s "
+    "SELECT s.platform, COUNT(*) FILTER (WHERE ci.role = 'cited'), "
+    "COUNT(*) FILTER (WHERE ci.role = 'found') FROM sampling_sample s "
     "JOIN evidence_capture c ON c.sample_id = s.id AND " + LATEST + " "
     "JOIN evidence_citation ci ON ci.capture_id = c.id WHERE s.run_id = %s AND " + SUCCEEDED + " "
     "GROUP BY 1"
@@ -128,10 +129,17 @@ def test_a_repaired_capture_supersedes_and_the_report_counts_as_the_joins_did(
             if rate.successes:
                 reported[(metrics.key, entity)] += rate.successes
     assert reported == +joined
-    citations = dict(_rows(JOINED_CITATIONS, [run_param(run.pk)]))
+    joined_rows = _rows(JOINED_CITATIONS, [run_param(run.pk)])
+    citations = {p: cited for p, cited, _found in joined_rows}
+    found = {p: n for p, _cited, n in joined_rows}
+    # Only cited sources are citations; those found but not cited are their own figure.
     assert {m.key: m.citation_share.n for m in report.by_platform} == {
         p: citations.get(p, 0) for p in {m.key for m in report.by_platform}
     }
+    assert {m.key: m.found_not_cited for m in report.by_platform} == {
+        p: found.get(p, 0) for p in {m.key for m in report.by_platform}
+    }
+    assert any(found.values()), "the simulated engines found sources they did not cite"
 
 
 def test_a_run_s_report_ignores_other_runs_rows(simulator: SimulatorHandle) -> None:
@@ -190,10 +198,17 @@ def test_rows_of_a_sample_no_longer_succeeded_drop_out_of_every_count(
         for entity, rate in metrics.entity_mention_rates.items():
             reported[(metrics.key, entity)] += rate.successes
     assert +reported == +joined
-    citations = dict(_rows(JOINED_CITATIONS, [run_param(run.pk)]))
+    joined_rows = _rows(JOINED_CITATIONS, [run_param(run.pk)])
+    citations = {p: cited for p, cited, _found in joined_rows}
+    found = {p: n for p, _cited, n in joined_rows}
+    # Only cited sources are citations; those found but not cited are their own figure.
     assert {m.key: m.citation_share.n for m in report.by_platform} == {
         p: citations.get(p, 0) for p in {m.key for m in report.by_platform}
     }
+    assert {m.key: m.found_not_cited for m in report.by_platform} == {
+        p: found.get(p, 0) for p in {m.key for m in report.by_platform}
+    }
+    assert any(found.values()), "the simulated engines found sources they did not cite"
     counted = Mention.objects.filter(
         revision=revision, sample__in=succeeded.exclude(pk=sent_back.pk), mentioned=True
     )

@@ -58,11 +58,12 @@ def test_report_metrics_match_the_records(simulator: SimulatorHandle) -> None:
 
     succeeded = Sample.objects.filter(run=run, validity="valid", analysis_state="accepted")
     captures = [s.captures.order_by("-revision")[0] for s in succeeded]
-    urls = list(
-        Citation.objects.filter(capture__in=captures).values_list("normalized_url", flat=True)
-    )
+    rows = Citation.objects.filter(capture__in=captures)
+    # Only the answer's citations count as citations; what the search found is apart.
+    urls = list(rows.filter(role="cited").values_list("normalized_url", flat=True))
     brand_urls = [u for u in urls if "acme.com/" in u]
     assert overall.citation_share == rate(len(brand_urls), len(urls))
+    assert overall.found_not_cited == rows.filter(role="found").count()
     assert sum(n for _, n in overall.top_domains) <= len(urls)
     assert all("." in domain and "/" not in domain for domain, _ in overall.top_domains)
     assert "bbc.co.uk" in {d for d, _ in overall.top_domains} or not any(

@@ -146,11 +146,17 @@ class CaptureInline(CaptureDisplay, ReadOnlyMixin, ScopedStackedInline):
     max_num = 0
     can_delete = False
     show_change_link = True
-    fields = (*CaptureDisplay.capture_fields, "citation_list")
-    readonly_fields = (*CaptureDisplay.capture_readonly_fields, "citation_list")
+    fields = (*CaptureDisplay.capture_fields, "search_query_list", "citation_list")
+    readonly_fields = (
+        *CaptureDisplay.capture_readonly_fields, "search_query_list", "citation_list",
+    )  # fmt: skip
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Capture]:
-        return super().get_queryset(request).prefetch_related("evidence_objects", "citations")
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related("evidence_objects", "citations", "search_queries")
+        )
 
 
 class MentionInline(HistoryInline):

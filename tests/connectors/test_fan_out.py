@@ -1,0 +1,137 @@
+"""The searches an engine ran (query fan-out) and the sources it found but did not cite, as
+each adapter reads them from its protocol."""
+
+from __future__ import annotations
+
+import json
+
+from connectors.adapters.anthropic import AnthropicConnector
+from connectors.adapters.gemini import GeminiConnector
+from connectors.adapters.openai_responses import OpenAIResponsesConnector
+from connectors.adapters.perplexity import PerplexityConnector
+from connectors.citations import found_sources, make_citation, search_queries
+
+
+def _sse(events: list[tuple[str, dict[str, object]]]) -> bytes:
+    return "".join(
+        f"event: {kind}\ndata: {json.dumps({'type': kind} | payload)}\n\n"
+        for kind, payload in events
+    ).encode()
+
+
+def test_search_queries_are_stripped_deduplicated_and_kept_in_order() -> None:
+    assert search_queries([" crm pricing ", None, "", "crm reviews", "crm pricing", 3]) == [
+        "crm pricing",
+        "crm reviews",
+    ]
+
+
+def test_found_sources_skip_what_is_cited_even_with_tracking_parameters() -> None:
+    cited = [make_citation(1, "https://acme.example/pricing")]
+    found = found_sources(
+        cited,
+        [("https://acme.example/pricing?utm_source=openai", None), ("https://g2.com/x", "G2"),
+         ("https://g2.com/x", "G2 again"), ("", None)],
+    )  # fmt: skip
+    assert [(c.id, c.url, c.title) for c in found] == [("f1", "https://g2.com/x", "G2")]
+
+
+def test_openai_web_search_calls_give_queries_and_uncited_sources() -> None:
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "output": [
+            {"type": "web_search_call", "id": "ws_1", "status": "completed",
+             "action": {"type": "search", "query": "best crm", "queries": ["best crm", "crm 2025"],
+                        "sources": [{"type": "url", "url": "https://acme.example/"},
+                                    {"type": "url", "url": "https://g2.com/crm"}]}},
+            {"type": "web_search_call", "id": "ws_2", "status": "completed",
+             "action": {"type": "open_page", "url": "https://acme.example/"}},
+            {"type": "message", "id": "m", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "Acme.", "annotations": [
+                 {"type": "url_citation", "url": "https://acme.example/", "title": "Acme",
+                  "start_index": 0, "end_index": 5}]}]},
+        ],
+    }  # fmt: skip
+    result = OpenAIResponsesConnector.parse(json.dumps(body).encode())
+    assert result.search_queries == ["best crm", "crm 2025"]
+    assert [c.url for c in result.citations] == ["https://acme.example/"]
+    assert [c.url for c in result.found] == ["https://g2.com/crm"]
+
+
+def test_openai_cut_stream_keeps_the_searches_already_done() -> None:
+    call = {"type": "web_search_call", "id": "ws_1", "status": "completed",
+            "action": {"type": "search", "query": "best crm"}}  # fmt: skip
+    raw = _sse([
+        ("response.created", {"response": {"id": "resp_1", "status": "in_progress"}}),
+        ("response.output_item.done", {"output_index": 0, "item": call}),
+        ("response.output_text.delta", {"output_index": 1, "content_index": 0, "delta": "Ac"}),
+    ])  # fmt: skip
+    result = OpenAIResponsesConnector.parse(raw)
+    assert result.collection_state == "truncated"
+    assert result.search_queries == ["best crm"]
+
+
+def test_gemini_web_search_queries_and_unsupported_chunks() -> None:
+    body = {
+        "responseId": "r1",
+        "candidates": [{
+            "content": {"parts": [{"text": "Acme is good."}]},
+            "finishReason": "STOP",
+            "groundingMetadata": {
+                "webSearchQueries": ["best crm", "crm reviews"],
+                "groundingChunks": [{"web": {"uri": "https://acme.example/", "title": "acme"}},
+                                    {"web": {"uri": "https://g2.com/crm", "title": "g2.com"}}],
+                "groundingSupports": [{"segment": {"endIndex": 13, "text": "Acme is good."},
+                                       "groundingChunkIndices": [0]}],
+            },
+        }],
+    }  # fmt: skip
+    result = GeminiConnector.parse(json.dumps(body).encode())
+    assert result.search_queries == ["best crm", "crm reviews"]
+    assert [c.url for c in result.citations] == ["https://acme.example/"]
+    assert [(c.url, c.title) for c in result.found] == [("https://g2.com/crm", "g2.com")]
+
+
+def test_anthropic_streamed_tool_input_gives_the_query() -> None:
+    tool = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    results = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
+        {"type": "web_search_result", "url": "https://acme.example/", "title": "Acme"},
+        {"type": "web_search_result", "url": "https://g2.com/crm", "title": "G2"}]}  # fmt: skip
+    citation = {"type": "web_search_result_location", "url": "https://acme.example/",
+                "title": "Acme", "cited_text": "x"}  # fmt: skip
+    raw = _sse([
+        ("message_start", {"message": {"id": "msg_1"}}),
+        ("content_block_start", {"index": 0, "content_block": tool}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "input_json_delta",
+                                                       "partial_json": '{"query": "be'}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "input_json_delta",
+                                                       "partial_json": 'st crm"}'}}),
+        ("content_block_start", {"index": 1, "content_block": results}),
+        ("content_block_start", {"index": 2, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"index": 2, "delta": {"type": "citations_delta",
+                                                       "citation": citation}}),
+        ("content_block_delta", {"index": 2, "delta": {"type": "text_delta", "text": "Acme."}}),
+        ("message_delta", {"delta": {"stop_reason": "end_turn"}}),
+        ("message_stop", {}),
+    ])  # fmt: skip
+    result = AnthropicConnector.parse(raw)
+    assert result.collection_state == "completed"
+    assert result.search_queries == ["best crm"]
+    assert [c.url for c in result.found] == ["https://g2.com/crm"]
+
+
+def test_perplexity_search_results_without_a_marker_are_found_not_cited() -> None:
+    body = {
+        "id": "p1",
+        "object": "chat.completion",
+        "search_results": [{"url": "https://acme.example/", "title": "Acme"},
+                           {"url": "https://g2.com/crm", "title": "G2"}],
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "Acme is good.[1]"}}],
+    }  # fmt: skip
+    result = PerplexityConnector.parse(json.dumps(body).encode())
+    assert [c.url for c in result.citations] == ["https://acme.example/"]
+    assert [(c.url, c.title) for c in result.found] == [("https://g2.com/crm", "G2")]
+    assert result.search_queries == []
