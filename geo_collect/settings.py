@@ -360,7 +360,12 @@ LOGGING = {
     # The pool logs every failed reconnection while the database is down; the outage is logged
     # once when it starts and once when it ends instead (geo_collect/db_outage.py).
     "filters": {"pool_outage": {"()": "geo_collect.db_outage.PoolErrorsAsOutage"}},
-    "loggers": {"psycopg.pool": {"filters": ["pool_outage"]}},
+    # urllib3 logs each request's path at DEBUG: a Slack incoming webhook's path is its secret
+    # (alerts/delivery.py), so that logger never goes below INFO, whatever GEO_LOG_LEVEL says.
+    "loggers": {
+        "psycopg.pool": {"filters": ["pool_outage"]},
+        "urllib3.connectionpool": {"level": "INFO"},
+    },
 }
 
 REST_FRAMEWORK = {
