@@ -33,6 +33,8 @@ _MENTIONS = _perms("analysis", "view", "mention", "analysisrevision", "analysisr
 _AMBIGUOUS_WORDS = _perms("analysis", "view", "ambiguousword")
 # Alerts: read and acknowledge (change alert); finance reads no answers, so no alerts.
 _ALERTS = _perms("alerts", "view change", "alert") | _perms("alerts", "view", "alertrule")
+# The metrics series (monitoring): the dashboard and the series API; not finance's.
+_SERIES = _perms("monitoring", "view", "seriesrow")
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     # campaigns, preview, launch (add run), cancel (change run), runs, samples (change sample:
@@ -42,6 +44,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _RUNS_AND_SAMPLES
         | _EVIDENCE
         | _MENTIONS
+        | _SERIES
         | _perms("sampling", "view add change", "brand", "campaign", "question")
         | _perms("sampling", "view add change delete", "competitor", "platformtarget")
         | _perms("sampling", "add change", "run", "sample")
@@ -60,6 +63,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _RUNS_AND_SAMPLES
         | _EVIDENCE
         | _MENTIONS
+        | _SERIES
         | _perms("evidence", "view", "reviewsample", "reviewdecision")
         | _perms("evidence", "add", "reviewdecision")
         | _AMBIGUOUS_WORDS

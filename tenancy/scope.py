@@ -79,6 +79,8 @@ TENANT_PATHS: dict[str, str] = {
     "alerts.alert": "tenant_id",
     "alerts.alertsubscription": "tenant_id",
     "alerts.alertdelivery": "tenant_id",
+    "monitoring.seriesrow": "tenant_id",
+    "monitoring.comparabilitykey": SUPERUSER_ONLY,
 }
 
 
