@@ -1,14 +1,15 @@
 """A run's alert evaluation: after its end, every active rule of its campaign is evaluated on
 the latest run and its comparable predecessors, and alerts are fired or resolved.
 
-    run end (pipeline/runs.py) -> `record_run_end` (a follower: one outbox row, the run id)
+    a run's series rows written (monitoring/services.py, after its end and after each
+    finished re-analysis) -> `record_series_written` (a follower: one outbox row, the run id)
     -> the task `alerts.evaluate_run` -> `evaluate_run`: the counts are read (alerts/figures.py)
     outside any transaction, then in one transaction each rule's findings fire alerts (once
     per condition: alerts/services.py `fire`), open alerts that no longer hold are resolved,
     and the outbox row is completed.
 
-Comparable runs are the campaign's earlier finished runs with the latest run's comparability
-key, walked back from it and stopped at the first run with another key: a segment break is
+Comparable runs are the earlier runs of the latest run's segment of the series
+(monitoring/selectors.py `comparable_runs`, through alerts/figures.py): a segment break is
 never crossed (docs/decisions.md, "Alerts fire once per condition"). An alert fired in another
 segment than the latest run's is resolved as no longer comparable.
 """
@@ -25,7 +26,7 @@ from uuid import UUID
 from django.db import transaction
 from django.urls import reverse
 
-from pipeline.runs import RunEnded
+from monitoring.services import SeriesWritten
 from sampling.models import Run
 from sampling.services import complete_outbox, enqueue_outbox
 
@@ -40,16 +41,16 @@ TASK = "alerts.evaluate_run"
 MAX_BASELINE = 50  # the most comparable runs a baseline pools
 
 
-def record_run_end(ended: RunEnded) -> None:
-    """A run-end follower: the run's evaluation, one outbox row per round (ids only), when its
-    campaign has an active rule."""
-    campaign_id = Run.objects.values_list("campaign_id", flat=True).get(pk=ended.run_id)
+def record_series_written(written: SeriesWritten) -> None:
+    """A follower of the series writer: the run's evaluation, one outbox row per write (ids
+    only), when its campaign has an active rule."""
+    campaign_id = Run.objects.values_list("campaign_id", flat=True).get(pk=written.run_id)
     if not AlertRule.objects.filter(campaign_id=campaign_id, active=True).exists():
         return
     enqueue_outbox(
         task=TASK,
-        payload={"run_id": str(ended.run_id)},
-        dedupe_key=f"alerts-evaluate:{ended.run_id}:{ended.round}",
+        payload={"run_id": str(written.run_id)},
+        dedupe_key=f"alerts-evaluate:{written.run_id}:{written.write}",
     )
 
 
@@ -58,29 +59,6 @@ class Evaluated:
     fired: list[int]
     kept: list[int]
     resolved: list[int]
-
-
-def comparable_runs(*, run: Run, limit: int) -> tuple[str, list[Run]]:
-    """The latest run's comparability key and up to `limit` earlier finished runs of its
-    campaign in the same segment, newest first."""
-    source = figures_module.source()
-    key = source.comparability_key(run)
-    earlier = (
-        Run.objects.filter(
-            campaign_id=run.campaign_id,
-            finished_at__isnull=False,
-            cancelled_at=None,
-            created_at__lt=run.created_at,
-        )
-        .exclude(pk=run.pk)
-        .order_by("-created_at")
-    )
-    same: list[Run] = []
-    for other in earlier.iterator(chunk_size=20):
-        if len(same) >= limit or source.comparability_key(other) != key:
-            break  # the segment starts after `other`: never compared across the break
-        same.append(other)
-    return key, same
 
 
 def evaluate_run(*, run_id: UUID | str, outbox_id: int | None = None) -> Evaluated:
@@ -94,7 +72,8 @@ def evaluate_run(*, run_id: UUID | str, outbox_id: int | None = None) -> Evaluat
         for rule in rules
     )
     source = figures_module.source()
-    segment, history_runs = comparable_runs(run=run, limit=depth)
+    segment = source.segment_key(run)
+    history_runs = source.comparable(run, depth)
     latest = source.figures(run)
     history = [source.figures(other) for other in history_runs]
     findings = {rule.pk: _findings(rule, run, segment, latest, history) for rule in rules}

@@ -1,29 +1,20 @@
 """The counts the rules read, per run: the one seam between alerts and the metrics series.
 
 `FiguresSource` is the interface (docs/decisions.md, "Alerts evaluate a small interface of
-counts"): a run's `RunFigures` (alerts/rules.py) and its comparability key. The default,
-`report_figures`, reads the same SQL passes as the run report (analysis/report_scan.py
-`run_groups`), per platform and entity; the monitoring series (SeriesRow per run x target x
-topic x entity, with its comparability_key) gives the same counts summed over target and
-topic, and replaces it by `use_source` without a change to the rules or the evaluation.
+counts"): a run's `RunFigures` (alerts/rules.py), the key of its segment, and the comparable
+runs before it. The default, `series_source`, reads the monitoring series
+(monitoring/selectors.py: the rows of all questions pooled per platform and over every
+platform, each run's pooled comparability key, `comparable_runs` that never crosses a
+segment break). Tests set another with `use_source`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from uuid import UUID
 
-from django.db.models import Count
-
-from analysis.evidence_summary import MISSING_STATES
-from analysis.models import Mention
-from analysis.report_scan import run_groups
-from analysis.results import SENTIMENTS
-from analysis.services import current_revision
+from monitoring.selectors import Counts as SeriesCounts
+from monitoring.selectors import comparable_runs, run_counts
 from sampling.models import Run
 from sampling.selectors import run_status
 from sampling.snapshots import RunConfig
@@ -34,95 +25,77 @@ from .rules import ALL, Counts, RunFigures
 @dataclass(frozen=True)
 class FiguresSource:
     figures: Callable[[Run], RunFigures]
-    comparability_key: Callable[[Run], str]
+    segment_key: Callable[[Run], str]
+    # up to `limit` earlier runs of the run's segment, newest first
+    comparable: Callable[[Run, int], Sequence[Run]]
 
 
-def report_comparability_key(run: Run) -> str:
-    """What changes what a run measures: its targets, question revisions, models, and the
-    analyser (name and version) of its current analysis revision. Runs with equal keys are
-    comparable; a change starts a new segment."""
-    config = RunConfig.of(run)
-    revision = current_revision(run_id=run.pk)
-    key = {
-        "targets": sorted([t.platform, t.device, t.region, t.mode] for t in config.targets),
-        "questions": sorted(q.revision_id for q in config.questions or ()),
-        "models": sorted((k, v or "") for k, v in config.models.items()),
-        "analyser": [revision.analyser, revision.analyser_version] if revision else [],
-    }
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+def _counts(platform: str, brand: str, pool: dict[str, SeriesCounts]) -> list[Counts]:
+    return [
+        Counts(
+            platform=platform,
+            entity=entity,
+            is_brand=entity == brand,
+            planned=c["planned"],
+            valid=c["valid"],
+            mentioned=c["mentioned"],
+            negative=c["negative"],
+            rated=c["rated"],
+            citations=c["citations"],
+            own_citations=c["own_citations"],
+        )
+        for entity, c in sorted(pool.items())
+    ]
 
 
-def report_figures(run: Run) -> RunFigures:
-    config = RunConfig.of(run)
-    revision = current_revision(run_id=run.pk)
-    brand = config.brand.name
-    entities = [brand, *(c.name for c in config.competitors)]
-    groups = run_groups(
-        run.pk, revision.pk if revision else None, brand, list(config.brand.domains), SENTIMENTS
-    )
-    negative = _negative(run.pk, revision.pk if revision else None)
-    counts = []
-    tallies = [(ALL, groups.overall), *sorted(groups.by_platform.items())]
-    for platform, tally in tallies:
-        planned = sum(tally.buckets.values())
-        valid = tally.buckets["succeeded"]
-        for entity in entities:
-            is_brand = entity == brand
-            counts.append(
-                Counts(
-                    platform=platform,
-                    entity=entity,
-                    is_brand=is_brand,
-                    planned=planned,
-                    valid=valid,
-                    mentioned=tally.mentioned[entity],
-                    negative=min(negative[(platform, entity)], tally.mentioned[entity]),
-                    citations=tally.citations,
-                    own_citations=tally.brand_citations if is_brand else 0,
-                )
-            )
+def series_figures(run: Run) -> RunFigures:
+    brand = RunConfig.of(run).brand.name
+    per_platform = run_counts(campaign=run.campaign, runs=[run.pk], per=("platform",))
+    overall = run_counts(campaign=run.campaign, runs=[run.pk], per=()).get((), [])
+    counts: list[Counts] = []
+    for (platform,), runs in sorted(per_platform.items()):
+        for pool in runs:
+            counts.extend(_counts(platform, brand, pool))
     status = run_status(run_id=run.pk)
-    states: Counter[str] = Counter()
-    for _, state, _, n in groups.evidence:
-        states[state] += n
-    answered = status.planned - status.failed  # `failed` counts the cancelled ones
-    missing_states = {str(s) for s in MISSING_STATES}
-    # A sample whose collection failed has its evidence failed too: not "missing evidence".
-    missing = sum(states[s] for s in missing_states) - status.failed
+    evidence_n = evidence_missing = 0
+    for pool in overall:
+        counts.extend(_counts(ALL, brand, pool))
+        mine = pool.get(brand) or next(iter(pool.values()))
+        evidence_n, evidence_missing = mine["planned"], mine["evidence_missing"]
     return RunFigures(
         run_id=str(run.pk),
         counts=counts,
         planned=status.planned,
         failed=status.failed_not_cancelled,
         outcome=status.outcome.value,
-        evidence_n=max(answered, 0),
-        evidence_missing=min(max(missing, 0), max(answered, 0)),
+        evidence_n=evidence_n,
+        evidence_missing=min(evidence_missing, evidence_n),
     )
 
 
-def _negative(run_id: UUID, revision_id: int | None) -> Counter[tuple[str, str]]:
-    """Samples per (platform, entity) with a negative mention in the revision; ALL summed."""
-    out: Counter[tuple[str, str]] = Counter()
-    if revision_id is None:
-        return out
-    rows = (
-        Mention.objects.filter(
-            revision_id=revision_id, mentioned=True, sentiment="negative", sample__run_id=run_id
-        )
-        .values_list("platform", "entity")
-        .annotate(samples=Count("sample_id", distinct=True))
-    )
-    for platform, entity, samples in rows:
-        out[(platform, entity)] += samples
-        out[(ALL, entity)] += samples
-    return out
+def series_segment_key(run: Run) -> str:
+    """The run's comparability key over all its targets (the series' pooled key); "" when
+    the run has no rows yet."""
+    for runs in run_counts(campaign=run.campaign, runs=[run.pk], per=()).values():
+        for pool in runs:
+            return next(iter(pool.values())).comparability_key
+    return ""
 
 
-_source = FiguresSource(figures=report_figures, comparability_key=report_comparability_key)
+def series_comparable(run: Run, limit: int) -> list[Run]:
+    ids = comparable_runs(campaign=run.campaign, run=run, limit=limit)
+    found = {str(r.pk): r for r in Run.objects.filter(pk__in=ids).select_related("campaign")}
+    return [found[i] for i in ids if i in found]
+
+
+series_source = FiguresSource(
+    figures=series_figures, segment_key=series_segment_key, comparable=series_comparable
+)
+_source = series_source
 
 
 def use_source(source: FiguresSource) -> None:
-    """Where the rules read their counts from (the monitoring series, when installed)."""
+    """Where the rules read their counts from (tests set their own)."""
     global _source
     _source = source
 

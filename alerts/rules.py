@@ -50,6 +50,7 @@ class Counts:
     valid: int = 0
     mentioned: int = 0
     negative: int = 0
+    rated: int = -1  # mentions with a sentiment rating (-1: not counted; `mentioned` is used)
     citations: int = 0
     own_citations: int = 0
 
@@ -102,13 +103,24 @@ Metric = Callable[[Counts], tuple[int, int]]
 METRICS: dict[str, tuple[str, Metric, str]] = {
     # kind: (metric name, (hits, n), the direction that fires)
     "visibility_drop": ("visibility", lambda c: (c.mentioned, c.valid), "down"),
-    "negative_sentiment": ("negative sentiment", lambda c: (c.negative, c.mentioned), "up"),
+    "negative_sentiment": (
+        "negative sentiment",
+        lambda c: (c.negative, c.mentioned if c.rated < 0 else c.rated),
+        "up",
+    ),
     "citation_drop": (
         "own-domain citation share",
         lambda c: (c.own_citations, c.citations),
         "down",
     ),
 }
+
+
+def _scopes(latest: RunFigures) -> list[str]:
+    """Each platform, and every platform together when there are several (with one, the
+    overall cell is the platform's: the same condition twice)."""
+    platforms = latest.platforms()
+    return platforms if len(platforms) == 1 else [ALL, *platforms]
 
 
 def _label(platform: str) -> str:
@@ -122,7 +134,7 @@ def _trend_cells(
     history; with the runs of the baseline."""
     _, metric, _ = METRICS[kind]
     cells = []
-    for platform in [ALL, *latest.platforms()]:
+    for platform in _scopes(latest):
         now = latest.brand(platform)
         if now is None:
             continue
@@ -201,7 +213,7 @@ def _competitor_ahead(
     Fisher's test treats them as independent, which is conservative when both are named
     together often, never eager."""
     cells: list[tuple[Cell, str, Counts, Counts]] = []
-    for platform in [ALL, *latest.platforms()]:
+    for platform in _scopes(latest):
         brand = latest.brand(platform)
         if brand is None:
             continue

@@ -38,10 +38,28 @@ class FakeSeries:
         )
         self.rows[str(run.pk)] = (RunFigures(str(run.pk), counts, **more), key)
 
+    def key(self, run: Run) -> str:
+        return self.rows[str(run.pk)][1]
+
+    def comparable(self, run: Run, limit: int) -> list[Run]:
+        """As the series does: earlier runs with the run's key, stopped at a break."""
+        out: list[Run] = []
+        earlier = Run.objects.filter(campaign_id=run.campaign_id, created_at__lt=run.created_at)
+        for other in earlier.order_by("-created_at"):
+            if (
+                len(out) >= limit
+                or str(other.pk) not in self.rows
+                or self.key(other) != self.key(run)
+            ):
+                break
+            out.append(other)
+        return out
+
     def source(self) -> FiguresSource:
         return FiguresSource(
             figures=lambda run: self.rows[str(run.pk)][0],
-            comparability_key=lambda run: self.rows[str(run.pk)][1],
+            segment_key=self.key,
+            comparable=self.comparable,
         )
 
 

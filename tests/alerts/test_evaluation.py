@@ -10,11 +10,10 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from alerts import services
-from alerts.evaluation import evaluate_run, record_run_end
+from alerts.evaluation import evaluate_run, record_series_written
 from alerts.models import Alert, AlertDelivery, AlertRule, AlertState, Window
-from pipeline.runs import RunEnded
+from monitoring.services import SeriesWritten
 from sampling.models import OutboxMessage
-from sampling.selectors import run_status
 from tests.alerts.conftest import subscriber
 
 pytestmark = pytest.mark.django_db
@@ -147,13 +146,15 @@ def test_a_fired_alert_writes_its_deliveries_and_outbox_rows(series: Any, new_ru
         assert message.task == "alerts.deliver" and message.payload == {"delivery_id": delivery.pk}
 
 
-def test_the_run_end_follower_queues_one_evaluation_per_round(series: Any, new_run: Any) -> None:
+def test_each_series_write_queues_one_evaluation(series: Any, new_run: Any) -> None:
     r1 = new_run()
-    ended = RunEnded(run_id=r1.pk, round=0, status=run_status(run_id=r1.pk))
-    record_run_end(ended)
+    written = SeriesWritten(run_id=r1.pk, write="41")
+    record_series_written(written)
     assert not OutboxMessage.objects.filter(task="alerts.evaluate_run").exists()  # no rule
     _rule(r1)
-    record_run_end(ended)
-    record_run_end(ended)
+    record_series_written(written)
+    record_series_written(written)  # the same write told again
     (message,) = OutboxMessage.objects.filter(task="alerts.evaluate_run")
     assert message.payload == {"run_id": str(r1.pk)}
+    record_series_written(SeriesWritten(run_id=r1.pk, write="42"))  # a re-analysis: again
+    assert OutboxMessage.objects.filter(task="alerts.evaluate_run").count() == 2
