@@ -12,8 +12,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.html import format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from alerts.delivery import _figure
 from alerts.models import Alert, AlertDelivery, AlertRule, AlertSubscription
@@ -54,13 +54,13 @@ class AlertAdmin(TenantScopedAdmin):
         rows.append(("after", _figure(d.get("after"))))
         if "p_value" in d:
             rows.append(("p / q", f"{d['p_value']:.3g} / {d['q_value']:.3g}"))
-        return format_html_join(format_html("<br>"), "{}: {}", rows)
+        return format_html_join(mark_safe("<br>"), "{}: {}", rows)
 
     @admin.display(description="samples")
     def samples(self, obj: Alert) -> SafeString:
         links = obj.details.get("links", [])
         return format_html_join(
-            format_html("<br>"),
+            mark_safe("<br>"),
             '<a href="{}">{}</a>',
             ((link["url"], link["label"]) for link in links),
         )
