@@ -93,7 +93,8 @@ def evaluate_run(*, run_id: UUID | str, outbox_id: int | None = None) -> Evaluat
                 )
                 (fired if created else kept).append(alert.pk)
             keys = {finding.condition_key for finding in found}
-            for alert in _open_alerts(rule, run, exclude=keys):
+            # A run without series rows (segment "") measured nothing: it resolves nothing.
+            for alert in _open_alerts(rule, run, exclude=keys) if segment else []:
                 reason = _resolution(rule, alert, segment, latest)
                 if reason is None:
                     Alert.objects.filter(pk=alert.pk).update(last_run=run)

@@ -158,3 +158,15 @@ def test_each_series_write_queues_one_evaluation(series: Any, new_run: Any) -> N
     assert message.payload == {"run_id": str(r1.pk)}
     record_series_written(SeriesWritten(run_id=r1.pk, write="42"))  # a re-analysis: again
     assert OutboxMessage.objects.filter(task="alerts.evaluate_run").count() == 2
+
+
+def test_a_run_without_series_rows_resolves_nothing(series: Any, new_run: Any) -> None:
+    r1, r2 = new_run(), new_run()
+    _rule(r1)
+    series.set(r1, HIGH)
+    series.set(r2, LOW)
+    fired = evaluate_run(run_id=r2.pk).fired
+    r3 = new_run()
+    series.set(r3, {}, key="")  # no rows: the series has not measured it
+    assert evaluate_run(run_id=r3.pk).resolved == []
+    assert set(Alert.objects.filter(pk__in=fired).values_list("state", flat=True)) == {"open"}
