@@ -33,6 +33,8 @@ _EVIDENCE = _perms("evidence", "view", "capture", "evidenceobject", "citation", 
 _DOMAIN_CATEGORIES = _perms("evidence", "view add change delete", "domaincategory")
 _MENTIONS = _perms("analysis", "view", "mention", "analysisrevision", "analysisresult")
 _AMBIGUOUS_WORDS = _perms("analysis", "view", "ambiguousword")
+# Alerts: read and acknowledge (change alert); finance reads no answers, so no alerts.
+_ALERTS = _perms("alerts", "view change", "alert") | _perms("alerts", "view", "alertrule")
 # The metrics series (monitoring): the dashboard and the series API; not finance's.
 _SERIES = _perms("monitoring", "view", "seriesrow")
 
@@ -54,6 +56,9 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _perms("sampling", "view", "scheduleslot")
         | _perms("api", "view add change delete", "webhookendpoint")
         | _perms("api", "view", "webhookdelivery")
+        | _ALERTS
+        | _perms("alerts", "view add change delete", "alertrule", "alertsubscription")
+        | _perms("alerts", "view", "alertdelivery")
     ),
     # runs, samples, evidence, review queue, mentions, reports; no billing.
     ANALYST: frozenset(
@@ -66,6 +71,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _perms("evidence", "add", "reviewdecision")
         | _DOMAIN_CATEGORIES
         | _AMBIGUOUS_WORDS
+        | _ALERTS
     ),
     # ledger, accounts, reconciliation, statements, exports, run money summaries; no answer
     # text, no evidence. add_journalentry is the top-up.
