@@ -20,6 +20,7 @@ apply to a whole call; `hang` on task_post creates the tasks and never answers.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -126,8 +127,7 @@ class DataForSEOProtocol(PlatformProtocol):
 
     # --- routing -----------------------------------------------------------------------
     def handle(self, request: SimRequest) -> SimResponse:
-        auth = request.headers.get("authorization", "")
-        if not auth.lower().startswith("basic ") or auth[6:].strip() in ("", "aW52YWxpZA=="):
+        if not _login(request.headers.get("authorization", "")):
             return _refusal(401, 40100, "You are not authorized to access this resource.")
         parts = [p for p in request.path.split("/") if p]
         if parts[:1] != ["v3"]:
@@ -465,6 +465,18 @@ class DataForSEOProtocol(PlatformProtocol):
             "result_count": 1,
             "result": [result],
         }
+
+
+def _login(header: str) -> str:
+    """The login of HTTP Basic credentials; empty when there are none, or when the login
+    starts with `invalid` (the credentials the simulator refuses)."""
+    if not header.lower().startswith("basic "):
+        return ""
+    try:
+        login = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")[0]
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    return "" if login.startswith("invalid") else login
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -25,8 +25,11 @@ from .contract import CITED_WORLD, comparable, sample
 from .test_contract import PLATFORMS
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# openai's and collector's expected files are `reparse` printouts (test_reparse_command.py).
-PRINTOUTS = frozenset({"openai", "collector"})
+# openai's, collector's and the vendor-served surfaces' expected files are `reparse` printouts
+# (test_reparse_command.py); a vendor's JSON task answer has no cut stream to capture.
+PRINTOUTS = frozenset(
+    {"openai", "collector", "chatgpt_web", "gemini_web", "google_ai_mode", "google_ai_overview"}
+)
 EXPECTED = sorted(p for p in FIXTURES.glob("*/*.expected.json") if p.parent.name not in PRINTOUTS)
 TRUNCATED = sorted(p for p in FIXTURES.glob("*/truncated.*") if ".expected." not in p.name)
 # How each platform is asked for the `nonstream.json` capture: (path, headers, body changes).

@@ -50,6 +50,11 @@ def test_every_platform_has_captured_fixtures() -> None:
         "doubao",
         "qwen",
         "ollama",
+        # consumer surfaces, from their vendor's captured task answers (DataForSEO's task_get)
+        "chatgpt_web",
+        "gemini_web",
+        "google_ai_mode",
+        "google_ai_overview",
     }
 
 
