@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "analysis",
     "billing",
     "pipeline",
+    "monitoring",
     "console",
     "ops",
     "api",

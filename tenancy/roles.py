@@ -31,6 +31,8 @@ _RUNS_AND_SAMPLES = _perms("sampling", "view", "run", "batch", "sample", "attemp
 _EVIDENCE = _perms("evidence", "view", "capture", "evidenceobject", "citation")
 _MENTIONS = _perms("analysis", "view", "mention", "analysisrevision", "analysisresult")
 _AMBIGUOUS_WORDS = _perms("analysis", "view", "ambiguousword")
+# The metrics series (monitoring): the dashboard and the series API; not finance's.
+_SERIES = _perms("monitoring", "view", "seriesrow")
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     # campaigns, preview, launch (add run), cancel (change run), runs, samples (change sample:
@@ -40,6 +42,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _RUNS_AND_SAMPLES
         | _EVIDENCE
         | _MENTIONS
+        | _SERIES
         | _perms("sampling", "view add change", "brand", "campaign", "question")
         | _perms("sampling", "view add change delete", "competitor", "platformtarget")
         | _perms("sampling", "add change", "run", "sample")
@@ -55,6 +58,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _RUNS_AND_SAMPLES
         | _EVIDENCE
         | _MENTIONS
+        | _SERIES
         | _perms("evidence", "view", "reviewsample", "reviewdecision")
         | _perms("evidence", "add", "reviewdecision")
         | _AMBIGUOUS_WORDS

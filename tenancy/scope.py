@@ -75,6 +75,8 @@ TENANT_PATHS: dict[str, str] = {
     "api.launchrequest": SUPERUSER_ONLY,
     "api.webhookendpoint": "tenant_id",
     "api.webhookdelivery": "endpoint__tenant_id",
+    "monitoring.seriesrow": "tenant_id",
+    "monitoring.comparabilitykey": SUPERUSER_ONLY,
 }
 
 
