@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from html import escape as _esc
 from itertools import pairwise
 
 from django.utils.html import format_html
@@ -305,14 +306,13 @@ def _break_rule(at: float, top: float, bottom: float) -> str:
 def _dot(
     point: Point, colour: str, x: Callable[[datetime], float], y: Callable[[float], float]
 ) -> str:
-    circle = format_html(
-        '<circle class="geo-point" cx="{}" cy="{}" r="2.6" fill="{}"><title>{}</title></circle>',
-        _f(x(point.at)),
-        _f(y(point.value or 0.0)),
-        colour,
-        point.label,
+    # The hot path (a year of daily runs: thousands of points): f-strings over escaped text
+    # rather than format_html, same escaping (quotes included, for the attributes).
+    circle = (
+        f'<circle class="geo-point" cx="{x(point.at):.1f}" cy="{y(point.value or 0.0):.1f}" '
+        f'r="2.6" fill="{_esc(colour)}"><title>{_esc(point.label)}</title></circle>'
     )
-    return format_html('<a href="{}">{}</a>', point.href, circle) if point.href else circle
+    return f'<a href="{_esc(point.href)}">{circle}</a>' if point.href else circle
 
 
 def bar_chart(
@@ -326,7 +326,7 @@ def bar_chart(
     colour: str = PALETTE[0],
 ) -> SafeString:
     """One horizontal bar per row over [0, x_max], its interval as a whisker."""
-    text_width = 150
+    text_width = 200
     plot_w = width - label_width - text_width - 8
     height = max(1, len(bars)) * row_height + 8
     scale = plot_w / x_max if x_max > 0 else 0.0

@@ -20,17 +20,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
-from django.contrib.postgres.aggregates import ArrayAgg
-from django.db.models import Count, QuerySet, Sum
+from django.db import connection
+from django.db.models import Count
+from django.urls import reverse
 
 from analysis.stats import rate
 from console.charts import PALETTE, Bar, Part, Point, Series, Stack, bar_chart, stacked_chart
 from console.charts import time_chart as draw_time_chart
-from console.widgets import samples_url
 from evidence.models import Citation
-from monitoring.models import COUNTS, SeriesRow
+from monitoring.models import SeriesRow
 from monitoring.selectors import describe_change, pooled_key
 from sampling.models import Campaign
 
@@ -169,12 +170,6 @@ class RunPool:
     def all_mentioned(self) -> int:
         return sum(values.get("mentioned", 0) for values in self.entities.values())
 
-    def add(self, entity: str, values: Mapping[str, int], keys: Sequence[str]) -> None:
-        sums = self.entities.setdefault(entity, dict.fromkeys(COUNTS, 0))
-        for name in COUNTS:
-            sums[name] += int(values.get(name) or 0)
-        self.keys.update(keys)
-
 
 def entities_of(campaign: Campaign) -> list[str]:
     """The brand first, then the competitors in their order."""
@@ -182,40 +177,56 @@ def entities_of(campaign: Campaign) -> list[str]:
     return [campaign.brand.name, *(name for name in competitors if name != campaign.brand.name)]
 
 
-def scoped_rows(campaign: Campaign, filters: Filters, entities: Sequence[str]) -> QuerySet[Any]:
-    rows = SeriesRow.objects.filter(
-        campaign_id=campaign.pk,
-        entity__in=list(entities),
-        at__gte=filters.start,
-        at__lt=filters.end,
-        **filters.targets(),
-    )
-    if filters.question is not None:
-        return rows.filter(question_id=filters.question)
-    return rows.filter(question__isnull=True, topic=filters.topic or "")
+# The counts the dashboard's figures read (of monitoring.models.COUNTS).
+READ = (
+    "valid",
+    "mentioned",
+    "ranked",
+    "position_sum",
+    "rated",
+    "positive",
+    "negative",
+    "citations",
+    "own_citations",
+)
 
 
 def read_pools(
     campaign: Campaign, filters: Filters, entities: Sequence[str]
 ) -> tuple[dict[str, list[RunPool]], list[RunPool]]:
     """(platform -> its runs oldest first, the runs pooled over every selected platform),
-    each with its segment index."""
-    sums = {name: Sum(name) for name in COUNTS}
-    grouped = (
-        scoped_rows(campaign, filters, entities)
-        .order_by()
-        .values("run_id", "at", "platform", "entity")
-        .annotate(keys=ArrayAgg("comparability_key", distinct=True), **sums)
+    each with its segment index. One statement: the rows summed per run x platform x entity
+    and per run x entity (GROUPING SETS), each sum with the distinct keys it pooled."""
+    where = ["campaign_id = %s", "entity = ANY(%s)", "at >= %s", "at < %s"]
+    params: list[Any] = [campaign.pk, list(entities), filters.start, filters.end]
+    for name, value in filters.targets().items():
+        where.append(f"{name} = %s")  # a name of DIMENSIONS, never user text
+        params.append(value)
+    if filters.question is not None:
+        where.append("question_id = %s")
+        params.append(filters.question)
+    else:
+        where += ["question_id IS NULL", "topic = %s"]
+        params.append(filters.topic or "")
+    sums = ", ".join(f"sum({name})::bigint" for name in READ)
+    statement = (
+        f"SELECT run_id, at, platform, entity, GROUPING(platform) = 1, "
+        f"array_agg(DISTINCT comparability_key), {sums} "
+        f"FROM {SeriesRow._meta.db_table} WHERE {' AND '.join(where)} "
+        "GROUP BY GROUPING SETS ((run_id, at, platform, entity), (run_id, at, entity))"
     )
     by_platform: dict[str, dict[str, RunPool]] = defaultdict(dict)
     pooled: dict[str, RunPool] = {}
-    for row in grouped:
-        run = str(row["run_id"])
-        for pools in (by_platform[row["platform"]], pooled):
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        for run_id, at, platform, entity, is_pooled, keys, *values in cursor.fetchall():
+            run = str(run_id)
+            pools = pooled if is_pooled else by_platform[platform]
             pool = pools.get(run)
             if pool is None:
-                pool = pools[run] = RunPool(run_id=run, at=row["at"])
-            pool.add(row["entity"], row, row["keys"])
+                pool = pools[run] = RunPool(run_id=run, at=at)
+            pool.entities[entity] = dict(zip(READ, values, strict=True))
+            pool.keys.update(keys)
     platforms = {name: _in_segments(runs.values()) for name, runs in sorted(by_platform.items())}
     return platforms, _in_segments(pooled.values())
 
@@ -251,9 +262,15 @@ def _rate_point(pool: RunPool, hits: int, n: int, href: str, what: str) -> Point
     return Point(pool.at, figure.value, figure.low, figure.high, href, label, pool.segment)
 
 
-def _samples(pool: RunPool, platform: str | None, **extra: str) -> str:
+def _samples(base: str, pool: RunPool, platform: str | None, **extra: str) -> str:
+    """The sample list of the run (and platform), as console.widgets.samples_url, with the
+    list's path (`base`) reversed once per chart rather than once per point."""
     filters = {"run": pool.run_id, **({"platform": platform} if platform else {}), **extra}
-    return samples_url(**filters)
+    return f"{base}?{urlencode(filters)}"
+
+
+def _sample_list() -> str:
+    return reverse("admin:sampling_sample_changelist")
 
 
 def visibility_charts(
@@ -261,6 +278,7 @@ def visibility_charts(
 ) -> list[dict[str, Any]]:
     """One chart per platform: the brand's visibility (mentioned of valid answers) per run,
     its 95 % interval as a band; each point links to that run's valid samples there."""
+    base = _sample_list()
     charts = []
     for platform, runs in platforms.items():
         points = [
@@ -268,7 +286,7 @@ def visibility_charts(
                 pool,
                 pool.count(brand, "mentioned"),
                 pool.count(brand, "valid"),
-                _samples(pool, platform, validity="valid"),
+                _samples(base, pool, platform, validity="valid"),
                 "visibility",
             )
             for pool in runs
@@ -291,6 +309,7 @@ def visibility_charts(
 
 
 def share_of_voice_chart(runs: Sequence[RunPool], entities: Sequence[str], filters: Filters) -> Any:
+    base = _sample_list()
     lines = []
     for index, entity in enumerate(entities):
         points = [
@@ -298,7 +317,7 @@ def share_of_voice_chart(runs: Sequence[RunPool], entities: Sequence[str], filte
                 pool,
                 pool.count(entity, "mentioned"),
                 pool.all_mentioned(),
-                _samples(pool, filters.platform),
+                _samples(base, pool, filters.platform),
                 f"{entity}: share of voice",
             )
             for pool in runs
@@ -312,6 +331,7 @@ def share_of_voice_chart(runs: Sequence[RunPool], entities: Sequence[str], filte
 def average_position_chart(
     runs: Sequence[RunPool], entities: Sequence[str], filters: Filters
 ) -> Any:
+    base = _sample_list()
     lines, worst = [], 1.0
     for index, entity in enumerate(entities):
         points = []
@@ -326,7 +346,7 @@ def average_position_chart(
                 f"{pool.at:%Y-%m-%d %H:%M} · {entity}: average position {mean:.2f} "
                 f"over {ranked} ranked answers · segment {pool.segment + 1}"
             )
-            href = _samples(pool, filters.platform, validity="valid")
+            href = _samples(base, pool, filters.platform, validity="valid")
             points.append(Point(pool.at, mean, href=href, label=label, segment=pool.segment))
         lines.append(Series(entity, points, PALETTE[index % len(PALETTE)]))
     return draw_time_chart(
@@ -342,12 +362,13 @@ def average_position_chart(
 
 
 def own_citation_chart(runs: Sequence[RunPool], brand: str, filters: Filters) -> Any:
+    base = _sample_list()
     points = [
         _rate_point(
             pool,
             pool.count(brand, "own_citations"),
             pool.count(brand, "citations"),
-            _samples(pool, filters.platform, validity="valid"),
+            _samples(base, pool, filters.platform, validity="valid"),
             "own-domain citations",
         )
         for pool in runs
