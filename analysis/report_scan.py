@@ -171,12 +171,43 @@ class Sentiments:
 
 
 @dataclass
+class EntityCell:
+    """One entity in one cell (target x question revision) of `run_cells`: its ranks through
+    the analysed captures (sum, how many ranked, how many first), its mentioned rows of every
+    capture (`Sentiments`, as the report's sentiment and recommendation count them) and the
+    citations to its own domains."""
+
+    rank_sum: int = 0
+    ranked: int = 0
+    first: int = 0
+    rows: Sentiments = field(default_factory=lambda: Sentiments())
+    own_citations: int = 0
+
+
+@dataclass
+class CellTally(Tally):
+    """A cell of `run_cells`: a target's tally for one question revision (the same columns
+    as the report's groups), with per entity what the series needs beside them."""
+
+    evidence_missing: int = 0
+    entities: dict[str, EntityCell] = field(default_factory=dict)
+
+    def entity(self, name: str) -> EntityCell:
+        found = self.entities.get(name)
+        if found is None:
+            found = self.entities[name] = EntityCell()
+        return found
+
+
+@dataclass
 class Groups:
-    """The run's tallies: overall, per platform and per question revision."""
+    """The run's tallies: overall, per platform and per question revision (or, from
+    `run_cells`, per target and question revision: `by_cell`)."""
 
     overall: Tally
     by_platform: dict[str, Tally]
     by_question: dict[int, Tally]
+    by_cell: dict[tuple[str, int], CellTally] = field(default_factory=dict)
     # (question revision, competitor) -> its rows of succeeded samples beside the same
     # sample's brand row: answers, both named, brand named first, brand only, competitor
     # only; in question revision and competitor order (analysis.mention_metrics.HeadToHead).
@@ -189,6 +220,8 @@ class Groups:
     def tally(self, scope: str, platform: str | None, question: int | None) -> Tally:
         # Looked up before it is made: this runs once per result row, and a Tally made only
         # to be discarded by setdefault costs three Counters.
+        if scope == "c":
+            return self.cell(str(platform), int(question or 0))
         if scope == "p":
             key = str(platform)
             found = self.by_platform.get(key)
@@ -199,6 +232,12 @@ class Groups:
         found = self.by_question.get(number)
         if found is None:
             found = self.by_question[number] = Tally()
+        return found
+
+    def cell(self, target: str, question: int) -> CellTally:
+        found = self.by_cell.get((target, question))
+        if found is None:
+            found = self.by_cell[(target, question)] = CellTally()
         return found
 
 
@@ -245,10 +284,16 @@ def _total(column: str) -> str:
     return f"CAST(SUM({column}) AS BIGINT)"
 
 
-def _per_platform_and_question(base: str, keys: str, sums: str) -> str:
+def _per_platform_and_question(base: str, keys: str, sums: str, cells: bool = False) -> str:
     """One pass over the run's rows (`base`, grouped per platform `p`, question `q` and
     `keys`), rolled up twice: per platform and per question. Each row: scope ('p' or 'q'),
-    platform, question, the keys, the sums."""
+    platform, question, the keys, the sums. With `cells`, not rolled up: one row per
+    platform (or target) and question, scope 'c' (`run_cells`)."""
+    if cells:
+        return (
+            f"WITH base AS ({base}) "
+            f"SELECT 'c', p, q, {keys}, {sums} FROM base GROUP BY p, q, {keys}"
+        )
     return (
         f"WITH base AS ({base}) "
         f"SELECT 'p', p, NULL, {keys}, {sums} FROM base GROUP BY p, {keys} "
@@ -256,9 +301,12 @@ def _per_platform_and_question(base: str, keys: str, sums: str) -> str:
     )
 
 
-def _add_samples(groups: Groups, run_id: UUID | str, by_target: bool = False) -> None:
+def _add_samples(
+    groups: Groups, run_id: UUID | str, by_target: bool = False, per_cell: bool = False
+) -> None:
     """Samples per bucket ("unclassified" for a finished sample in no bucket), and per
-    platform, evidence state and reason: one pass over the run's samples for both."""
+    platform, evidence state and reason: one pass over the run's samples for both. With
+    `per_cell`: per target and question revision, buckets and samples with evidence missing."""
     missing_states = [str(state) for state in MISSING_STATES]
     missing = ", ".join("%s" for _ in missing_states)
     key = _target_sql("s") if by_target else "s.platform"
@@ -267,14 +315,25 @@ def _add_samples(groups: Groups, run_id: UUID | str, by_target: bool = False) ->
         f"s.evidence_state AS es, CASE WHEN s.evidence_state IN ({missing}) "
         "THEN s.evidence_reason ELSE '' END AS er, "
         f"COUNT(*) AS n FROM {SAMPLE} s WHERE s.run_id = %s GROUP BY 1, 2, 3, 4, 5) "
-        f"SELECT 'p', p, NULL, b, NULL, NULL, {_total('n')} FROM base GROUP BY p, b "
-        f"UNION ALL SELECT 'q', NULL, q, b, NULL, NULL, {_total('n')} FROM base GROUP BY q, b "
-        f"UNION ALL SELECT 'e', p, NULL, NULL, es, er, {_total('n')} FROM base GROUP BY p, es, er"
     )
-    for scope, platform, question, bucket, state, reason, n in _rows(
-        sql, [*missing_states, run_param(run_id)]
-    ):
-        if scope == "e":
+    if per_cell:
+        sql += (
+            f"SELECT 'c', p, q, b, NULL, NULL, {_total('n')} FROM base GROUP BY p, q, b "
+            f"UNION ALL SELECT 'x', p, q, NULL, es, NULL, {_total('n')} FROM base "
+            f"WHERE es IN ({missing}) GROUP BY p, q, es"
+        )
+    else:
+        sql += (
+            f"SELECT 'p', p, NULL, b, NULL, NULL, {_total('n')} FROM base GROUP BY p, b "
+            f"UNION ALL SELECT 'q', NULL, q, b, NULL, NULL, {_total('n')} FROM base GROUP BY q, b "
+            f"UNION ALL SELECT 'e', p, NULL, NULL, es, er, {_total('n')} FROM base "
+            "GROUP BY p, es, er"
+        )
+    params = [*missing_states, run_param(run_id)] + (missing_states if per_cell else [])
+    for scope, platform, question, bucket, state, reason, n in _rows(sql, params):
+        if scope == "x":
+            groups.cell(str(platform), int(question)).evidence_missing += int(n)
+        elif scope == "e":
             groups.evidence.append((str(platform), str(state), str(reason), int(n)))
         else:
             groups.tally(scope, platform, question).buckets[bucket or "unclassified"] += int(n)
@@ -296,6 +355,7 @@ def _add_mentions(
     brand: str,
     sentiments: tuple[str, ...],
     by_target: bool = False,
+    per_cell: bool = False,
 ) -> None:
     """One pass over the revision's mention rows of succeeded samples (one set of rows per
     sample and revision; a competitor's row carries the brand's result in the same answer):
@@ -307,7 +367,11 @@ def _add_mentions(
 
     Every tally is a `COUNT(*) FILTER` of the same grouped rows, so adding one costs no scan.
     The rows of not-succeeded samples are subtracted from every tally, those of not-analysed
-    captures (of succeeded samples) from the analysed ones (`net_cells`)."""
+    captures (of succeeded samples) from the analysed ones (`net_cells`).
+
+    With `per_cell` (`run_cells`): not rolled up, one row per target, question revision and
+    entity; every entity's ranks are kept, with how many ranked it first (`fp`, through the
+    analysed captures), and its sentiment and recommendation per cell."""
     competitor = "NOT m.is_brand"
     counts = {
         "mentioned": "m.mentioned",
@@ -318,6 +382,7 @@ def _add_mentions(
         "hco": f"{competitor} AND m.mentioned AND NOT m.brand_mentioned",
         "sr": "m.mentioned AND m.recommended",
         **{f"s{i}": "m.mentioned AND m.sentiment = %s" for i in range(len(sentiments))},
+        **({"fp": "m.mentioned AND m.rank = 1"} if per_cell else {}),
     }
     # The ranks of every entity (the brand's are kept below): the cell has one entity, so
     # this needs no comparison with the brand's name per row.
@@ -346,6 +411,7 @@ def _add_mentions(
         **{name: (name, succeeded) for name in ("ha", "hb", "hr", "hbo", "hco")},
         "sn": ("mentioned", succeeded),
         **{name: (name, succeeded) for name in ("sr", *(f"s{i}" for i in range(len(sentiments))))},
+        **({"fp": ("fp", analysed)} if per_cell else {}),
     }
     base = net_cells(
         ["p", "q", "e"],
@@ -360,11 +426,14 @@ def _add_mentions(
         {"kept": ("kept", succeeded), **nets},
         "kept",
     )
-    sql = _per_platform_and_question(base, "e", ", ".join(_total(name) for name in nets))
+    sql = _per_platform_and_question(base, "e", ", ".join(_total(name) for name in nets), per_cell)
     run = run_param(run_id)
     params = [*sentiments, revision_id, *sentiments, revision_id, run]
     params += [*sentiments, revision_id, run, run, run]
     rows = _rows(f"{sql} ORDER BY 3, 4", params)
+    if per_cell:
+        _add_cell_mentions(groups, rows, sentiments)
+        return
     for scope, platform, question, entity, rank_sum, rank_n, n, *rest in rows:
         pair, (mentioned, recommended, *by_sentiment) = rest[:5], rest[5:]
         tally = groups.tally(scope, platform, question)
@@ -387,6 +456,24 @@ def _add_mentions(
                 brand_only,
                 competitor_only,
             )
+
+
+def _add_cell_mentions(
+    groups: Groups, rows: list[tuple[Any, ...]], sentiments: tuple[str, ...]
+) -> None:
+    """The rows of `_add_mentions` in cell mode into `Groups.by_cell`."""
+    for _scope, target, question, entity, rank_sum, rank_n, n, *rest in rows:
+        mentioned, recommended, *by_sentiment = rest[5 : 7 + len(sentiments)]
+        cell = groups.cell(str(target), int(question))
+        cell.mentioned[entity] += int(n or 0)
+        counts = cell.entity(entity)
+        counts.rank_sum += int(rank_sum or 0)
+        counts.ranked += int(rank_n or 0)
+        counts.first += int(rest[-1] or 0)
+        counts.rows.mentioned += int(mentioned or 0)
+        counts.rows.recommended += int(recommended or 0)
+        for name, count in zip(sentiments, by_sentiment, strict=True):
+            counts.rows.by_sentiment[name] += int(count or 0)
 
 
 @lru_cache(maxsize=65536)
@@ -413,15 +500,27 @@ def _host_key() -> str:
 
 
 def _add_citations(
-    groups: Groups, run_id: UUID | str, brand_domains: list[str], by_target: bool = False
+    groups: Groups,
+    run_id: UUID | str,
+    brand_domains: list[str],
+    by_target: bool = False,
+    entity_domains: dict[str, list[str]] | None = None,
 ) -> None:
     """Citations of the analysed captures, the brand's share, unparseable ones and cited
     registrable domains. Streams (scope, group, host key, n) rows.
 
     A citation does not count if its capture is not analysed or its sample not succeeded:
     the citations of those captures, and of every capture of those samples (a citation's
-    sample is its capture's, copied with the row), are subtracted (`net_cells`)."""
+    sample is its capture's, copied with the row), are subtracted (`net_cells`).
+
+    With `entity_domains` (`run_cells`): per target and question revision, not rolled up,
+    and each entity's own-domain citations counted by the same host rule as the brand's."""
     brands = tuple(h for h in (extract_host(d) for d in brand_domains) if h)
+    per_cell = entity_domains is not None
+    owners = {
+        name: tuple(h for h in (extract_host(d) for d in domains) if h)
+        for name, domains in (entity_domains or {}).items()
+    }
 
     source, key = _keyed(CITATION, "ci", by_target)
 
@@ -442,7 +541,7 @@ def _add_citations(
         {"n": ("n", (0,))},
         "n",
     )
-    sql = _per_platform_and_question(base, "k", _total("n"))
+    sql = _per_platform_and_question(base, "k", _total("n"), per_cell)
     run = run_param(run_id)
     for scope, platform, question, key, total in _streamed(sql, [run] * 5):
         tally = groups.tally(scope, platform, question)
@@ -455,6 +554,10 @@ def _add_citations(
             tally.unparseable += n
         if domain is not None:
             tally.domains[domain] += n
+        if isinstance(tally, CellTally):
+            for name, hosts in owners.items():
+                if hosts and _url_facts(key, hosts)[1]:
+                    tally.entity(name).own_citations += n
 
 
 def run_groups(
@@ -479,3 +582,25 @@ def run_groups(
     for tally in groups.by_platform.values():
         groups.overall.add(tally)
     return groups
+
+
+def run_cells(
+    run_id: UUID | str,
+    revision_id: int | None,
+    brand: str,
+    entity_domains: dict[str, list[str]],
+    sentiments: tuple[str, ...] = (),
+) -> dict[tuple[str, int], CellTally]:
+    """The run's tallies per target (`target_key`) and question revision, not rolled up: the
+    same three passes as `run_groups` (the same rows, buckets, analysed captures and
+    subtractions), grouped one level finer. `run_groups` rolls the same base cells up per
+    platform and per question; the metrics series (monitoring) sums these into its scopes,
+    and pipeline/invariants.py compares the two. `entity_domains`: each entity's domains
+    (the brand's give `brand_citations` too)."""
+    groups = Groups(overall=Tally(), by_platform={}, by_question={})
+    _add_samples(groups, run_id, by_target=True, per_cell=True)
+    if revision_id is not None:
+        _add_mentions(groups, run_id, revision_id, brand, sentiments, by_target=True, per_cell=True)
+    brand_domains = entity_domains.get(brand, [])
+    _add_citations(groups, run_id, brand_domains, by_target=True, entity_domains=entity_domains)
+    return groups.by_cell

@@ -4,7 +4,7 @@ re-analysis of a whole run from stored answers as a new revision."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -401,10 +401,44 @@ def reanalyse_samples(
     return done
 
 
+@dataclass(frozen=True)
+class RevisionDone:
+    """What a follower of a finished re-analysis is told: the run and its new revision."""
+
+    run_id: UUID
+    revision_id: int
+    number: int
+
+
+# As pipeline/runs.py's run-end followers: an upper layer (the metrics series, monitoring)
+# registers by name from its AppConfig.ready what follows a revision's end; the follower
+# writes outbox rows in the caller's transaction and does nothing else (no network I/O, no
+# commit), and is idempotent (dedupe keys). An explicit call, not a signal.
+RevisionFollower = Callable[[RevisionDone], None]
+_revision_followers: dict[str, RevisionFollower] = {}
+
+
+def follow_revision_done(*, name: str, follower: RevisionFollower) -> None:
+    """Register what follows every re-analysis that finishes. By name: a second registration
+    under the same name replaces the first."""
+    _revision_followers[name] = follower
+
+
 def finish_revision_if_complete(*, revision_id: int) -> bool:
+    """Mark the revision done once every expected sample is analysed; exactly once (a
+    conditional update), and then, in the same transaction, its followers are told. Call
+    inside a transaction."""
     analysed = AnalysisResult.objects.filter(revision_id=revision_id).count()
-    return bool(
+    done = bool(
         AnalysisRevision.objects.filter(
             pk=revision_id, state=RevisionState.RUNNING, expected__lte=analysed
         ).update(state=RevisionState.DONE, finished_at=Now())
     )
+    if done and _revision_followers:
+        run_id, number = AnalysisRevision.objects.values_list("run_id", "number").get(
+            pk=revision_id
+        )
+        told = RevisionDone(run_id=run_id, revision_id=revision_id, number=number)
+        for follower in _revision_followers.values():
+            follower(told)
+    return done

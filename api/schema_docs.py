@@ -169,6 +169,7 @@ _CAMPAIGN_BODY = {
     "brand": {"name": "Acme", "aliases": ["ACME"], "domains": ["acme.com"]},
     "competitors": [{"name": "Globex", "aliases": [], "domains": ["globex.com"]}],
     "questions": ["Which CRM is best for a small team?"],
+    "topics": {"Which CRM is best for a small team?": ["small business", "crm"]},
     "targets": [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}],
     "repeats": 2,
     "screenshot_policy": "optional",
@@ -526,3 +527,68 @@ USED_PREVIEW_EXAMPLE = OpenApiExample(
     response_only=True,
     status_codes=["409"],
 )
+
+
+SERIES = inline_serializer(
+    "Series",
+    {
+        "campaign": s.IntegerField(),
+        "metric": s.CharField(),
+        "entity": s.CharField(),
+        "filters": s.DictField(help_text="the filters applied (null: not given)"),
+        "points": s.ListField(
+            child=inline_serializer(
+                "SeriesPoint",
+                {
+                    "run_id": s.UUIDField(),
+                    "at": s.DateTimeField(help_text="the run's finish time"),
+                    "hits": s.IntegerField(),
+                    "n": s.IntegerField(),
+                    "rate": s.FloatField(allow_null=True, help_text="null when n is 0"),
+                    "low": s.FloatField(allow_null=True, help_text="Wilson 95 % (null: a mean)"),
+                    "high": s.FloatField(allow_null=True),
+                    "segment": s.IntegerField(help_text="index into segments"),
+                },
+            )
+        ),
+        "segments": s.ListField(
+            child=inline_serializer(
+                "SeriesSegment",
+                {
+                    "index": s.IntegerField(),
+                    "comparability_key": s.CharField(),
+                    "start": s.DateTimeField(),
+                    "end": s.DateTimeField(),
+                    "runs": s.IntegerField(),
+                    "changes": s.ListField(
+                        child=s.CharField(), help_text="what changed at its start"
+                    ),
+                },
+            )
+        ),
+    },
+)
+SERIES_EXAMPLE = OpenApiExample(
+    "Visibility on one platform, with a break",
+    value={
+        "campaign": 7,
+        "metric": "visibility",
+        "entity": "Acme",
+        "filters": {"platform": "openai", "region": None, "device": None, "mode": None,
+                    "topic": None, "question": None, "since": None, "until": None},
+        "points": [
+            {"run_id": RUN_ID, "at": "2026-03-01T06:10:00+00:00", "hits": 31, "n": 40,
+             "rate": 0.775, "low": 0.625, "high": 0.877, "segment": 0},
+            {"run_id": "6a1d4b6f-9e8c-4a4a-8b62-1c2d3e4f5a61", "at": "2026-03-02T06:12:00+00:00",
+             "hits": 22, "n": 60, "rate": 0.367, "low": 0.255, "high": 0.494, "segment": 1},
+        ],
+        "segments": [
+            {"index": 0, "comparability_key": "9f2c…", "start": "2026-03-01T06:10:00+00:00",
+             "end": "2026-03-01T06:10:00+00:00", "runs": 1, "changes": []},
+            {"index": 1, "comparability_key": "41ab…", "start": "2026-03-02T06:12:00+00:00",
+             "end": "2026-03-02T06:12:00+00:00", "runs": 1,
+             "changes": ["target added: openai/gb/desktop/web_search"]},
+        ],
+    },
+    response_only=True,
+)  # fmt: skip

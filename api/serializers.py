@@ -35,6 +35,14 @@ class CampaignBodySerializer(serializers.Serializer):
     brand = EntitySerializer()
     competitors = EntitySerializer(many=True, required=False)
     questions = serializers.ListField(child=serializers.CharField())
+    topics = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text=(
+            "question text -> its topics (tags), each frozen with every run and usable as a "
+            "filter of the series; a question left out has none"
+        ),
+    )
     targets = TargetSerializer(many=True)
     repeats = serializers.IntegerField(min_value=1, max_value=100, required=False)
     screenshot_policy = serializers.CharField(required=False)

@@ -52,6 +52,10 @@ def update_campaign(*, campaign: Campaign, changes: Any) -> Campaign:
     if not isinstance(changes, dict):
         raise PlanError(["campaign: expected a JSON object"])
     data = {**campaign_spec_data(campaign=campaign), **changes}
+    if "questions" in changes and "topics" not in changes and isinstance(data["questions"], list):
+        # the topics of the questions kept stay theirs; a question gone takes its own away
+        kept = set(str(q) for q in data["questions"])
+        data["topics"] = {q: t for q, t in data.get("topics", {}).items() if q in kept}
     if data["tenant"] != campaign.tenant.slug:
         raise PlanError(["tenant: a campaign cannot move to another tenant"])
     spec = parse_campaign_spec(data, refuse_duplicates=True)

@@ -1,7 +1,7 @@
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
-from .views import billing, campaigns, evidence, hooks, runs, tokens
+from .views import billing, campaigns, evidence, hooks, runs, series, tokens
 from .views.schema import SchemaView
 
 app_name = "api"
@@ -10,6 +10,7 @@ campaign = [
     path("", campaigns.CampaignDetail.as_view(), name="campaign"),
     path("preview", campaigns.CampaignPreview.as_view(), name="preview"),
     path("launch", campaigns.CampaignLaunch.as_view(), name="launch"),
+    path("series", series.CampaignSeries.as_view(), name="series"),
 ]
 
 run = [

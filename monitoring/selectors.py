@@ -71,6 +71,8 @@ class Counts:
     values: Mapping[str, int]  # COUNTS -> sum
     # the sum of `mentioned` over every entity of the same run and pool (share of voice)
     all_mentioned: int = 0
+    # the keys of the rows pooled (one: the row's own), whose parts say what they measure
+    member_keys: tuple[str, ...] = ()
 
     def __getitem__(self, name: str) -> int:
         if name == "all_mentioned":
@@ -183,7 +185,8 @@ def _pool(
     for (group, run), entities in sorted(
         sums.items(), key=lambda kv: (kv[0][0], at[kv[0][1]], kv[0][1])
     ):
-        key = pooled_key(keys[(group, run)])
+        members = tuple(sorted(keys[(group, run)]))
+        key = pooled_key(members)
         everyone = sum(values["mentioned"] for values in entities.values())
         out[group].append(
             {
@@ -194,6 +197,7 @@ def _pool(
                     comparability_key=key,
                     values=values,
                     all_mentioned=everyone,
+                    member_keys=members,
                 )
                 for name, values in entities.items()
             }
@@ -362,9 +366,10 @@ def _point(metric: Metric, counts: Counts, hits: int, n: int, segment: int) -> P
 
 def _segments(points: Sequence[Point], runs: Sequence[Mapping[str, Counts]]) -> list[Segment]:
     out: list[Segment] = []
-    previous_key: str | None = None
+    previous: tuple[str, ...] = ()
     for point, run in zip(points, runs, strict=True):
-        key = next(iter(run.values())).comparability_key
+        first = next(iter(run.values()))
+        key = first.comparability_key
         if out and out[-1].index == point.segment:
             last = out[-1]
             out[-1] = Segment(
@@ -376,49 +381,36 @@ def _segments(points: Sequence[Point], runs: Sequence[Mapping[str, Counts]]) -> 
                 last.changes,
             )
             continue
-        changes = tuple(describe_change(previous_key, key)) if previous_key else ()
+        changes = tuple(describe_change(previous, first.member_keys)) if previous else ()
         out.append(Segment(point.segment, key, point.at, point.at, 1, changes))
-        previous_key = key
+        previous = first.member_keys
     return out
 
 
 # --- what changed at a break -----------------------------------------------------------------
 
 
-def _parts(keys: Iterable[str]) -> dict[str, Any]:
-    return dict(
-        ComparabilityKey.objects.filter(digest__in=set(keys)).values_list("digest", "parts")
+def describe_change(before: Iterable[str], after: Iterable[str]) -> list[str]:
+    """What differs between what two pools of rows measure (each: the keys of its rows), in
+    words: targets added or removed, and per target the model, the analyser and the questions
+    (added, removed, edited)."""
+    old_keys, new_keys = set(before), set(after)
+    if old_keys == new_keys:
+        return []
+    parts = dict(
+        ComparabilityKey.objects.filter(digest__in=old_keys | new_keys).values_list(
+            "digest", "parts"
+        )
     )
-
-
-def _members(key: str, parts: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The row keys' parts a key stands for (a pooled key: its members')."""
-    found = parts.get(key)
-    if found is None:
-        return []
-    if "members" in found:
-        return [parts[m] for m in found["members"] if m in parts]
-    return [found]
-
-
-def describe_change(before: str, after: str) -> list[str]:
-    """What differs between what two keys measure, in words: targets added or removed, and
-    per target the model, the analyser and the questions (added, removed, edited)."""
-    if before == after:
-        return []
-    parts = _parts([before, after])
-    for key in (before, after):
-        members = parts.get(key, {}).get("members", [])
-        parts |= _parts(members)
-    old = {_target(p): p for p in _members(before, parts)}
-    new = {_target(p): p for p in _members(after, parts)}
+    old = {_target(parts[k]): parts[k] for k in sorted(old_keys) if k in parts}
+    new = {_target(parts[k]): parts[k] for k in sorted(new_keys) if k in parts}
     if not old or not new:
         return ["what is measured changed"]
     changes = [f"target added: {t}" for t in sorted(set(new) - set(old))]
     changes += [f"target removed: {t}" for t in sorted(set(old) - set(new))]
     for target in sorted(set(old) & set(new)):
         a, b = old[target], new[target]
-        for part in ("model", "analyser", "analyser_version", "scope"):
+        for part in ("model", "analyser", "analyser_version"):
             if a.get(part) != b.get(part):
                 changes.append(f"{target}: {part} {a.get(part)!r} -> {b.get(part)!r}")
         qa = {int(q): int(r) for q, r in a.get("questions", [])}

@@ -839,6 +839,17 @@ CHECKS: dict[str, Callable[[UUID | str | None], list[Violation]]] = {
 }
 
 
+Check = Callable[[UUID | str | None], list[Violation]]
+
+
+def register_check(*, name: str, check: Check) -> None:
+    """An upper layer's invariant (pipeline does not import the layers above it: they
+    register from their AppConfig.ready, as run-end followers and sweeps do), run by
+    `check_all` and `check_invariants` with the others. By name: a second registration under
+    the same name replaces the first."""
+    CHECKS[name] = check
+
+
 def check_all(run_id: UUID | str | None = None) -> list[Violation]:
     """Every invariant over the whole database, or over one run, from one snapshot."""
     found: list[Violation] = []

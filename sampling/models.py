@@ -156,6 +156,10 @@ class Question(models.Model):
     current_revision = models.ForeignKey(
         "QuestionRevision", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # Its topics (tags), frozen with each run (sampling.snapshots.QuestionSnapshot.topics);
+    # the metrics series has a row per topic (monitoring). Not part of the text: changing
+    # them makes no new revision.
+    topics = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["position", "id"]

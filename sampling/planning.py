@@ -129,6 +129,8 @@ class CampaignSpec:
     priority: int = 0
     duplicates: list[Duplicate] = field(default_factory=list)
     submission_limits: dict[str, int] = field(default_factory=dict)
+    # question text -> its topics (tags); None: the file gave none, a saved campaign's stay
+    topics: dict[str, tuple[str, ...]] | None = None
 
     @property
     def sample_count(self) -> int:
@@ -231,6 +233,40 @@ def _questions(
     return kept, duplicates
 
 
+TOPIC_MAX = 100  # monitoring.models.SeriesRow.topic
+
+
+def _topics(
+    value: Any, questions: list[str], problems: _Problems
+) -> dict[str, tuple[str, ...]] | None:
+    """`topics`: an object from a question's text (one of `questions`) to its topics, each a
+    non-empty name of at most TOPIC_MAX characters; a question left out has none."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.add("topics", "expected an object from question text to a list of topics")
+        return None
+    known = set(questions)
+    out: dict[str, tuple[str, ...]] = {}
+    for text, names in value.items():
+        where = f"topics[{str(text)[:60]!r}]"
+        if text not in known:
+            problems.add(where, "not one of the campaign's questions")
+            continue
+        if not isinstance(names, list):
+            problems.add(where, "expected a list of topics")
+            continue
+        kept: list[str] = []
+        for name in names:
+            topic = " ".join(str(name).split()) if isinstance(name, str) else ""
+            if not topic or len(topic) > TOPIC_MAX:
+                problems.add(where, f"a topic is a name of 1 to {TOPIC_MAX} characters")
+            elif topic not in kept:
+                kept.append(topic)
+        out[text] = tuple(kept)
+    return out
+
+
 def _targets(value: Any, policy: str, problems: _Problems) -> list[TargetSpec]:
     if not isinstance(value, list) or not value:
         problems.add("targets", "a campaign needs at least one platform target")
@@ -325,6 +361,7 @@ def parse_campaign_spec(
         data.get("questions"), problems, refuse_duplicates=refuse_duplicates
     )
     targets = _targets(data.get("targets"), policy, problems)
+    topics = _topics(data.get("topics"), questions, problems)
     repeats = _int_field(data, "repeats", 1, repeats_problem, problems)
     priority = _int_field(data, "priority", 0, priority_problem, problems)
     spec = CampaignSpec(
@@ -339,6 +376,7 @@ def parse_campaign_spec(
         priority=priority,
         duplicates=duplicates,
         submission_limits=submission_limits(targets, submission_limit),
+        topics=topics,
     )
     maximum = settings.GEO_MAX_PLAN_SAMPLES
     if spec.sample_count > maximum:

@@ -3,6 +3,7 @@ all call these."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -88,7 +89,7 @@ def save_campaign(*, spec: CampaignSpec) -> Campaign:
         )
         _replace_competitors(campaign, spec)
         _replace_targets(campaign, spec)
-        _sync_questions(campaign, spec.questions)
+        _sync_questions(campaign, spec.questions, spec.topics)
     return campaign
 
 
@@ -121,7 +122,11 @@ def _replace_targets(campaign: Campaign, spec: CampaignSpec) -> None:
     )
 
 
-def _sync_questions(campaign: Campaign, texts: list[str]) -> None:
+def _sync_questions(
+    campaign: Campaign, texts: list[str], topics: dict[str, tuple[str, ...]] | None = None
+) -> None:
+    """The questions in their positions; `topics` (None: keep each question's) replaces
+    every question's topics, a question it leaves out having none."""
     existing = list(campaign.questions.select_related("current_revision").order_by("position"))
     for position, text in enumerate(texts):
         if position < len(existing):
@@ -131,6 +136,9 @@ def _sync_questions(campaign: Campaign, texts: list[str]) -> None:
         else:
             question = Question.objects.create(campaign=campaign, position=position)
         revise_question(question=question, text=text)
+        if topics is not None and question.topics != list(topics.get(text, ())):
+            question.topics = list(topics.get(text, ()))
+            question.save(update_fields=["topics"])
     for question in existing[len(texts) :]:
         question.is_active = False
         question.save(update_fields=["is_active"])
@@ -168,6 +176,7 @@ def campaign_spec_data(*, campaign: Campaign) -> dict[str, Any]:
             for c in campaign.competitors.all()
         ],
         "questions": [q.current_revision.text for q in questions if q.current_revision],
+        **_topics_data(questions),
         "targets": [
             {"platform": t.platform, "device": t.device, "region": t.region, "mode": t.mode}
             for t in campaign.targets.order_by("id")
@@ -176,6 +185,16 @@ def campaign_spec_data(*, campaign: Campaign) -> dict[str, Any]:
         "screenshot_policy": campaign.screenshot_policy,
         "priority": campaign.priority,
     }
+
+
+def _topics_data(questions: Iterable[Question]) -> dict[str, Any]:
+    """`topics` of the launch file's shape, when any active question has some."""
+    topics = {
+        q.current_revision.text: list(q.topics)
+        for q in questions
+        if q.current_revision is not None and q.topics
+    }
+    return {"topics": topics} if topics else {}
 
 
 def campaign_as_spec(*, campaign: Campaign, submission_limit: int | None = None) -> CampaignSpec:
@@ -224,6 +243,9 @@ def _current_revisions(campaign: Campaign, spec: CampaignSpec) -> list[QuestionR
 def _run_config(
     campaign: Campaign, spec: CampaignSpec, revisions: list[QuestionRevision]
 ) -> RunConfig:
+    topics: dict[int, list[str]] = dict(
+        Question.objects.filter(campaign=campaign).values_list("pk", "topics")
+    )
     return RunConfig(
         tenant=spec.tenant,
         campaign_id=campaign.pk,
@@ -232,7 +254,11 @@ def _run_config(
         competitors=tuple(_entity(c) for c in spec.competitors),
         questions=tuple(
             QuestionSnapshot(
-                revision_id=r.pk, question_id=r.question_id, revision_no=r.revision_no, text=r.text
+                revision_id=r.pk,
+                question_id=r.question_id,
+                revision_no=r.revision_no,
+                text=r.text,
+                topics=tuple(topics.get(r.question_id, ())),
             )
             for r in revisions
         ),

@@ -136,24 +136,32 @@ class QuestionSnapshot:
     question_id: int
     revision_no: int
     text: str
+    # The question's topics (tags) as the campaign had them at launch; None: a run launched
+    # before questions had topics (none).
+    topics: tuple[str, ...] | None = None
 
     @classmethod
     def from_json(cls, value: object, where: str) -> QuestionSnapshot:
         data = _object(value, where)
+        topics = data.get("topics")
         return cls(
             revision_id=_int(_required(data, "revision_id"), f"{where}.revision_id"),
             question_id=_int(_required(data, "question_id"), f"{where}.question_id"),
             revision_no=_int(_required(data, "revision_no"), f"{where}.revision_no"),
             text=_str(_required(data, "text"), f"{where}.text"),
+            topics=None if topics is None else _strs(topics, f"{where}.topics"),
         )
 
     def to_json(self) -> JsonObject:
-        return {
+        data: JsonObject = {
             "revision_id": self.revision_id,
             "question_id": self.question_id,
             "revision_no": self.revision_no,
             "text": self.text,
         }
+        if self.topics is not None:
+            data["topics"] = list(self.topics)
+        return data
 
 
 @dataclass(frozen=True)

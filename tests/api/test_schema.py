@@ -12,6 +12,7 @@ PATHS = [
     "/api/v1/campaigns/{id}/",
     "/api/v1/campaigns/{id}/preview",
     "/api/v1/campaigns/{id}/launch",
+    "/api/v1/campaigns/{id}/series",
     "/api/v1/runs/",
     "/api/v1/runs/{run_id}/",
     "/api/v1/runs/{run_id}/cancel",

@@ -1,0 +1,77 @@
+"""The metrics series: a run's rows come from the report's passes and agree with its report."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.reports import build_run_report
+from monitoring.checks import check_series
+from monitoring.models import SeriesRow
+from monitoring.services import write_series
+from pipeline.runs import finish_run_if_done, on_run_finished
+from sampling.models import Run
+from simulator import SimulatorHandle
+from tests.reports.conftest import collected_run
+
+pytestmark = pytest.mark.django_db
+
+
+def _finished(run: Run) -> Run:
+    finish_run_if_done(run_id=run.pk)  # what the last step's commit does
+    run.refresh_from_db()
+    assert run.finished_at is not None
+    return run
+
+
+def test_rows_of_a_run_add_up_to_its_report(simulator: SimulatorHandle) -> None:
+    simulator.script(
+        {"match": "number 1:", "fault": "auth_error", "platform": "perplexity", "times": None}
+    )
+    run = _finished(collected_run(questions=3, repeats=2))
+    written = write_series(run_id=run.pk)
+    report = build_run_report(run_id=run.pk, with_trend=False)
+
+    rows = SeriesRow.objects.filter(run=run)
+    assert rows.count() == written
+    entities = report.entities
+    # 2 targets x 3 entities x (all + 3 questions), no topics
+    assert written == 2 * len(entities) * 4
+    overall = rows.filter(topic="", question__isnull=True)
+    brand = [r for r in overall if r.entity == report.brand]
+    assert sum(r.planned for r in brand) == report.overall.counts.planned == 12
+    assert sum(r.valid for r in brand) == report.overall.counts.succeeded
+    assert sum(r.failed for r in brand) == 2
+    for entity in entities:
+        mentioned = sum(r.mentioned for r in overall if r.entity == entity)
+        assert mentioned == report.overall.entity_mention_rates[entity].successes
+    assert sum(r.citations for r in brand) == report.overall.citation_share.n
+    assert sum(r.own_citations for r in brand) == report.overall.citation_share.successes
+    assert {r.comparability_key for r in brand} and all(r.at == run.finished_at for r in brand)
+    assert check_series(run.pk) == []
+
+
+def test_rewriting_a_runs_rows_is_idempotent(simulator: SimulatorHandle) -> None:
+    run = _finished(collected_run(questions=2, repeats=1))
+    first = write_series(run_id=run.pk)
+    assert write_series(run_id=run.pk) == first == SeriesRow.objects.filter(run=run).count()
+    snapshot = _rows(run)
+    assert write_series(run_id=run.pk) == first
+    assert _rows(run) == snapshot
+
+
+def _rows(run: Run) -> list[str]:
+    fields = ("entity", "platform", "topic", "question_id", "mentioned", "comparability_key")
+    return sorted(str(row) for row in SeriesRow.objects.filter(run=run).values_list(*fields))
+
+
+def test_the_run_end_writes_the_series_through_the_outbox(simulator: SimulatorHandle) -> None:
+    from sampling.models import OutboxMessage
+
+    run = _finished(collected_run(questions=1, repeats=1))
+    on_run_finished(run_id=run.pk)
+    message = OutboxMessage.objects.get(dedupe_key=f"series:{run.pk}:end:0")
+    assert message.task == "monitoring.write_series" and message.completed_at is None
+    write_series(run_id=run.pk, outbox_id=message.pk)
+    message.refresh_from_db()
+    assert message.completed_at is not None
+    assert SeriesRow.objects.filter(run=run).exists()
