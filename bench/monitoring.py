@@ -68,7 +68,7 @@ def measure() -> list[BenchRow]:
         out = [
             _page_row(client, campaign, size, days=runs, label="whole range"),
             _page_row(client, campaign, size, days=None, label="default 90 days"),
-            _series_row(client, campaign, size, repeats),
+            _series_row(user, campaign, size, repeats),
             _alert_evaluation(campaign, repeats),
         ]
         _drop(campaign)
@@ -116,7 +116,8 @@ def _campaign(questions: int) -> tuple[Any, Any]:
         for i in range(PLATFORMS)
     )
     Question.objects.bulk_create(
-        Question(campaign=campaign, position=i, is_active=True) for i in range(questions)
+        Question(campaign=campaign, position=i, is_active=True, topics=[f"topic-{i % TOPICS + 1}"])
+        for i in range(questions)
     )
     grant_role(username="bench-operator", tenant=tenant, role="operator", password=None)
     return campaign, get_user_model().objects.get(username="bench-operator")
@@ -252,17 +253,22 @@ def _page_row(client: Any, campaign: Any, size: str, *, days: int | None, label:
     return _row(f"monitoring: dashboard page, {label} ({size})", seconds, PAGE_TARGET_S)
 
 
-def _series_row(client: Any, campaign: Any, size: str, repeats: int) -> BenchRow:
+def _series_row(user: Any, campaign: Any, size: str, repeats: int) -> BenchRow:
     from django.urls import NoReverseMatch, reverse
 
     try:
-        url = reverse("api:campaign-series", args=[campaign.pk])
+        url = reverse("api:series", kwargs={"pk": campaign.pk})
     except NoReverseMatch:
         url = ""
     if url:
+        from django.test import Client
+
+        from api.auth import new_token
+
+        api = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {new_token(user=user)}")
 
         def get() -> None:
-            response = client.get(url, {"metric": "visibility"})
+            response = api.get(url, {"metric": "visibility"})
             if response.status_code != 200:
                 raise RuntimeError(f"series endpoint answered {response.status_code}")
 

@@ -101,16 +101,13 @@ def _given(data: Mapping[str, Any], name: str) -> set[str]:
 
 
 def topics_of(campaign: Campaign) -> set[str]:
-    """The topics the campaign's series rows carry (the brand's rows: one index range)."""
-    return set(
-        SeriesRow.objects.filter(
-            campaign_id=campaign.pk, entity=campaign.brand.name, question__isnull=True
-        )
-        .exclude(topic="")
-        .order_by()
-        .values_list("topic", flat=True)
-        .distinct()
-    )
+    """The topics of the campaign's questions (what a run freezes into its series rows)."""
+    return {
+        str(topic)
+        for topics in campaign.questions.values_list("topics", flat=True)
+        for topic in (topics or [])
+        if topic
+    }
 
 
 @dataclass(frozen=True)

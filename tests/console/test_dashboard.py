@@ -199,3 +199,30 @@ def test_a_campaign_without_series_rows_says_so(
     page = _client(alpha.users["analyst"]).get(url).content.decode()
     assert 'id="no-series"' in page
     assert all(svg.tag == f"{SVG}svg" for svg in _svgs(page))
+
+
+def test_a_topic_narrows_the_charts_to_its_rows(
+    two_tenants: tuple[TenantWorld, TenantWorld], monitored: Monitored
+) -> None:
+    alpha, _ = two_tenants
+    campaign = monitored.campaign
+    question = campaign.questions.order_by("position").first()
+    assert question is not None
+    question.topics = ["pricing"]
+    question.save(update_fields=["topics"])
+    write_rows(
+        campaign,
+        monitored.runs,
+        platforms=("collector",),
+        entities=(campaign.brand.name, RIVAL),
+        keys=["t1"] * len(monitored.runs),
+        mentioned={campaign.brand.name: 3, RIVAL: 1},
+        topic="pricing",
+    )
+    client = _client(alpha.users["analyst"])
+    page = client.get(monitored.url).content.decode()
+    assert '<option value="pricing">pricing</option>' in page
+    page = client.get(monitored.url, {"topic": "pricing"}).content.decode()
+    assert 'data-platform="collector"' in page and 'data-platform="openai"' not in page
+    tips = [t.text or "" for t in _platform_chart(page, "collector").iter(f"{SVG}title")]
+    assert sum("visibility 15.0 % (3 of 20)" in tip for tip in tips) == len(monitored.runs)
