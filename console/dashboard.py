@@ -1,9 +1,10 @@
 """The monitoring dashboard of a campaign (CampaignAdmin's `dashboard` page): its filters, its
 one read of the metrics series and the charts drawn from it (console/charts.py).
 
-One query reads the series rows of the campaign's entities in the chosen scope (all questions,
-a topic or a question) and range, summed per run x platform x entity in the database with the
-distinct comparability keys of what was summed. Every figure is a ratio of those sums, as
+One statement reads the series rows of the campaign's entities in the chosen scope (all
+questions, a topic or a question) and range; they are summed per run x platform x entity and
+per run x entity (every selected platform pooled), each pool with the distinct comparability
+keys of what it summed. Every figure is a ratio of those sums, as
 monitoring.selectors defines them (`METRICS`), and a run's pool gets its key by
 `monitoring.selectors.pooled_key`, so a segment here is a segment there: a run whose key
 differs from the run before starts a new one. A line is never drawn across a break, and the
@@ -19,8 +20,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from functools import cached_property
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote_plus
 
 from django import forms
 from django.db import connection
@@ -149,23 +151,30 @@ class Filters:
 
 @dataclass
 class RunPool:
-    """One run's sums in one pool (a platform, or every selected platform)."""
+    """One run's sums in one pool (a platform, or every selected platform): per entity, the
+    READ counts in their order."""
 
     run_id: str
     at: datetime
     keys: set[str] = field(default_factory=set)
-    entities: dict[str, dict[str, int]] = field(default_factory=dict)
+    entities: dict[str, list[int]] = field(default_factory=dict)
     segment: int = 0
 
     @property
     def key(self) -> str:
         return pooled_key(self.keys)
 
+    @cached_property
+    def stamp(self) -> str:
+        return self.at.strftime("%Y-%m-%d %H:%M")
+
     def count(self, entity: str, name: str) -> int:
-        return self.entities.get(entity, {}).get(name, 0)
+        values = self.entities.get(entity)
+        return values[READ_INDEX[name]] if values is not None else 0
 
     def all_mentioned(self) -> int:
-        return sum(values.get("mentioned", 0) for values in self.entities.values())
+        at = READ_INDEX["mentioned"]
+        return sum(values[at] for values in self.entities.values())
 
 
 def entities_of(campaign: Campaign) -> list[str]:
@@ -186,14 +195,16 @@ READ = (
     "citations",
     "own_citations",
 )
+READ_INDEX = {name: index for index, name in enumerate(READ)}
 
 
 def read_pools(
     campaign: Campaign, filters: Filters, entities: Sequence[str]
 ) -> tuple[dict[str, list[RunPool]], list[RunPool]]:
     """(platform -> its runs oldest first, the runs pooled over every selected platform),
-    each with its segment index. One statement: the rows summed per run x platform x entity
-    and per run x entity (GROUPING SETS), each sum with the distinct keys it pooled."""
+    each with its segment index. One statement reads the rows (an index-only scan of the
+    scope's rows: series_row_scope_read_idx); they are summed here, per run x platform and
+    per run, each pool with the distinct keys of the rows it summed."""
     where = ["campaign_id = %s", "entity = ANY(%s)", "at >= %s", "at < %s"]
     params: list[Any] = [campaign.pk, list(entities), filters.start, filters.end]
     for name, value in filters.targets().items():
@@ -205,25 +216,33 @@ def read_pools(
     else:
         where += ["question_id IS NULL", "topic = %s"]
         params.append(filters.topic or "")
-    sums = ", ".join(f"sum({name})::bigint" for name in READ)
     statement = (
-        f"SELECT run_id, at, platform, entity, GROUPING(platform) = 1, "
-        f"array_agg(DISTINCT comparability_key), {sums} "
-        f"FROM {SeriesRow._meta.db_table} WHERE {' AND '.join(where)} "
-        "GROUP BY GROUPING SETS ((run_id, at, platform, entity), (run_id, at, entity))"
+        "SELECT run_id::text, extract(epoch FROM at)::float8, platform, entity, "
+        f"comparability_key, {', '.join(READ)} "
+        f"FROM {SeriesRow._meta.db_table} WHERE {' AND '.join(where)}"
     )
     by_platform: dict[str, dict[str, RunPool]] = defaultdict(dict)
     pooled: dict[str, RunPool] = {}
+    moments: dict[float, datetime] = {}
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
-        for run_id, at, platform, entity, is_pooled, keys, *values in cursor.fetchall():
-            run = str(run_id)
-            pools = pooled if is_pooled else by_platform[platform]
+        rows = cursor.fetchall()
+    # A year of daily runs is about 15,000 rows: the loop is kept plain (no call per row).
+    for run, epoch, platform, entity, key, *values in rows:
+        at = moments.get(epoch)
+        if at is None:
+            at = moments[epoch] = datetime.fromtimestamp(epoch, UTC)
+        for pools in (by_platform[platform], pooled):
             pool = pools.get(run)
             if pool is None:
                 pool = pools[run] = RunPool(run_id=run, at=at)
-            pool.entities[entity] = dict(zip(READ, values, strict=True))
-            pool.keys.update(keys)
+            sums = pool.entities.get(entity)
+            if sums is None:
+                pool.entities[entity] = values
+                values = list(values)  # the next pool sums into its own copy
+            else:
+                pool.entities[entity] = [a + b for a, b in zip(sums, values, strict=True)]
+            pool.keys.add(key)
     platforms = {name: _in_segments(runs.values()) for name, runs in sorted(by_platform.items())}
     return platforms, _in_segments(pooled.values())
 
@@ -249,7 +268,7 @@ def latest_segment(runs: Sequence[RunPool]) -> list[RunPool]:
 
 def _rate_point(pool: RunPool, hits: int, n: int, href: str, what: str) -> Point:
     figure = rate(hits, n)
-    day = pool.at.strftime("%Y-%m-%d %H:%M")
+    day = pool.stamp
     if figure.value is None:
         return Point(pool.at, None, segment=pool.segment)
     label = (
@@ -261,9 +280,14 @@ def _rate_point(pool: RunPool, hits: int, n: int, href: str, what: str) -> Point
 
 def _samples(base: str, pool: RunPool, platform: str | None, **extra: str) -> str:
     """The sample list of the run (and platform), as console.widgets.samples_url, with the
-    list's path (`base`) reversed once per chart rather than once per point."""
-    filters = {"run": pool.run_id, **({"platform": platform} if platform else {}), **extra}
-    return f"{base}?{urlencode(filters)}"
+    list's path (`base`) reversed once per chart rather than once per point (a run id is
+    hex and dashes: nothing to quote)."""
+    link = f"{base}?run={pool.run_id}"
+    if platform:
+        link += f"&platform={quote_plus(platform)}"
+    for name, value in extra.items():
+        link += f"&{name}={quote_plus(value)}"
+    return link
 
 
 def _sample_list() -> str:
@@ -340,7 +364,7 @@ def average_position_chart(
             mean = pool.count(entity, "position_sum") / ranked
             worst = max(worst, mean)
             label = (
-                f"{pool.at:%Y-%m-%d %H:%M} · {entity}: average position {mean:.2f} "
+                f"{pool.stamp} · {entity}: average position {mean:.2f} "
                 f"over {ranked} ranked answers · segment {pool.segment + 1}"
             )
             href = _samples(base, pool, filters.platform, validity="valid")
