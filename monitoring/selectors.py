@@ -73,6 +73,7 @@ class Counts:
     all_mentioned: int = 0
     # the keys of the rows pooled (one: the row's own), whose parts say what they measure
     member_keys: tuple[str, ...] = ()
+    is_brand: bool = False
 
     def __getitem__(self, name: str) -> int:
         if name == "all_mentioned":
@@ -169,14 +170,17 @@ def _pool(
 ) -> dict[tuple[str, ...], list[dict[str, Counts]]]:
     """Rows summed per group (`per`: target dimensions the groups split by) and run: for
     each group, its runs oldest first, each as entity -> Counts."""
-    fields = ("run_id", "at", "entity", "comparability_key", *DIMENSIONS, *COUNTS)
+    fields = ("run_id", "at", "entity", "is_brand", "comparability_key", *DIMENSIONS, *COUNTS)
     sums: dict[tuple[tuple[str, ...], str], dict[str, dict[str, int]]] = defaultdict(dict)
     keys: dict[tuple[tuple[str, ...], str], set[str]] = defaultdict(set)
     at: dict[str, datetime] = {}
+    brands: set[str] = set()
     for row in rows.order_by().values(*fields).iterator(chunk_size=5000):
         group = tuple(str(row[d]) for d in per)
         run = str(row["run_id"])
         at[run] = row["at"]
+        if row["is_brand"]:
+            brands.add(row["entity"])
         keys[(group, run)].add(row["comparability_key"])
         entity = sums[(group, run)].setdefault(row["entity"], dict.fromkeys(COUNTS, 0))
         for name in COUNTS:
@@ -198,6 +202,7 @@ def _pool(
                     values=values,
                     all_mentioned=everyone,
                     member_keys=members,
+                    is_brand=name in brands,
                 )
                 for name, values in entities.items()
             }
@@ -325,7 +330,7 @@ def series(
     covers. Segments are found over the whole selected range only: a range that starts inside
     a segment starts with it. Raises UnknownMetric for an unknown metric name."""
     chosen = metric_named(metric)
-    name = entity or brand_of(campaign)
+    name = entity or brand_of(campaign)  # by default the brand's rows, whatever it was called
     targets = {"platform": platform, "region": region, "device": device, "mode": mode}
     filters = {**targets, "topic": topic, "question": question, "since": since, "until": until}
     rows = _rows(
@@ -336,12 +341,15 @@ def series(
         since=since,
         until=until,
     )
+    if chosen.n != "all_mentioned":  # one entity's rows give its figures (and the run's key)
+        rows = rows.filter(entity=name) if entity else rows.filter(is_brand=True)
     runs = _pool(rows).get((), [])
     indexes = _segment_of(runs)
     points: list[Point] = []
     for run, index in zip(runs, indexes, strict=True):
         first = next(iter(run.values()))
-        counts = run.get(name) or Counts(
+        found = run.get(name) if entity else next((c for c in run.values() if c.is_brand), None)
+        counts = found or Counts(
             first.run_id, first.at, name, first.comparability_key, {}, first.all_mentioned
         )
         hits, n = chosen.of(counts)
@@ -473,7 +481,8 @@ def comparable_runs(
     at = SeriesRow.objects.filter(run_id=run_id).values_list("at", flat=True).first()
     if at is None:
         return []
-    runs = _pool(rows.filter(at__lte=at)).get((), [])
+    # every entity of a run has the same keys: the brand's rows will do
+    runs = _pool(rows.filter(at__lte=at, is_brand=True)).get((), [])
     ids = [next(iter(r.values())).run_id for r in runs]
     if run_id not in ids:
         return []
@@ -524,6 +533,8 @@ def cells(
     if at is None:
         return []
     rows = _rows(campaign=campaign, topic=topic, question=question, targets={})
+    if entities is not None and all(m.n != "all_mentioned" for m in chosen):
+        rows = rows.filter(entity__in=list(entities))
     groups = _pool(rows.filter(at__lte=at), per)
     out: list[WindowCell] = []
     for group, runs in sorted(groups.items()):

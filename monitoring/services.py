@@ -23,17 +23,21 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import Max, Sum
+from django.db.models.functions import Now
 
 from analysis.analysers import get_analyser
 from analysis.models import AnalysisRevision
 from analysis.report_scan import CellTally, run_cells, scan_settings
 from analysis.services import RevisionDone, current_revision
+from evidence.models import ReviewDecision
 from pipeline.runs import RunEnded
+from sampling import counters
 from sampling.models import QuestionRevision, Run
 from sampling.services import complete_outbox, enqueue_outbox
 from sampling.snapshots import RunConfig
@@ -216,3 +220,48 @@ def _questions(
             QuestionRevision.objects.filter(pk__in=missing).values_list("pk", "question_id")
         )
     return question_of, topics_of
+
+
+# --- repair: runs whose buckets moved after their end ----------------------------------------
+
+REVIEW_WINDOW = timedelta(days=2)
+
+
+def refresh_reviewed_series(*, limit: int = 50) -> int:
+    """The dispatcher's sweep (registered in monitoring/apps.py): a reviewer's decision after
+    a run's end moves a sample out of `review` (succeeded or failed) and changes the run's
+    figures, with no run end to follow. For the runs with decisions in the last
+    REVIEW_WINDOW whose rows' succeeded and failed counts per platform no longer equal the
+    run's counters (sampling/counters.py), the series is written again (one outbox row per
+    newest decision). Returns how many runs it queued."""
+    recent = ReviewDecision.objects.filter(created_at__gte=Now() - REVIEW_WINDOW)
+    latest = recent.values("sample__run_id").annotate(last=Max("id")).order_by("-last")[:limit]
+    queued = 0
+    for item in latest:
+        run_id = item["sample__run_id"]
+        sums = (
+            SeriesRow.objects.filter(run_id=run_id, is_brand=True, topic="", question=None)
+            .values("platform")
+            .annotate(valid=Sum("valid"), failed=Sum("failed"))
+        )
+        rows = {r["platform"]: (int(r["valid"]), int(r["failed"])) for r in sums}
+        if not rows:
+            continue  # no series yet: the run's end writes it
+        counted = {
+            platform: (c["succeeded"], c["failed"])
+            for platform, c in counters.counts_by_platform(run_id=run_id).items()
+        }
+        if rows == counted:
+            continue
+        with transaction.atomic():
+            enqueue_outbox(
+                task=WRITE_SERIES,
+                payload={"run_id": str(run_id)},
+                dedupe_key=f"series:{run_id}:review:{item['last']}",
+            )
+        queued += 1
+    return queued
+
+
+def refresh_every() -> float:
+    return 60.0

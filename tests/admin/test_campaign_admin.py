@@ -178,3 +178,40 @@ def test_tenant_and_brand_admin_pages_render(admin_client: Client, brand: Brand)
     page = admin_client.get(reverse("admin:sampling_brand_change", args=[brand.pk]))
     assert page.status_code == 200
     assert "acme.com" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_questions_topics_are_edited_on_the_campaign_page_without_a_new_revision(
+    admin_client: Client, tenant: Tenant, brand: Brand
+) -> None:
+    campaign = _add_campaign(admin_client, tenant, brand)
+    first, second = campaign.questions.order_by("position")
+    questions = [
+        {
+            "id": q.pk,
+            "position": i,
+            "text": q.current_revision.text if q.current_revision else "",
+            "topics": topics,
+            "is_active": "on",
+        }
+        for i, (q, topics) in enumerate(
+            ((first, " pricing ,  small   teams, pricing"), (second, ""))
+        )
+    ]
+    target = {"id": campaign.targets.get().pk, **OPENAI_TARGET}
+    data = _campaign_post(
+        tenant, brand, questions, initial_questions=2, initial_targets=1, targets=[target]
+    )
+    data.update({"competitors-TOTAL_FORMS": 0})
+    response = admin_client.post(
+        reverse("admin:sampling_campaign_change", args=[campaign.pk]), data
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.topics, second.topics) == (["pricing", "small teams"], [])
+    assert list(first.revisions.values_list("revision_no", flat=True)) == [1]
+    page = admin_client.get(reverse("admin:sampling_campaign_change", args=[campaign.pk]))
+    assert 'value="pricing, small teams"' in page.content.decode()
+    listing = admin_client.get(reverse("admin:sampling_question_changelist"))
+    assert "pricing, small teams" in listing.content.decode()

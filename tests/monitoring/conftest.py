@@ -8,8 +8,11 @@ from monitoring.services import write_series
 from pipeline.runs import finish_run_if_done
 from sampling.models import Run
 from tests.conftest import launch_funded, make_campaign_data
+from tests.evidence import conftest as evidence_fixtures
 from tests.inprocess import drive_in_process
 from tests.reports.conftest import TARGETS, simulator  # noqa: F401  (the fixture)
+
+local_storage = evidence_fixtures.local_storage
 
 
 def series_run(

@@ -75,3 +75,74 @@ def test_the_run_end_writes_the_series_through_the_outbox(simulator: SimulatorHa
     message.refresh_from_db()
     assert message.completed_at is not None
     assert SeriesRow.objects.filter(run=run).exists()
+
+
+def test_a_finished_reanalysis_rewrites_the_rows_from_its_revision(
+    simulator: SimulatorHandle,
+) -> None:
+    from analysis.services import REANALYSE_TASK, reanalyse_samples, start_reanalysis
+    from sampling.models import OutboxMessage
+
+    run = _finished(collected_run(questions=1, repeats=2))
+    write_series(run_id=run.pk)
+    assert set(SeriesRow.objects.filter(run=run).values_list("analysis_revision", flat=True)) == {1}
+    revision = start_reanalysis(run_id=run.pk)
+    for message in OutboxMessage.objects.filter(task=REANALYSE_TASK):
+        reanalyse_samples(**message.payload, outbox_id=message.pk)
+    follow = OutboxMessage.objects.get(dedupe_key=f"series:{run.pk}:revision:{revision.pk}")
+    assert check_series(run.pk)  # the rows are of revision 1, the run's is 2 now
+    write_series(run_id=run.pk, outbox_id=follow.pk)
+    assert set(SeriesRow.objects.filter(run=run).values_list("analysis_revision", flat=True)) == {2}
+    assert check_series(run.pk) == []
+
+
+def test_check_invariants_names_a_row_that_disagrees_with_the_report(
+    simulator: SimulatorHandle,
+) -> None:
+    from pipeline.invariants import check_all
+
+    run = _finished(collected_run(questions=1, repeats=1))
+    write_series(run_id=run.pk)
+    assert [v for v in check_all(run.pk) if v.invariant == "series"] == []
+    row = SeriesRow.objects.filter(run=run, is_brand=True, topic="", question=None).first()
+    assert row is not None
+    SeriesRow.objects.filter(pk=row.pk).update(planned=row.planned + 1, mentioned=row.mentioned + 1)
+    found = [str(v) for v in check_all(run.pk) if v.invariant == "series"]
+    assert any(f"platform {row.platform}: planned by series" in v for v in found), found
+    assert any("overall: planned by series" in v for v in found), found
+    assert any(f"{row.entity} mentioned by series" in v for v in found), found
+
+
+def test_rows_that_a_later_review_made_stale_are_written_again_by_the_sweep(
+    simulator: SimulatorHandle,
+) -> None:
+    from evidence.models import ReviewDecision
+    from monitoring.services import refresh_reviewed_series
+    from pipeline.sweeps import registered_sweeps
+    from sampling.models import OutboxMessage, Sample
+
+    assert "monitoring.reviewed_series" in registered_sweeps()
+    run = _finished(collected_run(questions=1, repeats=1))
+    write_series(run_id=run.pk)
+    sample = Sample.objects.filter(run=run).order_by("id").first()
+    assert sample is not None
+    decision = ReviewDecision.objects.create(
+        sample=sample,
+        decision="acknowledged",
+        analysis_state_before=sample.analysis_state,
+        analysis_state_after=sample.analysis_state,
+    )
+    assert refresh_reviewed_series() == 0  # the rows still say what the counters say
+    # What a decision that moved a sample out of review leaves: rows behind the counters.
+    row = SeriesRow.objects.filter(run=run, is_brand=True, topic="", question=None).first()
+    assert row is not None and row.valid > 0
+    SeriesRow.objects.filter(run=run, platform=row.platform).update(valid=row.valid - 1)
+    assert refresh_reviewed_series() == 1
+    message = OutboxMessage.objects.get(dedupe_key=f"series:{run.pk}:review:{decision.pk}")
+    assert refresh_reviewed_series() == 1  # the same row, not another (dedupe key)
+    assert (
+        OutboxMessage.objects.filter(dedupe_key__startswith=f"series:{run.pk}:review").count() == 1
+    )
+    write_series(run_id=run.pk, outbox_id=message.pk)
+    assert refresh_reviewed_series() == 0
+    assert check_series(run.pk) == []

@@ -35,6 +35,7 @@ from pipeline.preview import (
 )
 from sampling.models import Campaign, Competitor, PlatformTarget, Question
 from sampling.planning import (
+    TOPIC_MAX,
     PlanError,
     as_typed,
     batch_sizes,
@@ -104,10 +105,15 @@ class QuestionForm(forms.ModelForm):
     `revise_question` (CampaignAdmin.save_formset); a revision is never edited."""
 
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 2, "cols": 70}))
+    topics = forms.CharField(
+        required=False,
+        max_length=2000,
+        help_text="Topics (tags), separated by commas; each run freezes them.",
+    )
 
     class Meta:
         model = Question
-        fields = ("position", "is_active")
+        fields = ("position", "is_active", "topics")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -118,6 +124,21 @@ class QuestionForm(forms.ModelForm):
             self.initial["text"] = revision.text
         else:
             self.initial["position"] = None
+        self.initial["topics"] = ", ".join(self.instance.topics or [])
+
+    def clean_topics(self) -> list[str]:
+        """The campaign file's rules (sampling/planning.py `_topics`): names of 1 to
+        TOPIC_MAX characters, spaces folded, each once."""
+        kept: list[str] = []
+        for raw in (self.cleaned_data.get("topics") or "").split(","):
+            topic = " ".join(raw.split())
+            if not topic:
+                continue
+            if len(topic) > TOPIC_MAX:
+                raise ValidationError(f"A topic is at most {TOPIC_MAX} characters.")
+            if topic not in kept:
+                kept.append(topic)
+        return kept
 
     def clean_text(self) -> str:
         text = as_typed(self.cleaned_data["text"])  # asked as typed: "？" stays "？"
@@ -134,7 +155,7 @@ class QuestionListForm(QuestionForm):
     refused here too (compared by `question_key`, as on the campaign page)."""
 
     class Meta(QuestionForm.Meta):
-        fields: tuple[str, ...] = ("campaign", "position", "is_active")  # type: ignore[assignment]
+        fields: tuple[str, ...] = ("campaign", "position", "is_active", "topics")  # type: ignore[assignment]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -229,7 +250,7 @@ class QuestionInline(ScopedInline):
     model = Question
     form = QuestionForm
     formset = CheckedFormSet
-    fields = ("position", "text", "is_active", "revision_no")
+    fields = ("position", "text", "topics", "is_active", "revision_no")
     readonly_fields = ("revision_no",)
     ordering = ("position", "id")
     # Revisions are referenced by runs; a question is retired with is_active, never deleted.
@@ -277,8 +298,15 @@ class QuestionAdmin(TenantScopedAdmin):
     makes a new revision, as on the campaign page."""
 
     form = QuestionListForm
-    fields = ("campaign", "position", "text", "is_active")
-    list_display = ("position", "question_text", "revision_no", "is_active", "campaign")
+    fields = ("campaign", "position", "text", "topics", "is_active")
+    list_display = (
+        "position",
+        "question_text",
+        "topic_names",
+        "revision_no",
+        "is_active",
+        "campaign",
+    )
     list_display_links = ("position", "question_text")
     list_filter = ("campaign", "is_active")
     list_select_related = ("current_revision", "campaign")
@@ -295,6 +323,10 @@ class QuestionAdmin(TenantScopedAdmin):
     def question_text(self, question: Question) -> str:
         revision = question.current_revision
         return revision.text[:120] if revision else "–"
+
+    @admin.display(description="topics")
+    def topic_names(self, question: Question) -> str:
+        return ", ".join(question.topics or []) or "–"
 
     @admin.display(description="revision")
     def revision_no(self, question: Question) -> str:
