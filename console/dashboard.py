@@ -202,9 +202,9 @@ def read_pools(
     campaign: Campaign, filters: Filters, entities: Sequence[str]
 ) -> tuple[dict[str, list[RunPool]], list[RunPool]]:
     """(platform -> its runs oldest first, the runs pooled over every selected platform),
-    each with its segment index. One statement reads the rows (an index-only scan of the
-    scope's rows: series_row_scope_read_idx); they are summed here, per run x platform and
-    per run, each pool with the distinct keys of the rows it summed."""
+    each with its segment index. Two index-only scans of the scope's rows
+    (series_row_scope_read_idx): the rows, summed here per run x platform, and their sums per
+    run; a pool's keys are the distinct keys of the rows it summed."""
     where = ["campaign_id = %s", "entity = ANY(%s)", "at >= %s", "at < %s"]
     params: list[Any] = [campaign.pk, list(entities), filters.start, filters.end]
     for name, value in filters.targets().items():
@@ -216,33 +216,47 @@ def read_pools(
     else:
         where += ["question_id IS NULL", "topic = %s"]
         params.append(filters.topic or "")
-    statement = (
-        "SELECT run_id::text, extract(epoch FROM at)::float8, platform, entity, "
-        f"comparability_key, {', '.join(READ)} "
-        f"FROM {SeriesRow._meta.db_table} WHERE {' AND '.join(where)}"
-    )
+    table, condition = SeriesRow._meta.db_table, " AND ".join(where)
     by_platform: dict[str, dict[str, RunPool]] = defaultdict(dict)
     pooled: dict[str, RunPool] = {}
     moments: dict[float, datetime] = {}
     with connection.cursor() as cursor:
-        cursor.execute(statement, params)
+        cursor.execute(
+            "SELECT run_id::text, extract(epoch FROM at)::float8, platform, entity, "
+            f"comparability_key, {', '.join(READ)} FROM {table} WHERE {condition}",
+            params,
+        )
         rows = cursor.fetchall()
+        # every selected platform pooled per run, summed by PostgreSQL (a hash aggregate)
+        cursor.execute(
+            f"SELECT run_id::text, entity, {', '.join(f'sum({n})::bigint' for n in READ)} "
+            f"FROM {table} WHERE {condition} GROUP BY run_id, entity",
+            params,
+        )
+        sums = cursor.fetchall()
     # A year of daily runs is about 15,000 rows: the loop is kept plain (no call per row).
     for run, epoch, platform, entity, key, *values in rows:
-        at = moments.get(epoch)
-        if at is None:
-            at = moments[epoch] = datetime.fromtimestamp(epoch, UTC)
-        for pools in (by_platform[platform], pooled):
-            pool = pools.get(run)
-            if pool is None:
-                pool = pools[run] = RunPool(run_id=run, at=at)
-            sums = pool.entities.get(entity)
-            if sums is None:
-                pool.entities[entity] = values
-                values = list(values)  # the next pool sums into its own copy
-            else:
-                pool.entities[entity] = [a + b for a, b in zip(sums, values, strict=True)]
-            pool.keys.add(key)
+        pools = by_platform[platform]
+        pool = pools.get(run)
+        if pool is None:
+            at = moments.get(epoch)
+            if at is None:
+                at = moments[epoch] = datetime.fromtimestamp(epoch, UTC)
+            pool = pools[run] = RunPool(run_id=run, at=at)
+            every = pooled.get(run)
+            if every is None:
+                pooled[run] = RunPool(run_id=run, at=at)
+        known = pool.entities.get(entity)
+        if known is None:
+            pool.entities[entity] = values
+        else:  # several regions, devices or modes of the platform
+            pool.entities[entity] = [a + b for a, b in zip(known, values, strict=True)]
+        pool.keys.add(key)
+    for pools in by_platform.values():
+        for run, pool in pools.items():
+            pooled[run].keys |= pool.keys
+    for run, entity, *values in sums:
+        pooled[run].entities[entity] = values
     platforms = {name: _in_segments(runs.values()) for name, runs in sorted(by_platform.items())}
     return platforms, _in_segments(pooled.values())
 
