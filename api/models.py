@@ -62,6 +62,7 @@ class LaunchRequest(models.Model):
 class WebhookEvent(models.TextChoices):
     RUN_FINISHED = "run.finished"
     RUN_NEEDS_REVIEW = "run.needs_review"
+    ALERT_FIRED = "alert.fired"  # alerts/services.py `fire`, followed by api/webhooks.py
 
 
 class WebhookEndpoint(models.Model):

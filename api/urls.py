@@ -1,7 +1,7 @@
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
-from .views import billing, campaigns, evidence, hooks, runs, series, tokens
+from .views import alerts, billing, campaigns, evidence, hooks, runs, series, tokens
 from .views.schema import SchemaView
 
 app_name = "api"
@@ -49,6 +49,10 @@ v1: list[URLPattern | URLResolver] = [
     ),
     path("webhooks/", hooks.Webhooks.as_view(), name="webhooks"),
     path("webhooks/<int:pk>/", include(webhook)),
+    path("alerts/", alerts.AlertList.as_view(), name="alerts"),
+    path(
+        "alerts/<int:pk>/acknowledge", alerts.AlertAcknowledge.as_view(), name="alert-acknowledge"
+    ),
     path("tokens/", tokens.ApiTokens.as_view(), name="tokens"),
     path("tokens/<int:pk>/revoke", tokens.ApiTokenRevoke.as_view(), name="token-revoke"),
     path(

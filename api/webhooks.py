@@ -1,4 +1,5 @@
-"""Outgoing webhooks: `run.finished` and `run.needs_review` to a tenant's HTTPS endpoints.
+"""Outgoing webhooks: `run.finished`, `run.needs_review` and `alert.fired` to a tenant's HTTPS
+endpoints.
 
 A run's end (pipeline/runs.py: after settlement, the run-end followers are told in one
 transaction; `record_run_end` is ours, registered by api/apps.py) writes one `WebhookDelivery`
@@ -39,6 +40,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce, Now
 
+from alerts.models import Alert
 from connectors.outbound import OutboundRefused, post_pinned
 from connectors.outbound import check_url as check_outbound_url
 from pipeline.runs import RunEnded
@@ -206,6 +208,40 @@ def record_run_end(ended: RunEnded) -> None:
         for endpoint in endpoints:
             if endpoint.wants(event):
                 _record(endpoint, event, run, body, round_=ended.round)
+
+
+def record_alert_fired(alert: Alert) -> None:
+    """A follower of a fired alert (alerts/services.py `fire`, registered by api/apps.py): the
+    `alert.fired` delivery to each of the tenant's endpoints that want it, in the firing
+    transaction, once per endpoint and alert; only when the alert's rule asks for webhooks."""
+    if not alert.rule.webhooks:
+        return
+    event = WebhookEvent.ALERT_FIRED.value
+    run = Run.objects.select_related("tenant").get(pk=alert.run_id)
+    body = {
+        "event": event,
+        "alert_id": alert.pk,
+        "tenant": run.tenant.slug,
+        "campaign": alert.campaign_id,
+        "run_id": str(run.pk),
+        "kind": alert.rule.kind,
+        "condition": alert.condition_key,
+        "summary": alert.summary,
+        "details": alert.details,
+    }
+    for endpoint in WebhookEndpoint.objects.filter(tenant_id=alert.tenant_id, active=True):
+        if endpoint.wants(event):
+            key = f"{endpoint.pk}:{event}:{alert.pk}"
+            delivery, created = WebhookDelivery.objects.get_or_create(
+                dedupe_key=key,
+                defaults={"endpoint": endpoint, "event": event, "run": run, "payload": body},
+            )
+            if created:
+                enqueue_outbox(
+                    task=TASK,
+                    payload={"delivery_id": delivery.pk},
+                    dedupe_key=f"webhook:{delivery.pk}",
+                )
 
 
 def _record(

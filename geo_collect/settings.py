@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "billing",
     "pipeline",
     "monitoring",
+    "alerts",
     "console",
     "ops",
     "api",
@@ -360,7 +361,12 @@ LOGGING = {
     # The pool logs every failed reconnection while the database is down; the outage is logged
     # once when it starts and once when it ends instead (geo_collect/db_outage.py).
     "filters": {"pool_outage": {"()": "geo_collect.db_outage.PoolErrorsAsOutage"}},
-    "loggers": {"psycopg.pool": {"filters": ["pool_outage"]}},
+    # urllib3 logs each request's path at DEBUG: a Slack incoming webhook's path is its secret
+    # (alerts/delivery.py), so that logger never goes below INFO, whatever GEO_LOG_LEVEL says.
+    "loggers": {
+        "psycopg.pool": {"filters": ["pool_outage"]},
+        "urllib3.connectionpool": {"level": "INFO"},
+    },
 }
 
 REST_FRAMEWORK = {
@@ -410,6 +416,24 @@ GEO_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("GEO_WEBHOOK_TIMEOUT_SECONDS"
 GEO_WEBHOOK_SWEEP_SECONDS = float(os.environ.get("GEO_WEBHOOK_SWEEP_SECONDS", "300"))
 # A receiver refuses a signature whose timestamp is further than this from its clock.
 GEO_WEBHOOK_TOLERANCE_SECONDS = int(os.environ.get("GEO_WEBHOOK_TOLERANCE_SECONDS", "300"))
+# Alerts (alerts/delivery.py): attempts per delivery, the first retry's delay (doubling, at
+# most an hour), the Slack post's timeout, the stuck-delivery sweep's grace, how often the
+# digest sweep looks for due digests; the console's address for links in messages.
+GEO_ALERT_MAX_ATTEMPTS = int(os.environ.get("GEO_ALERT_MAX_ATTEMPTS", "8"))
+GEO_ALERT_BACKOFF_SECONDS = float(os.environ.get("GEO_ALERT_BACKOFF_SECONDS", "30"))
+GEO_ALERT_TIMEOUT_SECONDS = float(os.environ.get("GEO_ALERT_TIMEOUT_SECONDS", "10"))
+GEO_ALERT_SWEEP_SECONDS = float(os.environ.get("GEO_ALERT_SWEEP_SECONDS", "300"))
+GEO_ALERT_DIGEST_EVERY_SECONDS = float(os.environ.get("GEO_ALERT_DIGEST_EVERY_SECONDS", "300"))
+GEO_CONSOLE_BASE_URL = os.environ.get("GEO_CONSOLE_BASE_URL", "")
+# Email (Django's framework): SMTP to EMAIL_HOST:EMAIL_PORT; the password only from the env.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = os.environ.get("EMAIL_USE_TLS", "0") == "1"
+EMAIL_TIMEOUT = int(os.environ.get("EMAIL_TIMEOUT", "10"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "alerts@geo-collect.invalid")
 # Outbound requests to customer-given URLs (connectors/outbound.py) reach public addresses
 # only, except these CIDRs and host names (comma-separated), for tests and private
 # deployments; plain http:// only to them. The cloud metadata endpoints are refused even here.

@@ -21,7 +21,7 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 from typing import Any
@@ -47,6 +47,29 @@ from .models import COUNTS, ComparabilityKey, SeriesRow
 log = logging.getLogger(__name__)
 
 WRITE_SERIES = "monitoring.write_series"
+
+
+@dataclass(frozen=True)
+class SeriesWritten:
+    """What a follower of a run's series is told: the run, and the write it follows (the
+    outbox message's id, or "direct"): one per write, the same when a write is repeated."""
+
+    run_id: UUID
+    write: str
+
+
+# A follower writes outbox rows in the writer's transaction and does nothing else (no network,
+# no commit), idempotently: the layers above (alerts) register by name from AppConfig.ready,
+# as pipeline/runs.py `follow_run_end` (monitoring does not import them).
+SeriesFollower = Callable[[SeriesWritten], None]
+_followers: dict[str, SeriesFollower] = {}
+
+
+def follow_series_written(*, name: str, follower: SeriesFollower) -> None:
+    """Register what an upper layer does after a run's rows are (re)written. By name."""
+    _followers[name] = follower
+
+
 SENTIMENT_COUNTS = {"positive": "positive", "negative": "negative"}
 
 
@@ -88,6 +111,11 @@ def write_series(*, run_id: UUID | str, outbox_id: int | None = None) -> int:
         )
         SeriesRow.objects.filter(run_id=run.pk).delete()
         SeriesRow.objects.bulk_create(rows, batch_size=2000)
+        written = SeriesWritten(
+            run_id=UUID(str(run.pk)), write=str(outbox_id) if outbox_id else "direct"
+        )
+        for follower in _followers.values():
+            follower(written)
         complete_outbox(outbox_id=outbox_id)
     log.info("series written run=%s rows=%d", run.pk, len(rows))
     return len(rows)

@@ -31,6 +31,8 @@ _RUNS_AND_SAMPLES = _perms("sampling", "view", "run", "batch", "sample", "attemp
 _EVIDENCE = _perms("evidence", "view", "capture", "evidenceobject", "citation")
 _MENTIONS = _perms("analysis", "view", "mention", "analysisrevision", "analysisresult")
 _AMBIGUOUS_WORDS = _perms("analysis", "view", "ambiguousword")
+# Alerts: read and acknowledge (change alert); finance reads no answers, so no alerts.
+_ALERTS = _perms("alerts", "view change", "alert") | _perms("alerts", "view", "alertrule")
 # The metrics series (monitoring): the dashboard and the series API; not finance's.
 _SERIES = _perms("monitoring", "view", "seriesrow")
 
@@ -51,6 +53,9 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _perms("sampling", "view", "scheduleslot")
         | _perms("api", "view add change delete", "webhookendpoint")
         | _perms("api", "view", "webhookdelivery")
+        | _ALERTS
+        | _perms("alerts", "view add change delete", "alertrule", "alertsubscription")
+        | _perms("alerts", "view", "alertdelivery")
     ),
     # runs, samples, evidence, review queue, mentions, reports; no billing.
     ANALYST: frozenset(
@@ -62,6 +67,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         | _perms("evidence", "view", "reviewsample", "reviewdecision")
         | _perms("evidence", "add", "reviewdecision")
         | _AMBIGUOUS_WORDS
+        | _ALERTS
     ),
     # ledger, accounts, reconciliation, statements, exports, run money summaries; no answer
     # text, no evidence. add_journalentry is the top-up.

@@ -75,6 +75,10 @@ TENANT_PATHS: dict[str, str] = {
     "api.launchrequest": SUPERUSER_ONLY,
     "api.webhookendpoint": "tenant_id",
     "api.webhookdelivery": "endpoint__tenant_id",
+    "alerts.alertrule": "tenant_id",
+    "alerts.alert": "tenant_id",
+    "alerts.alertsubscription": "tenant_id",
+    "alerts.alertdelivery": "tenant_id",
     "monitoring.seriesrow": "tenant_id",
     "monitoring.comparabilitykey": SUPERUSER_ONLY,
 }

@@ -126,7 +126,8 @@ class Webhooks(ScopedList):
     @extend_schema(
         summary="Register a webhook endpoint",
         description=(
-            "An https:// URL for `run.finished` and/or `run.needs_review` (empty: both). The "
+            "An https:// URL for `run.finished`, `run.needs_review` and/or `alert.fired` "
+            "(empty: all of them). The "
             "host must resolve to public addresses only (no loopback, private, link-local, "
             "metadata or other special-purpose address, in any spelling). The response "
             "carries the signing `secret`, shown here once (and on the console page)."

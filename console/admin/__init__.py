@@ -5,6 +5,6 @@ and every domain (the API's webhook endpoints included) through their services a
 selectors, and take every queryset from tenancy.scope; nothing below imports them.
 """
 
-from . import analysis, api, billing, evidence, sampling, schedules, tenancy
+from . import alerts, analysis, api, billing, evidence, sampling, schedules, tenancy
 
-__all__ = ["analysis", "api", "billing", "evidence", "sampling", "schedules", "tenancy"]
+__all__ = ["alerts", "analysis", "api", "billing", "evidence", "sampling", "schedules", "tenancy"]

@@ -8,6 +8,8 @@ from rest_framework.test import APIClient
 pytestmark = pytest.mark.django_db
 
 PATHS = [
+    "/api/v1/alerts/",
+    "/api/v1/alerts/{id}/acknowledge",
     "/api/v1/campaigns/",
     "/api/v1/campaigns/{id}/",
     "/api/v1/campaigns/{id}/preview",
