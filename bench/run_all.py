@@ -32,7 +32,8 @@ from bench.table import BenchRow, render
 # alarms and power over simulated campaigns, no database (GEO_BENCH_CHANGES_CAMPAIGNS, 2,000);
 # exports: the reconciliation XLSX / CSV at 50,000 rows (GEO_BENCH_EXPORT_ROWS);
 # statement_import: a 400,000-row statement uploaded, imported by a worker process, GETs
-# timed meanwhile (GEO_BENCH_STATEMENT_ROWS).
+# timed meanwhile (GEO_BENCH_STATEMENT_ROWS); monitoring: a year of daily runs' series rows,
+# the dashboard page and the series read timed (GEO_BENCH_MONITORING_RUNS, 365).
 MODULES = (
     "plan",
     "claim",
@@ -41,6 +42,7 @@ MODULES = (
     "changes",
     "exports",
     "statement_import",
+    "monitoring",
 )
 
 

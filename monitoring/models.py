@@ -108,6 +108,32 @@ class SeriesRow(models.Model):
                 condition=models.Q(question__isnull=False),
             ),
             models.Index(fields=["tenant", "day"], name="series_row_tenant_day_idx"),
+            # The dashboard's one read (console/dashboard.py): a scope's rows (all questions or
+            # a topic) of the campaign's entities over a range, by an index-only scan. The
+            # per-question rows share topic "" with the all-questions rows, so without the
+            # condition a read of the campaign's scope walks every per-question row's heap page.
+            models.Index(
+                fields=["campaign", "topic", "entity", "at"],
+                include=[
+                    "run",
+                    "platform",
+                    "region",
+                    "device",
+                    "mode",
+                    "comparability_key",
+                    "valid",
+                    "mentioned",
+                    "ranked",
+                    "position_sum",
+                    "rated",
+                    "positive",
+                    "negative",
+                    "citations",
+                    "own_citations",
+                ],
+                condition=models.Q(question__isnull=True),
+                name="series_row_scope_read_idx",
+            ),
         ]
 
     def __str__(self) -> str:

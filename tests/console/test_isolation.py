@@ -131,6 +131,7 @@ def test_a_tenant_a_user_gets_404_for_tenant_b_in_every_custom_view(
     run = bravo.run.pk
     gets = [
         reverse("admin:sampling_campaign_preview", args=[b_campaign.pk]),
+        reverse("admin:sampling_campaign_dashboard", args=[b_campaign.pk]),
         reverse("admin:sampling_run_progress", args=[run]),
         reverse("admin:sampling_run_report", args=[run]),
         *(reverse("admin:sampling_run_report_download", args=[run, f]) for f in REPORT_FORMATS),

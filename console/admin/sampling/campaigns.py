@@ -11,10 +11,11 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Max, Q, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -23,6 +24,7 @@ from billing.services import BillingError
 from connectors.base import Capabilities
 from connectors.registry import available_platforms, get_connector
 from console.admin_base import CappedCountPaginator, ScopedInline, TenantScopedAdmin
+from console.dashboard import DashboardFilters, Filters, dashboard_context
 from console.widgets import money, plural
 from pipeline.preview import (
     LaunchPreview,
@@ -43,6 +45,7 @@ from sampling.planning import (
 )
 from sampling.services import revise_question
 from sampling.snapshots import Quote
+from tenancy.scope import allows_on, scoped_by
 
 from .brands import EntityForm
 from .campaign_check import CampaignCheck, CheckedFormSet
@@ -428,6 +431,7 @@ class CampaignAdmin(TenantScopedAdmin):
             reverse("admin:sampling_question_changelist") + f"?campaign__id__exact={obj.pk}"
         )
         return {
+            "dashboard_url": dashboard_url(obj.pk, request.user, obj),
             "campaign_runs": obj.runs.order_by("-created_at")[:10],
             "campaign_runs_url": runs_url,
             "questions_listed_apart": _many_questions(obj),
@@ -438,10 +442,37 @@ class CampaignAdmin(TenantScopedAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         return [
+            self.object_url("dashboard", self.dashboard_view),
             self.object_url("preview", self.preview_view),
             self.object_url("launch", self.launch_view, post_only=True),
             *super().get_urls(),
         ]
+
+    # --- the monitoring dashboard -------------------------------------------------------
+
+    def dashboard_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The campaign over time (console/dashboard.py), for whoever may read its samples
+        (operators and analysts; finance: 403). Analysts hold no campaign permission, so the
+        campaign is looked up among the tenants of any role of theirs: another tenant's
+        campaign is a 404 as everywhere."""
+        campaign = _dashboard_campaign_or_404(request, object_id)
+        if not allows_on(request.user, "sampling.view_sample", campaign):
+            raise PermissionDenied
+        form = DashboardFilters(request.GET, campaign=campaign)
+        filters = Filters.from_form(form, today=timezone.now().date())
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "campaign": campaign,
+            "title": f"Dashboard: {campaign.name}",
+            "form": form,
+            "filters": filters,
+            "campaign_url": reverse("admin:sampling_campaign_change", args=[campaign.pk])
+            if self.has_view_or_change_permission(request, campaign)
+            else "",
+            **dashboard_context(campaign, filters),
+        }
+        return TemplateResponse(request, "admin/sampling/campaign/dashboard.html", context)
 
     def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         campaign = cast(Campaign, self._scoped_object_or_404(request, object_id))
@@ -505,6 +536,23 @@ class CampaignAdmin(TenantScopedAdmin):
                 request, f"Launched {run} with {plural(run.planned_samples, 'sample')}."
             )
         return redirect("admin:sampling_run_change", run.pk)
+
+
+def _dashboard_campaign_or_404(request: HttpRequest, object_id: str) -> Campaign:
+    visible = scoped_by(
+        Campaign.objects.select_related("brand", "tenant"), request.user, "tenancy.view_tenant"
+    )
+    campaign = visible.filter(pk=int(object_id) if object_id.isdigit() else 0).first()
+    if campaign is None:
+        raise Http404("no such campaign")
+    return campaign
+
+
+def dashboard_url(campaign_id: int, user: Any, campaign: Any) -> str:
+    """The dashboard's address for whoever may read `campaign`'s samples, else ""."""
+    if not allows_on(user, "sampling.view_sample", campaign):
+        return ""
+    return reverse("admin:sampling_campaign_dashboard", args=[campaign_id])
 
 
 def _plan_context(preview: LaunchPreview) -> dict[str, Any]:

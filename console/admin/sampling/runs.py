@@ -442,6 +442,9 @@ def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -
         "campaign_url": reverse("admin:sampling_campaign_change", args=[run.campaign_id])
         if allows_on(user, "sampling.view_campaign", run)
         else "",
+        "dashboard_url": reverse("admin:sampling_campaign_dashboard", args=[run.campaign_id])
+        if can_see_samples
+        else "",
         "progress_url": reverse("admin:sampling_run_progress", args=[run.pk]),
         "cancel_url": reverse("admin:sampling_run_cancel", args=[run.pk]),
         "run_samples_url": samples_url(run=run.pk),
