@@ -6,9 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitoring', '0001_series'),
-        ('sampling', '0007_question_topics'),
-        ('tenancy', '0002_move_content_types'),
+        ('monitoring', '0002_series_scope_index'),
     ]
 
     operations = [
