@@ -27,6 +27,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from monitoring.services import SeriesWritten
+from sampling.locking import Level, locked
 from sampling.models import Run
 from sampling.services import complete_outbox, enqueue_outbox
 
@@ -133,11 +134,12 @@ def _findings(
 def _open_alerts(rule: AlertRule, run: Run, *, exclude: set[str]) -> list[Alert]:
     """The rule's unresolved alerts this run may resolve: not the ones it just found, nor
     those last seen by a later run (an older run evaluated late changes nothing)."""
-    alerts = (
-        Alert.objects.select_for_update(of=("self",))
-        .filter(rule=rule, state__in=UNRESOLVED)
+    alerts = locked(
+        Alert.objects.filter(rule=rule, state__in=UNRESOLVED)
         .exclude(condition_key__in=exclude)
-        .select_related("last_run")
+        .select_related("last_run"),
+        level=Level.ALERTS,
+        of=("self",),
     )
     return [
         alert

@@ -634,8 +634,10 @@ def _add_cited_beside(groups: Groups, run_id: UUID | str, revision_id: int) -> N
     whatever the number of entities), less the captures that do not count (`net_cells`).
     Counts of distinct captures subtract exactly: the two capture sets are disjoint."""
     answers = (
-        "SELECT m.capture_id AS c, bool_or(m.mentioned AND m.is_brand) AS b, "
-        "bool_or(m.mentioned AND NOT m.is_brand) AS o "
+        # MAX over 0/1 rather than bool_or: the embedded default (SQLite, `make demo`) has none.
+        "SELECT m.capture_id AS c, "
+        "MAX(CASE WHEN m.mentioned AND m.is_brand THEN 1 ELSE 0 END) = 1 AS b, "
+        "MAX(CASE WHEN m.mentioned AND NOT m.is_brand THEN 1 ELSE 0 END) = 1 AS o "
         f"FROM {MENTION} m WHERE m.revision_id = %s GROUP BY m.capture_id"
     )
 

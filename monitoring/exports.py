@@ -134,6 +134,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("host", pa.string()),
             ("domain", pa.string()),
             ("own", pa.bool_()),
+            ("role", pa.string()),  # cited, or found (consulted, not cited: no citation figure)
             ("counted", pa.bool_()),
             ("analysis_revision", pa.int64()),
         ]
@@ -278,7 +279,7 @@ def _citations(run: Run, number: int) -> list[dict[str, Any]]:
     records = _fetch(
         f"SELECT ci.sample_id, ci.capture_id, ci.platform, ci.question_revision_id, "
         f"CASE WHEN ci.normalized_url <> '' THEN ci.normalized_url ELSE ci.url END AS url, "
-        f"{SUCCEEDED} AS counted "
+        f"ci.role, {SUCCEEDED} AS counted "
         f"FROM {CITATION} ci JOIN {CAPTURE} c ON c.id = ci.capture_id "
         f"JOIN {SAMPLE} s ON s.id = ci.sample_id "
         f"WHERE {_analysed('c')} ORDER BY ci.id",

@@ -14,7 +14,9 @@ transactions can never wait on each other in a cycle:
 6. capture rows (evidence attached to a sample);
 7. the other ledger accounts, by primary key ascending (billing's entry posting);
 8. the ledger's chain head (a transaction-scoped advisory lock, billing/ledger_chain.py,
-   taken right before an entry's INSERT).
+   taken right before an entry's INSERT);
+9. a campaign rule's unresolved alerts (alerts/evaluation.py: the ones a run may resolve),
+   taken with no other lock held.
 
 A transaction may skip levels but never goes back up. The claims in sampling/leases.py lock
 sample rows in plain SQL (FOR UPDATE SKIP LOCKED, one statement in autocommit).
@@ -52,6 +54,8 @@ class Level(IntEnum):
     SAMPLE = 5
     CAPTURE = 6
     LEDGER_ACCOUNTS = 7
+    # 8 is the ledger chain's advisory lock (billing/ledger_chain.py), not a row lock.
+    ALERTS = 9
 
 
 def locked(

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sampling', '0006_outbox_completed_at'),
+        ('sampling', '0007_question_topics'),
     ]
 
     operations = [

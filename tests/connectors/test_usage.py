@@ -18,6 +18,14 @@ EXPECTED: dict[str, tuple[int, int] | None] = {
     "anthropic/success.sse": (24, 33),  # input at message_start, output at message_delta
     "anthropic/truncated.sse": (24, 1),
     "collector/result.json": None,
+    "chatgpt_web/failed.json": None,  # a vendor task: the vendor states a cost, no tokens
+    "chatgpt_web/task_get.json": None,
+    "gemini_web/failed.json": None,
+    "gemini_web/task_get.json": None,
+    "google_ai_mode/failed.json": None,
+    "google_ai_mode/task_get.json": None,
+    "google_ai_overview/failed.json": None,
+    "google_ai_overview/task_get.json": None,
     "deepseek/nonstream.json": (12, 81),
     "deepseek/thinking.sse": (16, 128),
     "deepseek/truncated.sse": None,

@@ -66,7 +66,8 @@ def test_the_export_read_back_with_duckdb_gives_the_reports_totals(
     )
     assert mentioned == {e: r.successes for e, r in overall.entity_mention_rates.items()}
     ((citations, own),) = db.execute(
-        f"SELECT count(*) FILTER (counted), count(*) FILTER (counted AND own) "
+        f"SELECT count(*) FILTER (counted AND role = 'cited'), "
+        f"count(*) FILTER (counted AND own AND role = 'cited') "
         f"FROM {_read(local_storage, 'citations')}"
     ).fetchall()
     assert (citations, own) == (overall.citation_share.n, overall.citation_share.successes)

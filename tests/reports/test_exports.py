@@ -78,6 +78,9 @@ def test_xlsx_command_writes_a_workbook(simulator: SimulatorHandle, tmp_path: Pa
         "Over time",
         "Evidence",
         "Top cited domains",
+        "Citation sources",
+        "Searches",
+        "Source opportunities",
     ]
     platforms = list(book["Platforms"].iter_rows(values_only=True))
     assert platforms[0][:8] == ("group", "planned", "succeeded", "failed", "cancelled",

@@ -76,6 +76,7 @@ def test_the_workbook_has_every_section_with_percentages_dates_and_frozen_header
     assert book.sheetnames == [
         "Summary", "Run", "Platforms", "Questions", "By target", "By device", "By region",
         "Sentiment", "Head-to-head", "Over time", "Evidence", "Top cited domains",
+        "Citation sources", "Searches", "Source opportunities",
     ]  # fmt: skip
     for sheet in book.worksheets:
         assert sheet.freeze_panes == "A2", sheet.title
