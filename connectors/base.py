@@ -70,6 +70,25 @@ class UpstreamError(Exception):
         self.egress = egress
         self.should_retry = should_retry
 
+    # After a provider accepted a task, a failed status call must not read as "never sent":
+    # these classes become POLL_FAILED, so the task id is kept and the poll tried again.
+    POLL_RETRIED = frozenset({ErrorClass.TRANSIENT, ErrorClass.RATE_LIMITED,
+                              ErrorClass.ACCEPTANCE_UNKNOWN})  # fmt: skip
+
+    def after_acceptance(self) -> UpstreamError:
+        """This error as a poll of an accepted task sees it: POLL_FAILED when it was a
+        transient, rate-limited or unknown-acceptance failure, else itself."""
+        if self.error_class not in self.POLL_RETRIED:
+            return self
+        return UpstreamError(
+            ErrorClass.POLL_FAILED,
+            self.message,
+            status_code=self.status_code,
+            retry_after=self.retry_after,
+            request_id=self.request_id,
+            egress=self.egress,
+        )
+
     def __str__(self) -> str:
         code = f" (HTTP {self.status_code})" if self.status_code else ""
         return f"{self.error_class.value}: {self.message}{code}"

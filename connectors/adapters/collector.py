@@ -81,11 +81,6 @@ _POLL_STATES = {
     "cancelled": "failed",
     "lost": "lost",
 }
-# After acceptance a failed call must not look like "never sent": the task id is kept and
-# the poll is retried within budget.
-_POLL_FAILURES = frozenset(
-    {ErrorClass.TRANSIENT, ErrorClass.RATE_LIMITED, ErrorClass.ACCEPTANCE_UNKNOWN}
-)
 
 
 # A task refused inside an accepted batch follows its own error class.
@@ -330,13 +325,13 @@ class CollectorConnector(Connector):
         try:
             exchange = self._call("GET", f"/v1/tasks/{upstream_id}")
         except UpstreamError as error:
-            raise self._as_poll_failure(error) from None
+            raise error.after_acceptance() from None
         if exchange.status_code == 404:
             return PollOutcome(state="lost", message="collector no longer knows this task")
         try:
             payload = self._json(exchange)
         except UpstreamError as error:
-            raise self._as_poll_failure(error) from None
+            raise error.after_acceptance() from None
         status = str(payload.get("status", ""))
         message = _as_dict(payload.get("error")).get("message")
         hint = payload.get("retry_after_seconds")
@@ -346,29 +341,14 @@ class CollectorConnector(Connector):
             message=str(message) if message else None,
         )
 
-    @staticmethod
-    def _as_poll_failure(error: UpstreamError) -> UpstreamError:
-        if error.error_class not in _POLL_FAILURES:
-            return error
-        return UpstreamError(
-            ErrorClass.POLL_FAILED,
-            error.message,
-            status_code=error.status_code,
-            retry_after=error.retry_after,
-            request_id=error.request_id,
-            egress=error.egress,
-        )
-
     def fetch_evidence(self, upstream_id: str, *, sample_id: int | None = None) -> NormalizedResult:
         exchange = self._call("GET", f"/v1/tasks/{upstream_id}/result")
         if exchange.status_code == 404:
             raise UpstreamError(ErrorClass.LOST, "collector no longer knows this task", raw=b"")
         if not exchange.ok:
-            raise self._as_poll_failure(
-                classify_http_error(
-                    exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
-                )
-            )
+            raise classify_http_error(
+                exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
+            ).after_acceptance()
         result = self.parse(exchange.body, content_type=exchange.content_type, sample_id=sample_id)
         result.status_code = exchange.status_code
         result.request_id = request_id_from(exchange.headers, exchange.body)

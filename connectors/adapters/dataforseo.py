@@ -321,7 +321,7 @@ class DataForSEOConnector(Connector):
         try:
             _, payload = self._task_get(upstream_id)
         except UpstreamError as error:
-            raise _as_poll_failure(error) from None
+            raise error.after_acceptance() from None
         task = first_task(payload)
         code = task.get("status_code")
         message = str(task.get("status_message") or "") or None
@@ -346,7 +346,7 @@ class DataForSEOConnector(Connector):
         except UpstreamError as error:
             if error.error_class is ErrorClass.LOST:
                 raise
-            raise _as_poll_failure(error) from None
+            raise error.after_acceptance() from None
         result = self.parse(exchange.body, content_type=exchange.content_type, sample_id=sample_id)
         result.status_code = exchange.status_code
         result.upstream_id = result.upstream_id or upstream_id
@@ -467,24 +467,6 @@ def _code_error(payload: dict[str, Any], exchange: HttpExchange) -> UpstreamErro
         status_code=exchange.status_code,
         raw=exchange.body,
         egress=exchange.egress,
-    )
-
-
-_POLL_FAILURES = frozenset(
-    {ErrorClass.TRANSIENT, ErrorClass.RATE_LIMITED, ErrorClass.ACCEPTANCE_UNKNOWN}
-)
-
-
-def _as_poll_failure(error: UpstreamError) -> UpstreamError:
-    """After acceptance a failed call keeps the task id: the poll is tried again."""
-    if error.error_class not in _POLL_FAILURES:
-        return error
-    return UpstreamError(
-        ErrorClass.POLL_FAILED,
-        error.message,
-        status_code=error.status_code,
-        retry_after=error.retry_after,
-        egress=error.egress,
     )
 
 
