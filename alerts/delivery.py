@@ -22,17 +22,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.core.mail import EmailMessage
-from django.db import transaction
-from django.db.models import Q
-from django.db.models.functions import Coalesce, Now
 
 from connectors.outbound import post_pinned
+from sampling import deliveries
 from sampling.dbtime import db_now
 from sampling.services import complete_outbox, enqueue_outbox
 from tenancy.models import TenantMembership
@@ -42,7 +40,6 @@ from .models import Alert, AlertDelivery, AlertRule, AlertSubscription, Channel,
 log = logging.getLogger(__name__)
 
 TASK = "alerts.deliver"
-LOG_KEPT = 20
 SWEEP_BATCH = 200
 
 
@@ -203,13 +200,9 @@ def slack_body(alert: Alert) -> dict[str, Any]:
 # --- one attempt (the task, no transaction open during the I/O) -----------------------------
 
 
-def backoff_seconds(attempts: int) -> float:
-    base = float(settings.GEO_ALERT_BACKOFF_SECONDS)
-    return float(min(base * 2 ** max(attempts - 1, 0), 3600))
-
-
 def deliver(*, delivery_id: int, outbox_id: int | None = None) -> float | None:
-    """One attempt; the delay before the next, or None when done."""
+    """One attempt; the delay before the next, or None when done. Recorded by
+    sampling/deliveries.py `record_attempt`, which completes the message with it."""
     delivery = (
         AlertDelivery.objects.select_related(
             "alert__rule", "subscription__user", "subscription__tenant"
@@ -221,35 +214,22 @@ def deliver(*, delivery_id: int, outbox_id: int | None = None) -> float | None:
         complete_outbox(outbox_id=outbox_id)
         return None
     ok, status = _send(delivery)
-    attempts = delivery.attempts + 1
-    exhausted = attempts >= int(settings.GEO_ALERT_MAX_ATTEMPTS)
-    state = (
-        DeliveryState.DELIVERED
-        if ok
-        else DeliveryState.FAILED
-        if exhausted
-        else DeliveryState.PENDING
+    entry = {"attempt": delivery.attempts + 1, "at": int(time.time()), "status": status}
+    recorded, state, delay = deliveries.record_attempt(
+        delivery,
+        ok=ok,
+        entry=entry,
+        max_attempts=int(settings.GEO_ALERT_MAX_ATTEMPTS),
+        backoff_base=float(settings.GEO_ALERT_BACKOFF_SECONDS),
+        outbox_id=outbox_id,
     )
-    delay = None if ok or exhausted else backoff_seconds(attempts)
-    entry = {"attempt": attempts, "at": int(time.time()), "status": status}
-    with transaction.atomic():
-        updated = AlertDelivery.objects.filter(
-            pk=delivery.pk, attempts=delivery.attempts, state=DeliveryState.PENDING
-        ).update(
-            attempts=attempts,
-            state=state,
-            log=[*delivery.log, entry][-LOG_KEPT:],
-            delivered_at=Now() if ok else None,
-            next_attempt_at=None if delay is None else Now() + timedelta(seconds=delay),
-        )
-        complete_outbox(outbox_id=outbox_id)
-    if updated != 1:
+    if not recorded:
         return None
     log.info(
         "alert delivery=%s channel=%s attempt=%s status=%s state=%s",
         delivery.pk,
         delivery.channel,
-        attempts,
+        entry["attempt"],
         status,
         state,
     )
@@ -294,34 +274,22 @@ def _send(delivery: AlertDelivery) -> tuple[bool, str]:
 
 
 def sweep_stuck_deliveries(*, limit: int = SWEEP_BATCH) -> int:
-    """Send again pending deliveries whose message was lost (never attempted, or their retry
-    due, for longer than GEO_ALERT_SWEEP_SECONDS); each claimed by a conditional update that
-    moves its due time on."""
-    grace = timedelta(seconds=float(settings.GEO_ALERT_SWEEP_SECONDS))
-    stuck = (
-        AlertDelivery.objects.annotate(due=Coalesce("next_attempt_at", "created_at"))
-        .filter(state=DeliveryState.PENDING, due__lt=Now() - grace)
-        .order_by("id")
-        .values_list("pk", "attempts", "next_attempt_at")[:limit]
+    """Send again pending deliveries whose message was lost, for longer than
+    GEO_ALERT_SWEEP_SECONDS (sampling/deliveries.py `sweep_stuck`)."""
+    resent = deliveries.sweep_stuck(
+        AlertDelivery,
+        grace_seconds=float(settings.GEO_ALERT_SWEEP_SECONDS),
+        limit=limit,
+        send_again=_send_again,
     )
-    resent = 0
-    for pk, attempts, next_attempt_at in stuck:
-        with transaction.atomic():
-            claimed = AlertDelivery.objects.filter(
-                Q(next_attempt_at=next_attempt_at)
-                if next_attempt_at is not None
-                else Q(next_attempt_at=None),
-                pk=pk,
-                state=DeliveryState.PENDING,
-                attempts=attempts,
-            ).update(next_attempt_at=Now() + grace)
-            if claimed == 1:
-                enqueue_outbox(
-                    task=TASK,
-                    payload={"delivery_id": pk},
-                    dedupe_key=f"alert-delivery:{pk}:sweep:{attempts}:{int(time.time())}",
-                )
-                resent += 1
     if resent:
         log.warning("alert delivery sweep: %s stuck deliveries sent again", resent)
     return resent
+
+
+def _send_again(pk: int, attempts: int) -> None:
+    enqueue_outbox(
+        task=TASK,
+        payload={"delivery_id": pk},
+        dedupe_key=f"alert-delivery:{pk}:sweep:{attempts}:{int(time.time())}",
+    )

@@ -15,6 +15,8 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from sampling.deliveries import DeliveryState
+
 
 class RuleKind(models.TextChoices):
     VISIBILITY_DROP = "visibility_drop", "visibility drop"
@@ -159,12 +161,6 @@ class Channel(models.TextChoices):
     EMAIL = "email"
     SLACK = "slack"
     DIGEST = "digest"
-
-
-class DeliveryState(models.TextChoices):
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    FAILED = "failed"
 
 
 class AlertDelivery(models.Model):

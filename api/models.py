@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models.functions import Now
 
+from sampling.deliveries import DeliveryState
+
 
 class ApiToken(models.Model):
     """A person's API token. Only its sha256 is stored: the token is shown once, when made
@@ -82,12 +84,6 @@ class WebhookEndpoint(models.Model):
 
     def wants(self, event: str) -> bool:
         return self.active and (not self.events or event in self.events)
-
-
-class DeliveryState(models.TextChoices):
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    FAILED = "failed"  # retries exhausted
 
 
 class WebhookDelivery(models.Model):

@@ -32,18 +32,18 @@ import json
 import logging
 import secrets
 import time
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce, Now
+from django.db.models import F
 
 from alerts.models import Alert
 from connectors.outbound import OutboundRefused, post_pinned
 from connectors.outbound import check_url as check_outbound_url
 from pipeline.runs import RunEnded
+from sampling import deliveries
+from sampling.deliveries import LOG_KEPT
 from sampling.models import Run
 from sampling.selectors import Status
 from sampling.services import complete_outbox, enqueue_outbox
@@ -54,7 +54,6 @@ from .models import DeliveryState, WebhookDelivery, WebhookEndpoint, WebhookEven
 log = logging.getLogger(__name__)
 
 TASK = "api.deliver_webhook"
-LOG_KEPT = 20
 ERROR_CHARS = 200
 SWEEP_BATCH = 200
 
@@ -262,16 +261,12 @@ def _record(
 # --- delivery -------------------------------------------------------------------------------
 
 
-def backoff_seconds(attempts: int) -> float:
-    base = float(settings.GEO_WEBHOOK_BACKOFF_SECONDS)
-    return float(min(base * 2 ** max(attempts - 1, 0), 3600))
-
-
 def deliver(*, delivery_id: int, outbox_id: int | None = None) -> float | None:
     """One attempt. Returns the delay before the next one, or None when done (delivered,
     failed for good, or not pending). No transaction is held during the request. The message
-    (`outbox_id`) is completed with the attempt's record: its effect is an attempt made (a
-    retry's own message is the sweep's to repair), or nothing left to attempt."""
+    (`outbox_id`) is completed with the attempt's record (sampling/deliveries.py): its effect
+    is an attempt made (a retry's own message is the sweep's to repair), or nothing left to
+    attempt."""
     delivery = WebhookDelivery.objects.select_related("endpoint").filter(pk=delivery_id).first()
     if delivery is None or delivery.state != DeliveryState.PENDING:
         complete_outbox(outbox_id=outbox_id)
@@ -280,37 +275,27 @@ def deliver(*, delivery_id: int, outbox_id: int | None = None) -> float | None:
     body = json.dumps({**delivery.payload, "delivery_id": delivery.pk}, sort_keys=True).encode()
     timestamp = int(time.time())
     code, error = _post(endpoint, delivery, body, timestamp)
-    attempts = delivery.attempts + 1
-    entry = {"attempt": attempts, "at": timestamp, "status": code, "error": error[:ERROR_CHARS]}
-    ok = code is not None and 200 <= code < 300
-    exhausted = attempts >= int(settings.GEO_WEBHOOK_MAX_ATTEMPTS)
-    state = (
-        DeliveryState.DELIVERED
-        if ok
-        else DeliveryState.FAILED
-        if exhausted
-        else DeliveryState.PENDING
+    entry = {
+        "attempt": delivery.attempts + 1,
+        "at": timestamp,
+        "status": code,
+        "error": error[:ERROR_CHARS],
+    }
+    recorded, state, delay = deliveries.record_attempt(
+        delivery,
+        ok=code is not None and 200 <= code < 300,
+        entry=entry,
+        max_attempts=int(settings.GEO_WEBHOOK_MAX_ATTEMPTS),
+        backoff_base=float(settings.GEO_WEBHOOK_BACKOFF_SECONDS),
+        outbox_id=outbox_id,
     )
-    delay = None if ok or exhausted else backoff_seconds(attempts)
-    with transaction.atomic():
-        updated = WebhookDelivery.objects.filter(
-            pk=delivery.pk, attempts=delivery.attempts, state=DeliveryState.PENDING
-        ).update(
-            attempts=attempts,
-            state=state,
-            log=[*delivery.log, entry][-LOG_KEPT:],
-            delivered_at=Now() if ok else None,
-            # When the retry is due: the sweep sends again a delivery left far past it.
-            next_attempt_at=None if delay is None else Now() + timedelta(seconds=delay),
-        )
-        complete_outbox(outbox_id=outbox_id)  # recorded here or by another worker: done
-    if updated != 1:
+    if not recorded:
         return None  # another worker recorded this attempt
     log.info(
         "webhook delivery=%s event=%s attempt=%s status=%s state=%s",
         delivery.pk,
         delivery.event,
-        attempts,
+        entry["attempt"],
         code,
         state,
     )
@@ -344,32 +329,14 @@ def _post(
 
 
 def sweep_stuck_deliveries(*, limit: int = SWEEP_BATCH) -> int:
-    """Send again the pending deliveries whose message was lost: never attempted, or their
-    retry due, for longer than GEO_WEBHOOK_SWEEP_SECONDS. Each is claimed by a conditional
-    update that moves its due time on, so the next sweep leaves it alone for as long again;
-    a duplicate message is harmless (`deliver` records one attempt per attempt number)."""
-    grace = timedelta(seconds=float(settings.GEO_WEBHOOK_SWEEP_SECONDS))
-    due = Coalesce("next_attempt_at", "created_at")
-    stuck = (
-        WebhookDelivery.objects.annotate(due=due)
-        .filter(state=DeliveryState.PENDING, due__lt=Now() - grace)
-        .order_by("id")
-        .values_list("pk", "attempts", "next_attempt_at")[:limit]
+    """Send again the pending deliveries whose message was lost, for longer than
+    GEO_WEBHOOK_SWEEP_SECONDS (sampling/deliveries.py `sweep_stuck`)."""
+    resent = deliveries.sweep_stuck(
+        WebhookDelivery,
+        grace_seconds=float(settings.GEO_WEBHOOK_SWEEP_SECONDS),
+        limit=limit,
+        send_again=_enqueue_sweep,
     )
-    resent = 0
-    for pk, attempts, next_attempt_at in stuck:
-        with transaction.atomic():
-            claimed = WebhookDelivery.objects.filter(
-                Q(next_attempt_at=next_attempt_at)
-                if next_attempt_at is not None
-                else Q(next_attempt_at=None),
-                pk=pk,
-                state=DeliveryState.PENDING,
-                attempts=attempts,
-            ).update(next_attempt_at=Now() + grace)
-            if claimed == 1:
-                _enqueue_sweep(pk, attempts)
-                resent += 1
     if resent:
         log.warning("webhook sweep: %s stuck deliveries sent again", resent)
     return resent
