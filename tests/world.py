@@ -24,8 +24,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.test import override_settings
 
+from alerts.models import Alert, AlertDelivery, AlertRule, AlertSubscription, Channel, RuleKind
 from billing.reconciliation import import_statement
-from evidence.models import Capture, ReviewDecision
+from evidence.models import Capture, DomainCategory, ReviewDecision
 from pipeline.runs import finish_run_if_done
 from sampling.models import Run, Sample
 from simulator import start_simulator
@@ -77,7 +78,40 @@ def build_tenant(slug: str, marker: str) -> TenantWorld:
         username = f"{slug}-{role}"
         grant_role(username=username, tenant=tenant, role=role, password=PASSWORD)
         world.users[role] = get_user_model().objects.get(username=username)
+    _monitoring_rows(world)
     return world
+
+
+def _monitoring_rows(world: TenantWorld) -> None:
+    """What the alerts and the tenant's domain categories add: a rule, an alert it fired, a
+    subscriber and the delivery to them, and a category override, so the isolation walk opens
+    each of their pages as every role of both tenants."""
+    run, tenant, marker = world.run, world.tenant, world.marker
+    rule = AlertRule.objects.create(
+        tenant=tenant, campaign_id=run.campaign_id, kind=RuleKind.VISIBILITY_DROP
+    )
+    alert = Alert.objects.create(
+        tenant=tenant,
+        campaign_id=run.campaign_id,
+        rule=rule,
+        condition_key=f"visibility|{marker}",
+        run=run,
+        summary=f"{marker} brand: visibility dropped on openai",
+    )
+    subscription = AlertSubscription.objects.create(
+        user=world.users["operator"], tenant=tenant, time_zone="Europe/Berlin"
+    )
+    AlertDelivery.objects.create(
+        tenant=tenant,
+        channel=Channel.EMAIL,
+        alert=alert,
+        subscription=subscription,
+        dedupe_key=f"world:{tenant.slug}:email",
+    )
+    DomainCategory.objects.create(
+        tenant=tenant, domain=f"{tenant.slug}-reviews.example", category="reviews",
+        note=f"{marker} override",
+    )  # fmt: skip
 
 
 def import_statement_for(*runs: Run) -> None:
