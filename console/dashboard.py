@@ -420,24 +420,20 @@ def _summed(runs: Sequence[RunPool], entity: str, name: str) -> int:
     return sum(pool.count(entity, name) for pool in runs)
 
 
+def _rate_bar(entity: str, hits: int, n: int, of: str) -> Bar | None:
+    """A bar of hits over n with its interval, labelled "x % (hits of n <of>)"; None when
+    n is 0 (nothing to show, not a 0 %)."""
+    figure = rate(hits, n)
+    if figure.value is None:
+        return None
+    label = f"{figure.value * 100:.1f} % ({hits} of {n} {of})"
+    return Bar(entity, figure.value, figure.low, figure.high, label)
+
+
 def share_of_voice_bars(runs: Sequence[RunPool], entities: Sequence[str]) -> Any:
     everyone = sum(pool.all_mentioned() for pool in runs)
-    bars = []
-    for entity in entities:
-        hits = _summed(runs, entity, "mentioned")
-        figure = rate(hits, everyone)
-        if figure.value is None:
-            continue
-        bars.append(
-            Bar(
-                entity,
-                figure.value,
-                figure.low,
-                figure.high,
-                f"{figure.value * 100:.1f} % ({hits} of {everyone} mentions)",
-            )
-        )
-    return bar_chart(bars, title="Share of voice, latest segment")
+    bars = [_rate_bar(e, _summed(runs, e, "mentioned"), everyone, "mentions") for e in entities]
+    return bar_chart([b for b in bars if b], title="Share of voice, latest segment")
 
 
 def sentiment_bars(runs: Sequence[RunPool], entities: Sequence[str]) -> Any:
@@ -455,22 +451,11 @@ def sentiment_bars(runs: Sequence[RunPool], entities: Sequence[str]) -> Any:
 
 
 def own_citation_bars(runs: Sequence[RunPool], entities: Sequence[str]) -> Any:
-    bars = []
-    for entity in entities:
-        own, total = _summed(runs, entity, "own_citations"), _summed(runs, entity, "citations")
-        figure = rate(own, total)
-        if figure.value is None:
-            continue
-        bars.append(
-            Bar(
-                entity,
-                figure.value,
-                figure.low,
-                figure.high,
-                f"{figure.value * 100:.1f} % ({own} of {total} citations)",
-            )
-        )
-    return bar_chart(bars, title="Own-domain citation rate, latest segment")
+    bars = [
+        _rate_bar(e, _summed(runs, e, "own_citations"), _summed(runs, e, "citations"), "citations")
+        for e in entities
+    ]
+    return bar_chart([b for b in bars if b], title="Own-domain citation rate, latest segment")
 
 
 def top_domains(campaign: Campaign, filters: Filters, run_ids: Sequence[str]) -> Any:
