@@ -158,14 +158,19 @@ def _figure(figure: dict[str, Any] | None) -> str:
     )
 
 
-def alert_lines(alert: Alert) -> list[str]:
+def figure_lines(alert: Alert) -> list[str]:
+    """What changed, in figures: before (when compared), after, and the p and q values."""
     d = alert.details
-    lines = [alert.summary]
-    if "before" in d:
-        lines.append(f"before: {_figure(d.get('before'))}")
+    lines = [f"before: {_figure(d.get('before'))}"] if "before" in d else []
     lines.append(f"after: {_figure(d.get('after'))}")
     if "p_value" in d:
         lines.append(f"p = {d['p_value']:.3g}, q = {d['q_value']:.3g}")
+    return lines
+
+
+def alert_lines(alert: Alert) -> list[str]:
+    d = alert.details
+    lines = [alert.summary, *figure_lines(alert)]
     for link in d.get("links", []):
         lines.append(f"{link['label']}: {absolute(link['url'])}")
     return lines

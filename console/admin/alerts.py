@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from alerts.delivery import _figure
+from alerts.delivery import figure_lines
 from alerts.models import Alert, AlertDelivery, AlertRule, AlertSubscription
 from alerts.services import NotAcknowledgeable, acknowledge
 from connectors.outbound import OutboundRefused, check_url
@@ -49,12 +49,12 @@ class AlertAdmin(TenantScopedAdmin):
 
     @admin.display(description="before / after")
     def figures(self, obj: Alert) -> SafeString:
-        d = obj.details
-        rows = [("before", _figure(d.get("before")))] if "before" in d else []
-        rows.append(("after", _figure(d.get("after"))))
-        if "p_value" in d:
-            rows.append(("p / q", f"{d['p_value']:.3g} / {d['q_value']:.3g}"))
-        return format_html_join(mark_safe("<br>"), "{}: {}", rows)
+        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in figure_lines(obj)))
+
+    def change_view_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        # Every field is read-only: the page offers what can be done (acknowledge, from the
+        # list's action), not a Save that would change nothing.
+        return {"show_save": False, "show_save_and_continue": False}
 
     @admin.display(description="samples")
     def samples(self, obj: Alert) -> SafeString:

@@ -55,6 +55,8 @@ def test_alerts_are_listed_with_their_figures_and_acknowledged_per_tenant(
     client = _client(alpha.users["analyst"])
     detail = client.get(reverse("admin:alerts_alert_change", args=[mine.pk])).content.decode()
     assert "80.0 % (40/50, 95 % CI 67.0-89.0 %)" in detail
+    assert "p = 1e-09, q = 2e-09" in detail
+    assert 'name="_save"' not in detail and 'name="_continue"' not in detail  # nothing to save
     assert f"?run={alpha.run.pk}&amp;platform=openai" in detail
     assert client.get(reverse("admin:alerts_alert_change", args=[theirs.pk])).status_code == 404
     done = client.post(
