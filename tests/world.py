@@ -24,7 +24,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.test import override_settings
 
-from alerts.models import Alert, AlertDelivery, AlertRule, AlertSubscription, Channel, RuleKind
+from alerts.models import (
+    Alert,
+    AlertDelivery,
+    AlertRule,
+    AlertState,
+    AlertSubscription,
+    Channel,
+    RuleKind,
+)
 from billing.reconciliation import import_statement
 from evidence.models import Capture, DomainCategory, ReviewDecision
 from pipeline.runs import finish_run_if_done
@@ -88,15 +96,16 @@ def _monitoring_rows(world: TenantWorld) -> None:
     each of their pages as every role of both tenants."""
     run, tenant, marker = world.run, world.tenant, world.marker
     rule = AlertRule.objects.create(
-        tenant=tenant, campaign_id=run.campaign_id, kind=RuleKind.VISIBILITY_DROP
+        tenant=tenant, campaign_id=run.campaign_id, kind=RuleKind.PLATFORM_GAP
     )
     alert = Alert.objects.create(
         tenant=tenant,
         campaign_id=run.campaign_id,
         rule=rule,
-        condition_key=f"visibility|{marker}",
+        condition_key=f"platform_gap|{marker}",
         run=run,
-        summary=f"{marker} brand: visibility dropped on openai",
+        summary=f"{marker} brand: a platform gap on openai",
+        state=AlertState.ACKNOWLEDGED,  # not open: the alert tests' own open alerts stay alone
     )
     subscription = AlertSubscription.objects.create(
         user=world.users["operator"], tenant=tenant, time_zone="Europe/Berlin"
