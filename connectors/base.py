@@ -95,6 +95,15 @@ class UpstreamError(Exception):
 
 
 @dataclass(frozen=True)
+class FoundTask:
+    """A task found again by its idempotency key (`Connector.find_again`): its id and, where
+    the upstream said, what it charged (minor units, currency)."""
+
+    upstream_id: str
+    cost: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True)
 class Quote:
     """What a provider says a set of tasks will cost it, before they are submitted."""
 
@@ -342,10 +351,13 @@ class Connector(abc.ABC):
         """Record the intent to cancel; True when the upstream acknowledged it."""
         return False
 
-    def task_cost(self, upstream_id: str) -> tuple[int, str] | None:
-        """What the upstream charged for an accepted task, (minor units, currency), for a task
-        whose submission answer was lost (found again by `lookup`); None where it cannot say."""
-        return None
+    def find_again(self, idempotency_key: str) -> FoundTask | None:
+        """`lookup` for the verify step: the task the upstream has for this key, with what it
+        charged for it where the same answer states it (a vendor's task list), so a task whose
+        submission answer was lost is found and priced in one call; None when the upstream has
+        no such task."""
+        upstream_id = self.lookup(idempotency_key)
+        return FoundTask(upstream_id) if upstream_id else None
 
     def lookup(self, idempotency_key: str) -> str | None:
         """Resolve an uncertain submit: the upstream id for this key, or None when the upstream

@@ -147,18 +147,15 @@ def handle_verify(ctx: StepContext, sample: Sample) -> str:
     attempt = sample.attempt_set.order_by("-attempt_no").first()
     if attempt is None:
         raise RuntimeError(f"sample {sample.pk} is uncertain without an attempt")
-    upstream = connector(sample.platform)
+    find_again = connector(sample.platform).find_again
     try:
-        upstream_id = upstream_call(
-            sample.platform, lambda: upstream.lookup(attempt.idempotency_key)
-        )
-        cost = upstream.task_cost(upstream_id) if upstream_id else None
+        found = upstream_call(sample.platform, lambda: find_again(attempt.idempotency_key))
     except UpstreamError as error:
         return _verify_failed(ctx, sample, attempt, error)
     with locked_step(ctx, "verify") as step:
-        if upstream_id:
-            outcome = step.verified(attempt, upstream_id=upstream_id, cost=cost)
-            if cost is not None:
+        if found:
+            outcome = step.verified(attempt, upstream_id=found.upstream_id, cost=found.cost)
+            if found.cost is not None:
                 queue_attempt_cost(run_id=sample.run_id, attempt_id=attempt.pk)
             return outcome
         return step.not_accepted(attempt)

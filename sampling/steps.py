@@ -344,7 +344,7 @@ class SampleStep:
         self, attempt: Attempt, *, upstream_id: str, cost: tuple[int, str] | None = None
     ) -> str:
         """The upstream has a task for the attempt's idempotency key: it was accepted. `cost`:
-        what the upstream says it charged for it (`Connector.task_cost`), recorded on the
+        what the upstream says it charged for it (`Connector.find_again`), recorded on the
         attempt as its submit answer would have been."""
         values: dict[str, Any] = {"status": AttemptStatus.ACCEPTED, "upstream_id": upstream_id}
         if cost is not None and attempt.cost is None:

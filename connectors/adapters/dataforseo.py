@@ -29,10 +29,11 @@ GEO_<PLATFORM>_EXTRA={"method": "live"}):
 
 The account is charged when a task is posted (task_post's `cost`); results are free to fetch,
 so the cost each response states is carried on the submit outcome and recorded on the attempt
-(pipeline/submission.py); a task found again by its tag after a crash has its cost from
-`task_cost` (id_list, SERP only). The `tag` is the attempt's idempotency key: `lookup` finds a
-task again by it (id_list for SERP tasks; tasks_ready for the LLM scrapers, where a task still
-queued is "not known yet" and the lookup is tried again, never answered "not accepted").
+(pipeline/submission.py); a task found again by its tag after a crash has its cost from the
+same id_list entry (`find_again`, SERP only). The `tag` is the attempt's idempotency key:
+`lookup` finds a task again by it (id_list for SERP tasks; tasks_ready for the LLM scrapers,
+where a task still queued is "not known yet" and the lookup is tried again, never answered
+"not accepted").
 DataForSEO has no cancel: `cancel` says so (False). The answer's sources are its citations;
 the search results the engine read and its fan-out queries stay in the stored raw response.
 """
@@ -51,6 +52,7 @@ from ..base import (
     Connector,
     ConnectorConfig,
     ErrorClass,
+    FoundTask,
     NormalizedResult,
     PollOutcome,
     SampleRequest,
@@ -353,33 +355,32 @@ class DataForSEOConnector(Connector):
         return result
 
     def lookup(self, idempotency_key: str) -> str | None:
+        found = self.find_again(idempotency_key)
+        return found.upstream_id if found else None
+
+    def find_again(self, idempotency_key: str) -> FoundTask | None:
+        """The task posted with this tag: for SERP tasks from id_list, which states each
+        task's cost too (one pass for both); for the LLM scrapers from tasks_ready, which
+        states none."""
         tag = idempotency_key[:255]
         if self.serp:
             for entry in self._id_list():
                 metadata = _as_dict(entry.get("metadata"))
                 if metadata.get("tag") == tag and self.prefix in str(entry.get("url") or ""):
-                    return str(entry["id"])
+                    cents = usd_cents(entry.get("cost"))
+                    return FoundTask(
+                        str(entry["id"]), (cents, "USD") if cents is not None else None
+                    )
             return None
         payload = self._envelope(self._call("GET", f"{self.prefix}/tasks_ready"))
         for task in _as_list(payload.get("tasks")):
             for ready in _as_list(_as_dict(task).get("result")):
                 if _as_dict(ready).get("tag") == tag and ready.get("id"):
-                    return str(ready["id"])
+                    return FoundTask(str(ready["id"]))
         # tasks_ready lists finished tasks only: one still queued is not there yet.
         raise UpstreamError(
             ErrorClass.TRANSIENT, "no ready task has this tag yet (queued, or never accepted)"
         )
-
-    def task_cost(self, upstream_id: str) -> tuple[int, str] | None:
-        """What the vendor charged for a task found again by its tag (id_list states each SERP
-        task's cost); None where no endpoint states it."""
-        if not self.serp:
-            return None
-        for entry in self._id_list():
-            if entry.get("id") == upstream_id:
-                cents = usd_cents(entry.get("cost"))
-                return (cents, "USD") if cents is not None else None
-        return None
 
     def _id_list(self) -> Iterable[dict[str, Any]]:
         now = datetime.now(UTC)

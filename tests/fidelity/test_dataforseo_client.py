@@ -247,7 +247,9 @@ def test_the_client_parses_a_serp_task_and_the_adapter_reads_its_ai_overview(
     )
     [entry] = [e for e in listed.tasks[0].result if e.id == created.id]
     assert entry.metadata["tag"] == TAG
-    assert ours.task_cost(created.id) == (usd_cents(entry.cost), "USD")
+    found = ours.find_again(TAG)
+    assert found is not None and found.upstream_id == created.id
+    assert found.cost == (usd_cents(entry.cost), "USD")
 
     get_raw = getattr(api, f"{name}_task_get_advanced_without_preload_content")
     assert get_model.from_json(raw_of(get_raw, created.id)).tasks[0].status_code == 40602
