@@ -32,7 +32,7 @@ from django.urls import reverse
 from analysis.stats import rate
 from console.charts import PALETTE, Bar, Part, Point, Series, Stack, bar_chart, stacked_chart
 from console.charts import time_chart as draw_time_chart
-from evidence.models import Citation
+from evidence.models import Citation, CitationRole
 from monitoring.models import SeriesRow
 from monitoring.selectors import describe_change, pooled_key
 from sampling.models import Campaign
@@ -461,7 +461,10 @@ def own_citation_bars(runs: Sequence[RunPool], entities: Sequence[str]) -> Any:
 def top_domains(campaign: Campaign, filters: Filters, run_ids: Sequence[str]) -> Any:
     """The most cited domains in the answers of these runs (narrowed to the targets and the
     question chosen; a topic does not narrow them: citations carry no topic)."""
-    citations = Citation.objects.filter(run_id__in=list(run_ids)).exclude(domain="")
+    # Cited sources only: a source the engine found and the answer does not cite is no citation.
+    citations = Citation.objects.filter(run_id__in=list(run_ids), role=CitationRole.CITED).exclude(
+        domain=""
+    )
     if filters.platform:
         citations = citations.filter(platform=filters.platform)
     for name in ("region", "device", "mode"):

@@ -226,3 +226,28 @@ def test_a_topic_narrows_the_charts_to_its_rows(
     assert 'data-platform="collector"' in page and 'data-platform="openai"' not in page
     tips = [t.text or "" for t in _platform_chart(page, "collector").iter(f"{SVG}title")]
     assert sum("visibility 15.0 % (3 of 20)" in tip for tip in tips) == len(monitored.runs)
+
+
+def test_top_cited_domains_count_only_what_the_answers_cite(
+    two_tenants: tuple[TenantWorld, TenantWorld],
+) -> None:
+    from console.dashboard import Filters, top_domains
+    from evidence.models import Citation, CitationRole
+
+    alpha, _ = two_tenants
+    cited = Citation.objects.filter(run=alpha.run, role=CitationRole.CITED).exclude(domain="")
+    first = cited.first()
+    assert first is not None
+    for position in range(5):  # more often found than any domain is cited: ranked first if counted
+        Citation.objects.create(
+            capture=first.capture, position=900 + position, url="https://found-only.example/a",
+            normalized_url="https://found-only.example/a", domain="found-only.example",
+            role=CitationRole.FOUND, run=alpha.run, sample=first.sample, platform=first.platform,
+            question_revision=first.question_revision,
+        )  # fmt: skip
+    today = timezone.now().date()
+
+    chart = str(top_domains(alpha.run.campaign, Filters(since=today, until=today), [alpha.run.pk]))
+
+    assert first.domain in chart
+    assert "found-only.example" not in chart
