@@ -133,13 +133,23 @@ def _year_of_rows(campaign: Any, runs: int, questions: int) -> int:
     from django.utils import timezone
 
     from sampling.models import Run
+    from sampling.snapshots import EntitySnapshot, RunConfig
 
+    # What the alert evaluation reads of a run (its brand and competitors), frozen as a launch
+    # freezes it; the series rows below carry the counts.
+    config = RunConfig(
+        tenant=campaign.tenant.slug,
+        campaign_id=campaign.pk,
+        campaign_name=campaign.name,
+        brand=EntitySnapshot(name=BRAND, domains=("acme.example",)),
+        competitors=tuple(EntitySnapshot(name=name) for name in COMPETITORS),
+    ).to_json()
     latest = timezone.now() - timedelta(hours=1)
     Run.objects.bulk_create(
         Run(
             tenant_id=campaign.tenant_id,
             campaign=campaign,
-            config_snapshot={},
+            config_snapshot=config,
             planned_samples=PLATFORMS * questions * ANSWER_REPEATS,
             finished_at=latest - timedelta(days=runs - 1 - day),
         )
