@@ -197,19 +197,21 @@ def series_rows(*, run: Run) -> tuple[list[SeriesRow], dict[str, dict[str, Any]]
     keys: dict[str, dict[str, Any]] = {}
     for (target, (topic, asked)), per_entity in sums.items():
         platform, device, region, mode = target.split("|")
+        # Every entity of a scope was summed over the same cells: one key for all of them.
+        questions = next(iter(per_entity.values())).questions
+        parts = {
+            "platform": platform,
+            "region": region,
+            "device": device,
+            "mode": mode,
+            "model": config.model_for(platform),
+            "analyser": analyser,
+            "analyser_version": version,
+            "questions": sorted([q, r] for q, r in questions.items()),
+        }
+        key = digest(parts)
+        keys[key] = parts
         for entity, row in per_entity.items():
-            parts = {
-                "platform": platform,
-                "region": region,
-                "device": device,
-                "mode": mode,
-                "model": config.model_for(platform),
-                "analyser": analyser,
-                "analyser_version": version,
-                "questions": sorted([q, r] for q, r in row.questions.items()),
-            }
-            key = digest(parts)
-            keys[key] = parts
             rows.append(
                 SeriesRow(
                     tenant_id=run.tenant_id,
