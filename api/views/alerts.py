@@ -27,8 +27,9 @@ ALERTS = Alert.objects.select_related("rule", "acknowledged_by")
 
 class AlertSerializer(serializers.ModelSerializer):
     kind = serializers.CharField(source="rule.kind", read_only=True)
+    # null until someone acknowledges (an open alert, or one resolved unacknowledged)
     acknowledged_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
 
     class Meta:
