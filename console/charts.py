@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cache
 from html import escape as _esc
 from itertools import pairwise
 
@@ -164,6 +165,7 @@ def time_chart(
     if y_max <= y_min:
         y_max = y_min + 1.0
 
+    @cache  # the same moments recur in every series of a chart
     def x(at: datetime) -> float:
         return left + plot_w * (at - start).total_seconds() / span
 
@@ -180,7 +182,8 @@ def time_chart(
         body += _bands_and_lines(one, colour, x, y)
         for before, after in _breaks(one.points):
             body.append(_break_rule(x(before) + (x(after) - x(before)) / 2, top, top + plot_h))
-        body += [_dot(point, colour, x, y) for point in one.points if point.value is not None]
+        fill = _esc(colour)
+        body += [_dot(point, fill, x, y) for point in one.points if point.value is not None]
     if not any(point.value is not None for one in series for point in one.points):
         body.append(
             format_html(
@@ -304,13 +307,14 @@ def _break_rule(at: float, top: float, bottom: float) -> str:
 
 
 def _dot(
-    point: Point, colour: str, x: Callable[[datetime], float], y: Callable[[float], float]
+    point: Point, fill: str, x: Callable[[datetime], float], y: Callable[[float], float]
 ) -> str:
     # The hot path (a year of daily runs: thousands of points): f-strings over escaped text
-    # rather than format_html, same escaping (quotes included, for the attributes).
+    # rather than format_html, same escaping (quotes included, for the attributes); `fill`
+    # is the series' colour, escaped once by the caller.
     circle = (
         f'<circle class="geo-point" cx="{x(point.at):.1f}" cy="{y(point.value or 0.0):.1f}" '
-        f'r="2.6" fill="{_esc(colour)}"><title>{_esc(point.label)}</title></circle>'
+        f'r="2.6" fill="{fill}"><title>{_esc(point.label)}</title></circle>'
     )
     return f'<a href="{_esc(point.href)}">{circle}</a>' if point.href else circle
 

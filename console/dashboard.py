@@ -17,7 +17,7 @@ The caller scopes: `campaign` is one the person may see the samples of (tenancy.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from functools import cached_property
@@ -71,7 +71,7 @@ class DashboardFilters(forms.Form):
         for name in DIMENSIONS:
             values = sorted({str(t[name]) for t in targets} | _given(data, name))
             self._offer(name, [(v, v) for v in values])
-        self._offer("topic", [(t, t) for t in topics_of(campaign) | _given(data, "topic")])
+        self._offer("topic", [(t, t) for t in sorted(topics_of(campaign) | _given(data, "topic"))])
         questions = (
             campaign.questions.select_related("current_revision")
             .order_by("position", "id")
@@ -292,20 +292,14 @@ def _rate_point(pool: RunPool, hits: int, n: int, href: str, what: str) -> Point
     return Point(pool.at, figure.value, figure.low, figure.high, href, label, pool.segment)
 
 
-def _samples(base: str, pool: RunPool, platform: str | None, **extra: str) -> str:
-    """The sample list of the run (and platform), as console.widgets.samples_url, with the
-    list's path (`base`) reversed once per chart rather than once per point (a run id is
-    hex and dashes: nothing to quote)."""
-    link = f"{base}?run={pool.run_id}"
-    if platform:
-        link += f"&platform={quote_plus(platform)}"
-    for name, value in extra.items():
-        link += f"&{name}={quote_plus(value)}"
-    return link
-
-
-def _sample_list() -> str:
-    return reverse("admin:sampling_sample_changelist")
+def _sample_links(platform: str | None, **extra: str) -> Callable[[RunPool], str]:
+    """The sample list of a run (and platform), as console.widgets.samples_url. The list's
+    path and the query's fixed part are built once per chart, the run id (hex and dashes:
+    nothing to quote) once per point."""
+    fixed = {"platform": platform or "", **extra}
+    tail = "".join(f"&{name}={quote_plus(value)}" for name, value in fixed.items() if value)
+    base = reverse("admin:sampling_sample_changelist")
+    return lambda pool: f"{base}?run={pool.run_id}{tail}"
 
 
 def visibility_charts(
@@ -313,15 +307,15 @@ def visibility_charts(
 ) -> list[dict[str, Any]]:
     """One chart per platform: the brand's visibility (mentioned of valid answers) per run,
     its 95 % interval as a band; each point links to that run's valid samples there."""
-    base = _sample_list()
     charts = []
     for platform, runs in platforms.items():
+        link = _sample_links(platform, validity="valid")
         points = [
             _rate_point(
                 pool,
                 pool.count(brand, "mentioned"),
                 pool.count(brand, "valid"),
-                _samples(base, pool, platform, validity="valid"),
+                link(pool),
                 "visibility",
             )
             for pool in runs
@@ -344,7 +338,7 @@ def visibility_charts(
 
 
 def share_of_voice_chart(runs: Sequence[RunPool], entities: Sequence[str], filters: Filters) -> Any:
-    base = _sample_list()
+    link = _sample_links(filters.platform)
     lines = []
     for index, entity in enumerate(entities):
         points = [
@@ -352,7 +346,7 @@ def share_of_voice_chart(runs: Sequence[RunPool], entities: Sequence[str], filte
                 pool,
                 pool.count(entity, "mentioned"),
                 pool.all_mentioned(),
-                _samples(base, pool, filters.platform),
+                link(pool),
                 f"{entity}: share of voice",
             )
             for pool in runs
@@ -366,7 +360,7 @@ def share_of_voice_chart(runs: Sequence[RunPool], entities: Sequence[str], filte
 def average_position_chart(
     runs: Sequence[RunPool], entities: Sequence[str], filters: Filters
 ) -> Any:
-    base = _sample_list()
+    link = _sample_links(filters.platform, validity="valid")
     lines, worst = [], 1.0
     for index, entity in enumerate(entities):
         points = []
@@ -381,7 +375,7 @@ def average_position_chart(
                 f"{pool.stamp} · {entity}: average position {mean:.2f} "
                 f"over {ranked} ranked answers · segment {pool.segment + 1}"
             )
-            href = _samples(base, pool, filters.platform, validity="valid")
+            href = link(pool)
             points.append(Point(pool.at, mean, href=href, label=label, segment=pool.segment))
         lines.append(Series(entity, points, PALETTE[index % len(PALETTE)]))
     return draw_time_chart(
@@ -397,13 +391,13 @@ def average_position_chart(
 
 
 def own_citation_chart(runs: Sequence[RunPool], brand: str, filters: Filters) -> Any:
-    base = _sample_list()
+    link = _sample_links(filters.platform, validity="valid")
     points = [
         _rate_point(
             pool,
             pool.count(brand, "own_citations"),
             pool.count(brand, "citations"),
-            _samples(base, pool, filters.platform, validity="valid"),
+            link(pool),
             "own-domain citations",
         )
         for pool in runs

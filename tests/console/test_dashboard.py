@@ -251,3 +251,23 @@ def test_top_cited_domains_count_only_what_the_answers_cite(
 
     assert first.domain in chart
     assert "found-only.example" not in chart
+
+
+def test_the_topic_filter_offers_the_topics_in_alphabetical_order(
+    two_tenants: tuple[TenantWorld, TenantWorld], monitored: Monitored
+) -> None:
+    # A set's order changes from one process to the next (string hashing is salted): the
+    # options must not, or the same link shows another list to the next person.
+    alpha, _ = two_tenants
+    topics = ["zeta", "alpha", "mu", "beta", "omega", "kappa"]
+    for question, topic in zip(
+        monitored.campaign.questions.order_by("position"), topics, strict=False
+    ):
+        question.topics = [topic]
+        question.save(update_fields=["topics"])
+    page = _client(alpha.users["analyst"]).get(monitored.url).content.decode()
+    select = re.search(r'<select name="topic".*?</select>', page, re.S)
+    assert select is not None
+    offered = re.findall(r'<option value="([^"]+)"', select.group(0))
+    used = topics[: monitored.campaign.questions.count()]
+    assert len(used) >= 2 and offered == sorted(used)
