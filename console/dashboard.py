@@ -203,8 +203,8 @@ def read_pools(
 ) -> tuple[dict[str, list[RunPool]], list[RunPool]]:
     """(platform -> its runs oldest first, the runs pooled over every selected platform),
     each with its segment index. Two index-only scans of the scope's rows
-    (series_row_scope_read_idx): the rows, summed here per run x platform, and their sums per
-    run; a pool's keys are the distinct keys of the rows it summed."""
+    (series_row_scope_read_idx): the brand's rows, summed here per run x platform, and every
+    entity's sums per run; a pool's keys are the distinct keys of the rows it summed."""
     where = ["campaign_id = %s", "entity = ANY(%s)", "at >= %s", "at < %s"]
     params: list[Any] = [campaign.pk, list(entities), filters.start, filters.end]
     for name, value in filters.targets().items():
@@ -221,10 +221,14 @@ def read_pools(
     pooled: dict[str, RunPool] = {}
     moments: dict[float, datetime] = {}
     with connection.cursor() as cursor:
+        # The per-platform charts show the brand only, and every entity of a target and scope
+        # has a row with the same key (monitoring.services.series_rows): the brand's rows
+        # carry every key a run x platform pool has, a quarter of the rows with three rivals.
         cursor.execute(
             "SELECT run_id::text, extract(epoch FROM at)::float8, platform, entity, "
-            f"comparability_key, {', '.join(READ)} FROM {table} WHERE {condition}",
-            params,
+            f"comparability_key, {', '.join(READ)} FROM {table} "
+            f"WHERE {condition} AND entity = %s",
+            [*params, entities[0]],
         )
         rows = cursor.fetchall()
         # every selected platform pooled per run, summed by PostgreSQL (a hash aggregate)
