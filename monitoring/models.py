@@ -134,6 +134,14 @@ class SeriesRow(models.Model):
                 condition=models.Q(question__isnull=True),
                 name="series_row_scope_read_idx",
             ),
+            # The series endpoint's default read (monitoring.selectors.series): the brand's
+            # rows of a scope, by `is_brand` whatever the brand was called then; without it
+            # PostgreSQL walks every all-questions row of the table and filters.
+            models.Index(
+                fields=["campaign", "topic", "at"],
+                condition=models.Q(question__isnull=True, is_brand=True),
+                name="series_row_brand_scope_idx",
+            ),
         ]
 
     def __str__(self) -> str:
