@@ -283,7 +283,9 @@ def _validation_errors(inputs: list[Any], scraper: Scraper) -> list[str]:
         if not isinstance(spec, dict):
             problems.append(f"input {number}: not an object")
             continue
-        if spec.get("url") != scraper.entry_url:
+        # The docs write the page with its trailing slash, the official SDK without
+        # ("https://chatgpt.com"): both name the same page.
+        if str(spec.get("url") or "").rstrip("/") != scraper.entry_url.rstrip("/"):
             problems.append(f"input {number}: url must be {scraper.entry_url}")
         if not isinstance(spec.get("prompt"), str) or not spec["prompt"].strip():
             problems.append(f"input {number}: prompt is required")
