@@ -21,10 +21,11 @@ Errors (their "Error codes by endpoint" page): trigger 400 {"validation_errors":
 message, 404 "dataset does not exist", 429 "You have too many running jobs for this dataset..."
 (rate limited), 500; 401 a missing or invalid key.
 
-A batch is one trigger: each request is one input whose `index` is its position in the batch
-(1-based; the docs' "unique ID for tracking each crawl request", echoed in its record), and
-its upstream id is `<snapshot_id>:<index>` (the vendor task is the snapshot; the index finds
-the sample's record in it). Cancel cancels the snapshot, so every sample of that batch.
+A batch is one trigger per run in it: each request is one input whose `index` is its position
+in the trigger (1-based; the docs' "unique ID for tracking each crawl request", echoed in its
+record), and its upstream id is `<snapshot_id>:<index>` (the vendor task is the snapshot; the
+index finds the sample's record in it). Cancel cancels the snapshot, so every sample of that
+run's trigger, and never another run's.
 
 Evidence: the sample's own record only, in a small envelope (the snapshot holds the batch's
 other answers too):
@@ -90,6 +91,13 @@ def _as_list(value: Any) -> list[Any]:
 
 def upstream_id_of(snapshot_id: str, index: int) -> str:
     return f"{snapshot_id}:{index}"
+
+
+def run_of(request: SampleRequest) -> str:
+    """The run a request belongs to, as its idempotency key names it (`<run>:<sample>:
+    <attempt>`, sampling/steps.py); a key of another shape shares the empty group."""
+    run, separator, _ = request.idempotency_key.partition(":")
+    return run if separator else ""
 
 
 def split_upstream_id(upstream_id: str) -> tuple[str, int | None]:
@@ -244,14 +252,32 @@ class BrightDataConnector(Connector):
         attempt_no: int = 1,
         idempotency_key: str | None = None,
     ) -> list[SubmitOutcome | UpstreamError]:
-        """One trigger for the whole batch: one snapshot, each request an input of it. The
-        vendor accepts or refuses the trigger as a whole."""
+        """One trigger per run in the batch: one snapshot each, each request an input of it.
+        The vendor accepts or refuses a trigger as a whole; a refused one is the error of each
+        of its requests. Runs never share a snapshot, because cancelling is per snapshot: a
+        run's cancel must not stop another run's (another tenant's) collections."""
         if not requests:
             return []
         if len(requests) > SUBMISSION_LIMIT:
             raise UpstreamError(
                 ErrorClass.INVALID, f"batch of {len(requests)} exceeds limit {SUBMISSION_LIMIT}"
             )
+        by_run: dict[str, list[int]] = {}
+        for position, request in enumerate(requests):
+            by_run.setdefault(run_of(request), []).append(position)
+        outcomes: list[SubmitOutcome | UpstreamError | None] = [None] * len(requests)
+        for positions in by_run.values():
+            try:
+                triggered = self._trigger([requests[p] for p in positions], attempt_no=attempt_no)
+            except UpstreamError as error:
+                triggered = [error] * len(positions)
+            for position, outcome in zip(positions, triggered, strict=True):
+                outcomes[position] = outcome
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    def _trigger(
+        self, requests: list[SampleRequest], *, attempt_no: int
+    ) -> list[SubmitOutcome | UpstreamError]:
         inputs = [self.input_for(r, position) for position, r in enumerate(requests, start=1)]
         params = {"dataset_id": self.dataset, "include_errors": "true", "format": "json"}
         exchange = self._call("POST", "/trigger", params=params, body=inputs,

@@ -220,12 +220,12 @@ def test_a_refused_trigger_is_classified_with_the_vendors_words(
 ) -> None:
     simulator.script({"match": "trigger", "fault": fault, "platform": "copilot_web", "times": 1})
     connector = connector_for(simulator, "copilot_web")
-    with pytest.raises(UpstreamError) as refused:
-        connector.submit_batch([ask(QUESTIONS[0]), ask(QUESTIONS[1], 2)])
-    assert refused.value.error_class is error_class
-    assert refused.value.status_code == status
-    assert words in refused.value.message
-    assert API_KEY not in str(refused.value)
+    first, second = connector.submit_batch([ask(QUESTIONS[0]), ask(QUESTIONS[1], 2)])
+    assert first is second  # one trigger, one refusal for both
+    assert isinstance(first, UpstreamError)
+    assert first.error_class is error_class and first.status_code == status
+    assert words in first.message
+    assert API_KEY not in str(first)
 
 
 def test_an_unknown_dataset_and_a_bad_input_are_invalid(simulator: SimulatorHandle) -> None:
@@ -283,6 +283,46 @@ def test_cancel_stops_a_running_snapshot_and_the_vendor_records_each_request(
     events = [e for e in simulator.answers("brightdata") if e.get("event") == "cancel"]
     assert [e["outcome"] for e in events] == ["cancelled", "not_running", "unknown"]
     assert paths(simulator)[f"POST /datasets/v3/snapshot/{snapshot_id}/cancel"] == 2
+
+
+def test_runs_never_share_a_snapshot_so_one_runs_cancel_spares_the_other(
+    simulator: SimulatorHandle,
+) -> None:
+    simulator.configure(profile={"brightdata": {"running_looks": 2}})
+    connector = connector_for(simulator, "perplexity_web")
+    keys = ["run-a:11:1", "run-b:12:1", "run-a:13:1"]
+    requests = [
+        SampleRequest(sample_id=n, idempotency_key=key, question=QUESTIONS[n], device="desktop",
+                      region="us", mode="web_search")
+        for n, key in enumerate(keys)
+    ]  # fmt: skip
+    outcomes = connector.submit_batch(requests)
+    ids = [o.upstream_id for o in outcomes if not isinstance(o, UpstreamError)]
+    assert paths(simulator)["POST /datasets/v3/trigger"] == 2
+    snapshots = [split_upstream_id(i) for i in ids]
+    assert snapshots[0][0] == snapshots[2][0] != snapshots[1][0]
+    assert [index for _, index in snapshots] == [1, 1, 2]  # the index within its own trigger
+
+    assert connector.cancel(ids[0]) is True  # run a's snapshot
+    assert connector.poll(ids[2]).state == "failed"
+    assert until_ready(connector, ids[1])[-1] == "completed"  # run b's goes on
+    assert connector.fetch_evidence(ids[1]).answer_text
+
+
+def test_one_runs_refused_trigger_is_only_its_own_requests_error(
+    simulator: SimulatorHandle,
+) -> None:
+    simulator.script({"match": QUESTIONS[1], "fault": "rate_limit", "platform": "gemini_web",
+                      "times": 1})  # fmt: skip
+    connector = connector_for(simulator, "gemini_web")
+    requests = [
+        SampleRequest(sample_id=n, idempotency_key=f"run-{n}:{n}:1", question=QUESTIONS[n],
+                      device="desktop", region="us", mode="web_search")
+        for n in range(2)
+    ]  # fmt: skip
+    accepted, refused = connector.submit_batch(requests)
+    assert not isinstance(accepted, UpstreamError)
+    assert isinstance(refused, UpstreamError) and refused.error_class is ErrorClass.RATE_LIMITED
 
 
 def test_a_finished_snapshot_is_not_cancelled(simulator: SimulatorHandle) -> None:
