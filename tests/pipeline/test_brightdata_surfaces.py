@@ -100,3 +100,28 @@ def test_an_input_that_errored_in_its_snapshot_fails_alone(upstream: SimulatorHa
     assert states.pop(doomed.pk) == "failed"
     assert set(states.values()) == {"completed"} and len(states) == 2
     assert upstream.stats()["platforms"]["brightdata"]["paths"]["POST /datasets/v3/trigger"] == 1
+
+
+def test_a_trigger_whose_answer_is_lost_is_parked_never_sent_again(settings: Any) -> None:
+    """Bright Data takes no client reference to find a snapshot by (supports_lookup False): a
+    trigger sent and never answered is uncertain and parked for a person (the default policy),
+    never triggered again behind the operator's back (a second, charged collection)."""
+    with upstream_simulator(settings, seed=5) as handle:
+        settings.GEO_PLATFORMS = platform_settings(
+            {"GEO_BRIGHTDATA_API_KEY": "bd-test-key-123", "GEO_BRIGHTDATA_TIMEOUT": "1"}
+        )
+        handle.configure(profile={"hang_seconds": 3.0})
+        handle.script({"match": "trigger", "fault": "hang", "platform": "copilot_web",
+                       "times": None})  # fmt: skip
+        data = make_campaign_data(questions=2, targets=TARGETS[:1], repeats=1)
+        data["screenshot_policy"] = "none"
+        run = launch_funded(data)
+        drive_in_process(run.pk)
+
+        samples = list(Sample.objects.filter(run=run))
+        assert {(s.submission_state, s.collection_state) for s in samples} == {
+            ("uncertain", "queued")
+        }, [(s.submission_state, s.collection_state, s.failure_reason) for s in samples]
+        assert all(s.upstream_id == "" for s in samples)
+        paths = handle.stats()["platforms"]["brightdata"]["paths"]
+        assert paths["POST /datasets/v3/trigger"] == 2  # once per sample, never again
