@@ -4,9 +4,9 @@ client `brightdata-sdk` is the oracle in tests/fidelity/test_brightdata_sdk.py).
 
 One host (`https://api.brightdata.com`), `Authorization: Bearer <API key>`
 (GEO_BRIGHTDATA_API_KEY). One scraper ("dataset") per engine; every call is the same for all:
-    POST /datasets/v3/trigger?dataset_id=D&include_errors=true&format=json
+    POST /datasets/v3/trigger?dataset_id=D&include_errors=true
          body: a JSON array of inputs {url, prompt, country?, index, web_search? (ChatGPT)}
-         -> 200 {"snapshot_id": "s_..."}: one snapshot for the whole batch
+         -> 200 {"snapshot_id": "s_..."}: one snapshot per trigger
     GET  /datasets/v3/progress/{snapshot_id}
          -> {"snapshot_id", "dataset_id", "status": starting | running | ready | failed,
              "error_message"? (failed)}; 404 "Snapshot does not exist"
@@ -41,8 +41,9 @@ record with `error` failed (`UPSTREAM_FAILED`, its `error_code` kept).
 No stated cost: none of these endpoints states what a snapshot cost. No lookup: the trigger
 takes no client reference and the snapshot list (`GET /datasets/v3/snapshots`) names no input,
 so a task whose trigger answer was lost cannot be found again (`supports_lookup` False).
-Configuration (`ConnectorConfig.extra`, GEO_BRIGHTDATA_EXTRA or GEO_<SURFACE>_EXTRA), all
-optional: `dataset_id` (the scraper to trigger), `regions` (the countries accepted).
+Configuration (`ConnectorConfig.extra`: GEO_<SURFACE>_EXTRA, else GEO_BRIGHTDATA_EXTRA), all
+optional: `dataset_id` (the surface's scraper to trigger: set it per surface), `regions` (the
+countries accepted).
 """
 
 from __future__ import annotations
@@ -279,7 +280,8 @@ class BrightDataConnector(Connector):
         self, requests: list[SampleRequest], *, attempt_no: int
     ) -> list[SubmitOutcome | UpstreamError]:
         inputs = [self.input_for(r, position) for position, r in enumerate(requests, start=1)]
-        params = {"dataset_id": self.dataset, "include_errors": "true", "format": "json"}
+        # `format` on a trigger is the webhook delivery format (unused): the download asks.
+        params = {"dataset_id": self.dataset, "include_errors": "true"}
         exchange = self._call("POST", "/trigger", params=params, body=inputs,
                               attempt_no=attempt_no)  # fmt: skip
         if not exchange.ok:

@@ -7,7 +7,7 @@ Served under `/brightdata/`: one host for every scraper, as the real one. The `d
 names the surface (the draws, the answer log and a scripted fault's `platform` use it):
 chatgpt_web, perplexity_web, gemini_web, copilot_web, google_ai_mode.
 
-    POST /datasets/v3/trigger?dataset_id=D[&include_errors=true][&format=json]
+    POST /datasets/v3/trigger?dataset_id=D[&include_errors=true]
          a JSON array of inputs (or {"input": [...]}); each must name the scraper's page as
          `url` and a non-empty `prompt` (400 {"validation_errors": [...]} otherwise); 404
          "dataset does not exist"; -> 200 {"snapshot_id": "s_..."}
