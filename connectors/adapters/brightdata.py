@@ -365,15 +365,23 @@ class BrightDataConnector(Connector):
         return result
 
     def cancel(self, upstream_id: str) -> bool:
-        """Cancel the snapshot (the whole batch the sample was triggered in); True when the
-        vendor answered 200. A snapshot no longer running (400) or unknown (404), or any
-        failure to ask, is not acknowledged."""
+        """Cancel the snapshot (every sample of the run's trigger it belongs to); True when
+        the vendor stopped it. A run cancels each of its samples, so the second sample of a
+        snapshot finds it no longer running (400): that is acknowledged when the snapshot
+        will deliver nothing more (its progress is not `ready`), not when it finished first.
+        An unknown snapshot (404), or any failure to ask, is not acknowledged."""
         snapshot_id, _ = split_upstream_id(upstream_id)
         try:
             exchange = self._call("POST", f"/snapshot/{snapshot_id}/cancel")
+            if exchange.ok:
+                return True
+            if exchange.status_code != 400:
+                return False
+            progress = self._call("GET", f"/progress/{snapshot_id}")
         except UpstreamError:
             return False
-        return exchange.ok
+        status = str(_as_dict(json_body(progress.body)).get("status") or "").lower()
+        return progress.ok and bool(status) and status != "ready" and status not in RUNNING
 
     def lookup(self, idempotency_key: str) -> str | None:
         raise UpstreamError(
