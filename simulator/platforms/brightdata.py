@@ -36,6 +36,7 @@ None of these endpoints states a cost; neither does the simulator. Profile
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from dataclasses import dataclass, field
@@ -115,15 +116,19 @@ class BrightDataProtocol(PlatformProtocol):
         return DEFAULTS | (given if isinstance(given, dict) else {})
 
     def _new_id(self) -> str:
+        """A snapshot id shaped like the vendor's (`s_` and 17 base-36 characters, e.g. the
+        docs' `s_m4x7enmven8djfqak`), distinct per trigger and stable per run of the tests."""
         with self._lock:
             self._serial += 1
             serial = self._serial
+        digest = hashlib.sha256(f"brightdata-snapshot-{serial}".encode()).digest()
+        number = int.from_bytes(digest[:12], "big") % 36**17
         digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-        number, encoded = 0x5EED0000 * 1000 + serial, ""
-        while number:
+        encoded = ""
+        for _ in range(17):
             number, rest = divmod(number, 36)
             encoded = digits[rest] + encoded
-        return "s_" + encoded.rjust(17, "m")
+        return "s_" + encoded
 
     # --- the vendor's shapes of the shared faults -----------------------------------------
     def rate_limited(self, draw: Draw) -> SimResponse:

@@ -31,6 +31,8 @@ from connectors.adapters.brightdata import (
 )
 from connectors.base import ConnectorConfig, ErrorClass, SampleRequest, UpstreamError
 from connectors.platforms import PLATFORMS
+from connectors.registry import connector_config, get_connector
+from geo_collect.settings import platform_settings
 from simulator import SimulatorHandle, start_simulator
 
 API_KEY = "bd-test-secret-789"
@@ -353,6 +355,27 @@ def test_capabilities_and_no_lookup(simulator: SimulatorHandle) -> None:
     with pytest.raises(UpstreamError) as cannot:
         connector_for(simulator, "copilot_web").lookup("bd-1")
     assert cannot.value.error_class is ErrorClass.UNSUPPORTED
+
+
+def test_the_account_key_serves_every_surface_and_a_surface_may_name_its_scraper() -> None:
+    given = platform_settings(
+        {"GEO_BRIGHTDATA_API_KEY": "bd-account-key",
+         "GEO_PERPLEXITY_WEB_EXTRA": '{"dataset_id": "gd_perplexity_custom"}',
+         "GEO_GEMINI_WEB_VENDOR": "brightdata"}
+    )  # fmt: skip
+    with override_settings(GEO_PLATFORMS=given, GEO_UPSTREAM_BASE_URL=""):
+        for surface in ("copilot_web", "perplexity_web", "gemini_web"):
+            config = connector_config(surface)
+            assert (config.api_key, config.base_url) == ("bd-account-key",
+                                                         "https://api.brightdata.com")  # fmt: skip
+        assert isinstance(get_connector("gemini_web"), BrightDataGemini)
+        perplexity = get_connector("perplexity_web")
+        assert isinstance(perplexity, BrightDataPerplexity)
+        assert perplexity.dataset == "gd_perplexity_custom"
+        assert get_connector("copilot_web").dataset == BrightDataCopilot.dataset_id
+        assert "bd-account-key" not in repr(connector_config("copilot_web"))
+    with override_settings(GEO_PLATFORMS={}, GEO_UPSTREAM_BASE_URL="http://sim:1"):
+        assert connector_config("copilot_web").base_url == "http://sim:1/brightdata"
 
 
 # --- captured records: parse and reparse -------------------------------------------------
