@@ -75,8 +75,10 @@ ENVELOPE_VERSION = 1
 # The progress statuses of a snapshot still being built (the docs list starting and running;
 # their guides name the phases collecting, digesting and building).
 RUNNING = frozenset({"starting", "running", "collecting", "digesting", "building", "scheduled"})
-# Countries a target may ask for: ISO 3166 codes in every AI scraper's published country list
-# (github.com/brightdata/answer-engines-country-codes); `extra.regions` narrows or widens it.
+# Countries a target may ask for (sent as the input's `country`): the markets the other vendors
+# here serve too. The vendor publishes each scraper's own list (their "AI scrapers" page links
+# github.com/brightdata/answer-engines-country-codes, which we could not read); a deployment
+# that needs another country widens it with `extra.regions`.
 REGIONS = frozenset(
     {"us", "gb", "ca", "au", "in", "sg", "ie", "de", "fr", "es", "it", "nl", "br", "mx", "jp"}
 )
@@ -186,7 +188,8 @@ class BrightDataConnector(Connector):
 
     platform: ClassVar[str] = "brightdata"
     default_base_url: ClassVar[str] = "https://api.brightdata.com"
-    # The scraper's dataset id and the page every input names (`url`), from the vendor's docs.
+    # The scraper's dataset id and the page every input names (`url`); where each comes from
+    # (the docs, the SDK, or neither) is in docs/platforms.md §16.
     dataset_id: ClassVar[str] = ""
     entry_url: ClassVar[str] = ""
     modes: ClassVar[frozenset[str]] = frozenset({"web_search"})
