@@ -84,6 +84,7 @@ VENDORS: dict[str, Vendor] = {
     for vendor in (
         Vendor(key="dataforseo", simulator="simulator.platforms.dataforseo:DataForSEOProtocol"),
         Vendor(key="serpapi", simulator="simulator.platforms.serpapi:SerpApiProtocol"),
+        Vendor(key="brightdata", simulator="simulator.platforms.brightdata:BrightDataProtocol"),
     )
 }
 
@@ -105,6 +106,7 @@ def _surface(key: str, vendors: Mapping[str, str], *, price: tuple[int, int, int
 
 _DATAFORSEO = "connectors.adapters.dataforseo"
 _SERPAPI = "connectors.adapters.serpapi"
+_BRIGHTDATA = "connectors.adapters.brightdata"
 
 
 def platform_queue(key: str) -> str:
@@ -179,18 +181,23 @@ _DECLARED: tuple[Platform, ...] = (
     ),
     # Consumer surfaces. Prices: the vendors charge a few tenths of a cent to a few cents per
     # task (their pricing pages); a sample is priced like the collector's consumer UI tasks.
-    _surface("chatgpt_web", {"dataforseo": f"{_DATAFORSEO}:DataForSEOChatGPTScraper"},
+    _surface("chatgpt_web", {"dataforseo": f"{_DATAFORSEO}:DataForSEOChatGPTScraper",
+                             "brightdata": f"{_BRIGHTDATA}:BrightDataChatGPT"},
              price=(60, 20, 10)),
     _surface("google_ai_overview", {"dataforseo": f"{_DATAFORSEO}:DataForSEOAIOverview",
                                     "serpapi": f"{_SERPAPI}:SerpApiAIOverview"},
              price=(40, 20, 10)),
     _surface("google_ai_mode", {"dataforseo": f"{_DATAFORSEO}:DataForSEOAIMode",
-                                "serpapi": f"{_SERPAPI}:SerpApiAIMode"},
+                                "serpapi": f"{_SERPAPI}:SerpApiAIMode",
+                                "brightdata": f"{_BRIGHTDATA}:BrightDataAIMode"},
              price=(40, 20, 10)),
-    _surface("copilot_web", {}, price=(60, 20, 10)),
-    _surface("gemini_web", {"dataforseo": f"{_DATAFORSEO}:DataForSEOGeminiScraper"},
+    _surface("copilot_web", {"brightdata": f"{_BRIGHTDATA}:BrightDataCopilot"},
              price=(60, 20, 10)),
-    _surface("perplexity_web", {}, price=(60, 20, 10)),
+    _surface("gemini_web", {"dataforseo": f"{_DATAFORSEO}:DataForSEOGeminiScraper",
+                            "brightdata": f"{_BRIGHTDATA}:BrightDataGemini"},
+             price=(60, 20, 10)),
+    _surface("perplexity_web", {"brightdata": f"{_BRIGHTDATA}:BrightDataPerplexity"},
+             price=(60, 20, 10)),
 )  # fmt: skip
 
 # key -> declaration, in declaration order. Tests add a throw-away platform here (and take it

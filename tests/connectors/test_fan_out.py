@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from connectors.adapters.anthropic import AnthropicConnector
+from connectors.adapters.brightdata import BrightDataChatGPT
 from connectors.adapters.gemini import GeminiConnector
 from connectors.adapters.openai_responses import OpenAIResponsesConnector
 from connectors.adapters.perplexity import PerplexityConnector
@@ -135,3 +136,33 @@ def test_perplexity_search_results_without_a_marker_are_found_not_cited() -> Non
     assert [c.url for c in result.citations] == ["https://acme.example/"]
     assert [(c.url, c.title) for c in result.found] == [("https://g2.com/crm", "G2")]
     assert result.search_queries == []
+
+
+def test_bright_data_records_give_searches_and_sources_read_but_not_cited() -> None:
+    """The ChatGPT scraper's documented record (their "Search by Prompt" example) with a
+    Perplexity-style `web_search_query`: `search_sources` the answer does not cite are found."""
+    record = {
+        "url": "https://chatgpt.com/?q=Top%20hotels%20in%20New%20York",
+        "prompt": "Top hotels in New York",
+        "answer_text": "Here are some of the top-rated hotels in New York City...",
+        "answer_text_markdown": "## Top Hotels in New York City\n\n1. **The Plaza**",
+        "web_search_triggered": True,
+        "citations": [{"title": "Best Hotels in NYC 2024",
+                       "url": "https://www.travelandleisure.com/best-hotels-nyc", "position": 1}],
+        "search_sources": [
+            {"url": "https://www.travelandleisure.com/best-hotels-nyc?utm_source=chatgpt.com",
+             "title": "Best Hotels in NYC"},
+            {"url": "https://www.cntraveler.com/nyc", "title": "NYC hotels"},
+        ],
+        "web_search_query": ["top hotels new york", " top hotels new york ", "plaza reviews"],
+        "index": 1,
+    }  # fmt: skip
+    result = BrightDataChatGPT.parse(json.dumps([record]).encode())
+    assert result.answer_text == record["answer_text_markdown"]
+    assert [(c.id, c.url) for c in result.citations] == [
+        ("c1", "https://www.travelandleisure.com/best-hotels-nyc")
+    ]
+    assert [(c.id, c.url, c.title) for c in result.found] == [
+        ("f1", "https://www.cntraveler.com/nyc", "NYC hotels")
+    ]
+    assert result.search_queries == ["top hotels new york", "plaza reviews"]

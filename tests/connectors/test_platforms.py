@@ -15,6 +15,7 @@ from connectors.platforms import (
     PLATFORMS,
     Platform,
     TokenPrice,
+    _surface,
     default_models,
     default_sample_prices,
     default_token_prices,
@@ -140,15 +141,26 @@ def test_a_surface_is_served_by_each_of_its_vendors_as_a_platform_of_its_own(key
         assert connector.capabilities().platform == key
         assert connector.capabilities().asynchronous == (declared.delivery == "provider")
         assert protocol_class(vendor).name == vendor
-        assert connector.capabilities().languages
+        # Bright Data's scrapers take a country and never a language: a target naming one
+        # is refused (Capabilities.problems); the others list the languages they take.
+        assert bool(connector.capabilities().languages) == (vendor != "brightdata")
+
+
+def test_every_surface_has_a_vendor_now() -> None:
+    unserved = [k for k, p in PLATFORMS.items() if not p.vendors and not p.adapter]
+    assert unserved == []
+    assert PLATFORMS["copilot_web"].vendors.keys() == {"brightdata"}
+    assert PLATFORMS["perplexity_web"].vendors.keys() == {"brightdata"}
 
 
 def test_a_surface_no_vendor_serves_yet_is_refused_by_name() -> None:
-    unserved = [k for k, p in PLATFORMS.items() if not p.vendors and not p.adapter]
-    assert unserved == ["copilot_web", "perplexity_web"]
-    for key in unserved:
-        with pytest.raises(UnknownPlatform, match=key):
-            get_connector(key)
+    unserved = _surface("unserved_web", {}, price=(60, 20, 10))
+    PLATFORMS[unserved.key] = unserved
+    try:
+        with pytest.raises(UnknownPlatform, match="unserved_web"):
+            get_connector(unserved.key)
+    finally:
+        del PLATFORMS[unserved.key]
 
 
 def test_a_vendor_the_surface_does_not_know_is_refused_by_name() -> None:

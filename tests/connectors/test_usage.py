@@ -26,6 +26,14 @@ EXPECTED: dict[str, tuple[int, int] | None] = {
     "google_ai_mode/task_get.json": None,
     "google_ai_overview/failed.json": None,
     "google_ai_overview/task_get.json": None,
+    # Bright Data's records (a vendor's, one level deeper: fixtures/brightdata/<surface>/): no
+    # tokens, and no cost stated either.
+    "brightdata/chatgpt_web/record.json": None,
+    "brightdata/copilot_web/record.json": None,
+    "brightdata/gemini_web/record.json": None,
+    "brightdata/google_ai_mode/record.json": None,
+    "brightdata/perplexity_web/errored.json": None,
+    "brightdata/perplexity_web/record.json": None,
     "deepseek/nonstream.json": (12, 81),
     "deepseek/thinking.sse": (16, 128),
     "deepseek/truncated.sse": None,
@@ -58,9 +66,9 @@ EXPECTED: dict[str, tuple[int, int] | None] = {
 
 def test_every_recorded_body_is_pinned() -> None:
     recorded = {
-        f"{path.parent.name}/{path.name}"
-        for path in FIXTURES.glob("*/*")
-        if not path.name.endswith(".expected.json")
+        path.relative_to(FIXTURES).as_posix()
+        for path in FIXTURES.glob("**/*")
+        if path.is_file() and not path.name.endswith(".expected.json")
     }
     assert recorded == set(EXPECTED)
 

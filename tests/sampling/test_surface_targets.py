@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from connectors.platforms import PLATFORMS, _surface
 from pipeline.step_context import request_for
 from sampling.models import Sample
 from sampling.planning import PlanError, parse_campaign_spec
@@ -40,8 +41,23 @@ def test_a_platform_of_its_own_api_takes_no_language() -> None:
 
 
 def test_a_surface_no_vendor_serves_yet_is_refused_by_name() -> None:
-    [problem] = _refusals({"platform": "copilot_web"})
-    assert "copilot_web" in problem and "no collection vendor" in problem
+    unserved = _surface("unserved_web", {}, price=(60, 20, 10))
+    PLATFORMS[unserved.key] = unserved
+    try:
+        [problem] = _refusals({"platform": "unserved_web"})
+    finally:
+        del PLATFORMS[unserved.key]
+    assert "unserved_web" in problem and "no collection vendor" in problem
+
+
+def test_bright_data_takes_a_country_but_no_language_nor_a_mobile_device() -> None:
+    problems = _refusals(
+        {"platform": "copilot_web", "region": "de", "language": "de"},
+        {"platform": "perplexity_web", "region": "zz", "device": "mobile"},
+    )
+    assert problems[0] == "targets[0]: platform 'copilot_web' does not take a language ('de')"
+    assert any("targets[1]" in p and "does not support region 'zz'" in p for p in problems)
+    assert any("targets[1]" in p and "does not support device 'mobile'" in p for p in problems)
 
 
 def test_two_targets_differing_only_by_language_are_one_target_twice() -> None:
