@@ -133,6 +133,9 @@ class Capabilities:
     # empty: the platform takes no language (a target naming one is refused). A target that
     # names none is asked in the region's language.
     languages: frozenset[str] = frozenset()
+    # The upstream can be asked to stop a task it accepted (`Connector.cancel`): a cancelled
+    # run asks it for every accepted, unfinished task (pipeline/upstream_cancel.py).
+    cancellable: bool = False
 
     def problems(
         self, *, device: str, region: str, mode: str, screenshot_policy: str, language: str = ""
@@ -348,7 +351,11 @@ class Connector(abc.ABC):
         raise UpstreamError(ErrorClass.UNSUPPORTED, f"{self.platform} has no separate evidence")
 
     def cancel(self, upstream_id: str) -> bool:
-        """Record the intent to cancel; True when the upstream acknowledged it."""
+        """Ask the upstream to stop an accepted task (platforms whose capabilities say
+        `cancellable`). True when the upstream acknowledged that it stopped the task; False
+        when it answered and declined (the task had finished, or it no longer knows it).
+        Raises UpstreamError when the request failed (unreachable, refused, no answer): the
+        caller counts it against the platform's circuit and records the error."""
         return False
 
     def find_again(self, idempotency_key: str) -> FoundTask | None:
