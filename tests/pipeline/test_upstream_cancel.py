@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.db.models.functions import Now
 
+from api.views.runs import run_body
 from billing.models import JournalEntry, PendingCapture, Posting, SampleSettlement
 from billing.selectors import run_billing
 from connectors.adapters.collector import CollectorConnector
@@ -113,6 +114,8 @@ def test_a_cancel_asks_the_provider_once_for_each_accepted_unfinished_task(
     }
     assert all(r.requested_at and r.answered_at for r in rows)
     assert upstream_cancels(run_id=run.pk) == UpstreamCancels(asked=2, answered=2, acknowledged=2)
+    answers = {"asked": 2, "answered": 2, "acknowledged": 2, "failed": 0}
+    assert run_body(run)["upstream_cancel"] == answers  # the API's run status
     event.refresh_from_db()
     assert event.completed_at is not None
     assert _ledger() == ledger  # the upstream cancel moves no money
