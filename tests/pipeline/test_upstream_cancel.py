@@ -6,9 +6,11 @@ upstream finished anyway is charged. The same with a real worker: tests/e2e."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db.models.functions import Now
 
 from api.views.runs import run_body
@@ -116,6 +118,9 @@ def test_a_cancel_asks_the_provider_once_for_each_accepted_unfinished_task(
     assert upstream_cancels(run_id=run.pk) == UpstreamCancels(asked=2, answered=2, acknowledged=2)
     answers = {"asked": 2, "answered": 2, "acknowledged": 2, "failed": 0}
     assert run_body(run)["upstream_cancel"] == answers  # the API's run status
+    printed = StringIO()
+    call_command("run_status", str(run.pk), stdout=printed)
+    assert "upstream cancel asked for 2 tasks: acknowledged 2, failed 0" in printed.getvalue()
     event.refresh_from_db()
     assert event.completed_at is not None
     assert _ledger() == ledger  # the upstream cancel moves no money
