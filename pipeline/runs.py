@@ -239,7 +239,7 @@ def cancels_upstream(platform: str) -> bool:
     """Whether `platform`'s connector, as this deployment configures it, can stop an
     accepted task. A platform no longer known or configured cannot."""
     try:
-        return get_connector(platform).capabilities().cancellable
+        return get_connector(platform).can_cancel()
     except (UnknownPlatform, ImproperlyConfigured):
         return False
 

@@ -34,7 +34,7 @@ same id_list entry (`find_again`, SERP only). The `tag` is the attempt's idempot
 `lookup` finds a task again by it (id_list for SERP tasks; tasks_ready for the LLM scrapers,
 where a task still queued is "not known yet" and the lookup is tried again, never answered
 "not accepted").
-DataForSEO documents no cancel: `cancellable` is False and `cancel` says False.
+DataForSEO documents no cancel: `cancellable` is False (a cancelled run asks nothing of it).
 
 What the engine searched and read, as each result documents it (the official client's models):
     ChatGPT scraper  `sources` (what the answer cites) are its citations; `search_results`
@@ -202,6 +202,7 @@ class DataForSEOConnector(Connector):
             submission_limit=1 if self.live else SUBMISSION_LIMIT,
             asynchronous=not self.live,
             supports_lookup=not self.live,
+            cancellable=False,  # no endpoint stops a posted task
             languages=LANGUAGES,
         )
 

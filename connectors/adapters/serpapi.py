@@ -33,7 +33,7 @@ show, failed (`UPSTREAM_FAILED`).
 Errors: `{"error": "<message>"}`; 400 invalid (a missing parameter), 401 / 403 auth, 429 the
 hourly throughput limit (rate limited) unless "run out of searches" (the plan's quota: auth, not
 retried), 410 gone, 5xx transient. No request id header, no retry hint documented. SerpApi has
-no client reference to find a search by, and no cancel: `supports_lookup` False, `cancel`
+no client reference to find a search by, and no cancel: `supports_lookup` False, `cancellable`
 False.
 
 Served as the vendor `serpapi` of the surfaces `google_ai_mode` and `google_ai_overview`
@@ -232,6 +232,7 @@ class SerpApiConnector(Connector):
             submission_limit=1,
             asynchronous=True,
             supports_lookup=False,
+            cancellable=False,  # SerpApi documents no way to stop a search
             languages=frozenset(self.config.extra.get("languages") or LANGUAGES),
         )
 
@@ -317,9 +318,6 @@ class SerpApiConnector(Connector):
     def follow_up(self, exchange: HttpExchange) -> list[Exchange]:
         """The requests a finished search needs before it is the whole answer."""
         return []
-
-    def cancel(self, upstream_id: str) -> bool:
-        return False  # SerpApi has no way to stop a search
 
     def lookup(self, idempotency_key: str) -> str | None:
         raise UpstreamError(ErrorClass.UNSUPPORTED, "SerpApi cannot find a search by our key")

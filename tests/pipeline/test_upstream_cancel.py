@@ -5,6 +5,7 @@ upstream finished anyway is charged. The same with a real worker: tests/e2e."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from io import StringIO
 from typing import Any
@@ -17,7 +18,8 @@ from api.views.runs import run_body
 from billing.models import JournalEntry, PendingCapture, Posting, SampleSettlement
 from billing.selectors import run_billing
 from connectors.adapters.collector import CollectorConnector
-from connectors.base import ConnectorConfig
+from connectors.base import Capabilities, ConnectorConfig
+from connectors.registry import available_platforms
 from pipeline import upstream_cancel
 from pipeline.execution import run_step
 from pipeline.models import Circuit
@@ -170,3 +172,21 @@ def test_a_cancel_the_provider_cannot_receive_is_recorded_and_counted_by_its_cir
     assert upstream_cancels(run_id=run.pk) == UpstreamCancels(asked=1, answered=1, failed=1)
     # Not asked again: a cancel is sent at most once (docs/decisions.md).
     assert upstream_cancel.cancel_accepted_tasks(run_id=str(run.pk), platform="collector") == 0
+
+
+class _Undeclared(CollectorConnector):
+    """A new vendor's connector: it implements `cancel` and declares nothing about it."""
+
+    def capabilities(self) -> Capabilities:
+        return dataclasses.replace(super().capabilities(), cancellable=None)
+
+
+def test_a_connector_that_implements_cancel_is_asked_unless_it_declares_it_cannot(
+    settings: Any,
+) -> None:
+    settings.GEO_UPSTREAM_BASE_URL = "http://127.0.0.1:9"
+    config = ConnectorConfig(platform="collector", base_url="http://127.0.0.1:9")
+    assert _Undeclared(config).can_cancel()
+    # Of the platforms configured here, only the collector stops accepted tasks: DataForSEO
+    # and SerpApi document no cancel, a direct API answers in the call.
+    assert [p for p in available_platforms() if cancels_upstream(p)] == ["collector"]
