@@ -92,9 +92,12 @@ def test_a_cancel_asks_the_provider_once_for_each_accepted_unfinished_task(
         Sample.objects.filter(run=run, platform="collector", submission_state="accepted")
     )
     assert len(accepted) == 3 and all(s.upstream_id for s in accepted)
-    finished, *running = accepted
+    finished, stopped, anyway = accepted
     _finish_upstream(upstream, finished)
     assert finished.collection_state == "completed"
+    protocol = upstream.sim.protocol("collector")
+    # Finished upstream, not yet polled here: the cancel reaches it too late.
+    protocol.tasks[anyway.upstream_id].finished = True
 
     assert cancel_run(run_id=run.pk) == 1  # the one never submitted, locally
     [event] = OutboxMessage.objects.filter(task=CANCEL_UPSTREAM)
@@ -110,19 +113,20 @@ def test_a_cancel_asks_the_provider_once_for_each_accepted_unfinished_task(
     )
 
     assert asked == 2
-    protocol = upstream.sim.protocol("collector")
-    assert protocol.cancels_asked() == {s.upstream_id: 1 for s in running}
+    once_each = {stopped.upstream_id: 1, anyway.upstream_id: 1}
+    assert protocol.cancels_asked() == once_each
     rows = UpstreamCancel.objects.filter(run=run)
     assert {(r.upstream_id, r.acknowledged, r.error) for r in rows} == {
-        (s.upstream_id, True, "") for s in running
+        (stopped.upstream_id, True, ""),
+        (anyway.upstream_id, False, ""),  # declined: it had finished
     }
     assert all(r.requested_at and r.answered_at for r in rows)
-    assert upstream_cancels(run_id=run.pk) == UpstreamCancels(asked=2, answered=2, acknowledged=2)
-    answers = {"asked": 2, "answered": 2, "acknowledged": 2, "failed": 0}
+    assert upstream_cancels(run_id=run.pk) == UpstreamCancels(asked=2, answered=2, acknowledged=1)
+    answers = {"asked": 2, "answered": 2, "acknowledged": 1, "failed": 0}
     assert run_body(run)["upstream_cancel"] == answers  # the API's run status
     printed = StringIO()
     call_command("run_status", str(run.pk), stdout=printed)
-    assert "upstream cancel asked for 2 tasks: acknowledged 2, failed 0" in printed.getvalue()
+    assert "upstream cancel asked for 2 tasks: acknowledged 1, failed 0" in printed.getvalue()
     event.refresh_from_db()
     assert event.completed_at is not None
     assert _ledger() == ledger  # the upstream cancel moves no money
@@ -131,23 +135,23 @@ def test_a_cancel_asks_the_provider_once_for_each_accepted_unfinished_task(
     assert upstream_cancel.cancel_accepted_tasks(run_id=str(run.pk), platform="collector") == 0
     assert cancel_run(run_id=run.pk) == 0
     assert OutboxMessage.objects.filter(task=CANCEL_UPSTREAM).count() == 1
-    assert protocol.cancels_asked() == {s.upstream_id: 1 for s in running}
+    assert protocol.cancels_asked() == once_each
 
-    # The stopped tasks fail through their own poll; the finished one stays charged.
-    for sample in running:
-        protocol.tasks[sample.upstream_id].polls = 0
+    # The stopped task fails through its own poll; the one finished anyway is collected.
     drive_in_process(run.pk)
-    for sample in running:
-        sample.refresh_from_db()
-        assert sample.collection_state == "failed"
-        assert "cancelled upstream" in sample.failure_reason
+    stopped.refresh_from_db()
+    assert stopped.collection_state == "failed"
+    assert stopped.failure_reason.endswith("the task was cancelled upstream")
+    anyway.refresh_from_db()
+    assert anyway.collection_state == "completed"
     status = run_status(run_id=run.pk)
-    assert status.finished and status.succeeded == 1 + 4, status.as_dict()
+    assert status.finished and status.succeeded == 2 + 4, status.as_dict()
     on_run_finished(run_id=run.pk)  # the run-finished event's task: settles the run
     money = run_billing(run_id=run.pk)
-    # Charged: the collector task finished before the cancel and the DataForSEO ones (no
-    # cancel there); the stopped tasks and the one never submitted are released.
-    assert (money.samples_charged, money.held) == (1 + 4, 0)
+    # Charged: both collector tasks that finished (before the cancel, and anyway) and the
+    # DataForSEO ones (no cancel there); the stopped task and the one never submitted are
+    # released.
+    assert (money.samples_charged, money.held) == (2 + 4, 0)
 
 
 def test_a_cancel_the_provider_cannot_receive_is_recorded_and_counted_by_its_circuit(
