@@ -250,10 +250,10 @@ def upstream_cancel_key(*, run_id: UUID | str, platform: str, resumes: int) -> s
     return f"upstream-cancel:{run_id}:{platform}" + (f":{resumes}" if resumes else "")
 
 
-def enqueue_upstream_cancels(*, run_id: UUID | str, resumes: int) -> list[str]:
-    """In the cancelling transaction: one outbox row per platform of the run whose connector
-    can cancel and whose samples the upstream accepted, or may be accepting, without their
-    collection ended. Returns those platforms."""
+def platforms_to_stop_upstream(*, run_id: UUID | str) -> list[str]:
+    """The run's platforms whose connector can cancel and whose samples the upstream
+    accepted, or may be accepting, without their collection ended: those a cancel asks to
+    stop (the cancel's confirmation page names them)."""
     in_upstream_hands = (
         Sample.objects.filter(
             run_id=run_id,
@@ -263,7 +263,13 @@ def enqueue_upstream_cancels(*, run_id: UUID | str, resumes: int) -> list[str]:
         .values_list("platform", flat=True)
         .distinct()
     )
-    platforms = sorted(p for p in set(in_upstream_hands) if cancels_upstream(p))
+    return sorted(p for p in set(in_upstream_hands) if cancels_upstream(p))
+
+
+def enqueue_upstream_cancels(*, run_id: UUID | str, resumes: int) -> list[str]:
+    """In the cancelling transaction: one outbox row per platform a cancel asks to stop
+    (`platforms_to_stop_upstream`). Returns those platforms."""
+    platforms = platforms_to_stop_upstream(run_id=run_id)
     for platform in platforms:
         enqueue_outbox(
             task=CANCEL_UPSTREAM,

@@ -17,6 +17,7 @@ from console.widgets import money
 from sampling.models import Run, Sample, UpstreamCancel
 from sampling.services import claim_upstream_cancel, record_upstream_cancel
 from tests.admin.conftest import SUCCEEDED
+from tests.conftest import launch_funded, make_campaign_data
 
 pytestmark = pytest.mark.django_db
 
@@ -158,3 +159,18 @@ def test_the_run_page_says_what_the_upstream_cancel_asked_and_what_was_acknowled
         '<p id="upstream-cancel">Upstream cancel asked for 4 tasks, acknowledged 2, 1 could not '
         "be asked, 1 without an answer yet.</p>"
     ) in page
+
+
+def test_the_cancel_page_names_the_platforms_asked_to_stop_what_they_accepted(
+    admin_client: Client, run: Run
+) -> None:
+    target = {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}
+    collected = launch_funded(make_campaign_data(questions=1, targets=[target], repeats=1))
+    Sample.objects.filter(run=collected).update(
+        submission_state="accepted", upstream_id="tsk_1", step="poll"
+    )
+
+    page = admin_client.get(_cancel_url(collected)).content.decode()
+    assert '<span data-cancel="stopped_upstream">collector</span> can stop tasks' in page
+    # An OpenAI run's answers come back in the call: nothing accepted to stop.
+    assert "stopped_upstream" not in admin_client.get(_cancel_url(run)).content.decode()

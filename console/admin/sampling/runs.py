@@ -35,7 +35,7 @@ from console.widgets import (
     samples_url,
     status_context,
 )
-from pipeline.runs import RunAlreadyFinished, cancel_run
+from pipeline.runs import RunAlreadyFinished, cancel_run, platforms_to_stop_upstream
 from sampling.models import Batch, Run
 from sampling.selectors import (
     Status,
@@ -358,6 +358,7 @@ def cancel_row(run: Run) -> dict[str, Any]:
         "still_held": money(release.still_held, currency),
         "charged": money(release.charged, currency),
         "holds_money": bool(currency),
+        "stopped_upstream": ", ".join(platforms_to_stop_upstream(run_id=run.pk)),
     }
 
 
