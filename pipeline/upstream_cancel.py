@@ -29,6 +29,7 @@ from django.db import transaction
 from connectors.base import UpstreamError
 from connectors.redaction import redact
 from connectors.registry import get_connector
+from pipeline.runs import cancels_upstream
 from pipeline.step_context import upstream_call
 from sampling.services import (
     claim_upstream_cancel,
@@ -46,6 +47,13 @@ def cancel_accepted_tasks(
     """Ask the upstream to stop the run's accepted, unfinished tasks on `platform`, each
     once, and record every answer; then complete the outbox event. Returns how many were
     asked by this call."""
+    if not cancels_upstream(platform):
+        # Configured otherwise since the cancel (another vendor, the platform gone): there is
+        # nothing to ask, and an event that never completes would be published forever.
+        log.warning("upstream cancel run=%s: %s can no longer cancel", run_id, platform)
+        with transaction.atomic():
+            complete_outbox(outbox_id=outbox_id)
+        return 0
     connector = get_connector(platform)
     asked = 0
     for cancel_id in plan_upstream_cancels(run_id=run_id, platform=platform):

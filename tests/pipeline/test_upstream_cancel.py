@@ -194,3 +194,25 @@ def test_a_connector_that_implements_cancel_is_asked_unless_it_declares_it_canno
     # Of the platforms configured here, only the collector stops accepted tasks: DataForSEO
     # and SerpApi document no cancel, a direct API answers in the call.
     assert [p for p in available_platforms() if cancels_upstream(p)] == ["collector"]
+
+
+def test_a_platform_that_can_no_longer_cancel_completes_the_event_asking_nothing(
+    upstream: SimulatorHandle, settings: Any
+) -> None:
+    run = _launch(1, [COLLECTOR])
+    assert _step("collector") == 1
+    cancel_run(run_id=run.pk)
+    [event] = OutboxMessage.objects.filter(task=CANCEL_UPSTREAM)
+    settings.GEO_PLATFORMS = {"collector": {"EXTRA": "not json"}}  # misconfigured since
+
+    assert (
+        upstream_cancel.cancel_accepted_tasks(
+            run_id=str(run.pk), platform="collector", outbox_id=event.pk
+        )
+        == 0
+    )
+
+    event.refresh_from_db()
+    assert event.completed_at is not None  # not published again and again
+    assert upstream.sim.protocol("collector").cancels_asked() == {}
+    assert not UpstreamCancel.objects.filter(run=run).exists()
