@@ -96,6 +96,18 @@ RUN_STATUS = inline_serializer(
         "resumes": s.IntegerField(),
         **_COUNTS,
         "platforms": s.DictField(child=s.DictField()),
+        "upstream_cancel": inline_serializer(
+            "UpstreamCancel",
+            {
+                "asked": s.IntegerField(
+                    help_text="accepted, unfinished tasks the run's cancel asked the upstream "
+                    "to stop (platforms that can stop one; after the cancel, by a worker)"
+                ),
+                "answered": s.IntegerField(help_text="of `asked`, those with an answer"),
+                "acknowledged": s.IntegerField(help_text="of `answered`, stopped upstream"),
+                "failed": s.IntegerField(help_text="of `answered`, requests that failed"),
+            },
+        ),
     },
 )
 CANCEL = inline_serializer(
@@ -281,7 +293,14 @@ RUN_LIST = OpenApiExample(
     "A page", value={"next": None, "previous": None, "results": [_RUN]}, response_only=True
 )
 RUN_STATUS_EXAMPLE = OpenApiExample(
-    "In progress", value={**_RUN, **_STATUS, "platforms": {"openai": _STATUS}}, response_only=True
+    "In progress",
+    value={
+        **_RUN,
+        **_STATUS,
+        "platforms": {"openai": _STATUS},
+        "upstream_cancel": {"asked": 0, "answered": 0, "acknowledged": 0, "failed": 0},
+    },
+    response_only=True,
 )
 CANCEL_EXAMPLE = OpenApiExample(
     "Cancelled", value={"cancelled_samples": 1, **_RUN, **_STATUS}, response_only=True

@@ -133,6 +133,12 @@ class Capabilities:
     # empty: the platform takes no language (a target naming one is refused). A target that
     # names none is asked in the region's language.
     languages: frozenset[str] = frozenset()
+    # The upstream can be asked to stop a task it accepted (`Connector.cancel`): a cancelled
+    # run asks it for every accepted, unfinished task (pipeline/upstream_cancel.py). None:
+    # as the connector says by implementing `cancel` (`Connector.can_cancel`), so a new
+    # connector with a real cancel is asked without declaring it; a vendor without one says
+    # False.
+    cancellable: bool | None = None
 
     def problems(
         self, *, device: str, region: str, mode: str, screenshot_policy: str, language: str = ""
@@ -347,8 +353,18 @@ class Connector(abc.ABC):
         """Asynchronous platforms only: the finished task's answer and attachments."""
         raise UpstreamError(ErrorClass.UNSUPPORTED, f"{self.platform} has no separate evidence")
 
+    def can_cancel(self) -> bool:
+        """Whether a cancelled run asks this upstream to stop its accepted tasks: as its
+        capabilities declare, else whether this connector implements `cancel`."""
+        declared = self.capabilities().cancellable
+        return declared if declared is not None else type(self).cancel is not Connector.cancel
+
     def cancel(self, upstream_id: str) -> bool:
-        """Record the intent to cancel; True when the upstream acknowledged it."""
+        """Ask the upstream to stop an accepted task (platforms whose capabilities say
+        `cancellable`). True when the upstream acknowledged that it stopped the task; False
+        when it answered and declined (the task had finished, or it no longer knows it).
+        Raises UpstreamError when the request failed (unreachable, refused, no answer): the
+        caller counts it against the platform's circuit and records the error."""
         return False
 
     def find_again(self, idempotency_key: str) -> FoundTask | None:

@@ -27,16 +27,26 @@ from datetime import timedelta
 from uuid import UUID
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, transaction
 from django.db.models.functions import Coalesce, Now
 
 from billing import selectors as billing_selectors
 from billing import services as billing
 from billing.costs import book_run_attempt_costs
+from connectors.platforms import platform_queue
+from connectors.registry import UnknownPlatform, get_connector
 from geo_collect import metrics
 from sampling import counters
 from sampling.locking import Level, lock_run, locked
-from sampling.models import OutboxMessage, QueueState, Run, Sample, SubmissionState
+from sampling.models import (
+    CollectionState,
+    OutboxMessage,
+    QueueState,
+    Run,
+    Sample,
+    SubmissionState,
+)
 from sampling.selectors import Status, run_status
 from sampling.services import complete_outbox, enqueue_outbox
 from sampling.transitions import cancel_unaccepted
@@ -193,10 +203,12 @@ class RunAlreadyFinished(Exception):
 def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> int:
     """Stop a run locally. Samples the upstream never accepted (due, unclaimed, still
     `planned`) fail as cancelled and their share of the hold is released; work already
-    accepted upstream or in a worker's hands finishes and is charged, since the upstream
-    does it anyway. Returns how many samples were cancelled. Idempotent on a cancelled run;
-    a run that finished without being cancelled raises `RunAlreadyFinished`, changing
-    nothing (checked under the run's lock: a run that finishes meanwhile is seen)."""
+    accepted upstream or in a worker's hands goes on, and is charged if it completes. The
+    upstreams that can stop a task are asked to, after the commit, through the outbox
+    (pipeline/upstream_cancel.py): a task one stops fails through its own poll. Returns how
+    many samples were cancelled. Idempotent on a cancelled run; a run that finished without
+    being cancelled raises `RunAlreadyFinished`, changing nothing (checked under the run's
+    lock: a run that finishes meanwhile is seen)."""
     with transaction.atomic():
         run = lock_run(run_id)
         if run.finished_at is not None and run.cancelled_at is None:
@@ -213,6 +225,56 @@ def cancel_run(*, run_id: UUID | str, reason: str = "cancelled by operator") -> 
             skip_locked=True,
         )
         cancelled = sum(cancel_unaccepted(sample, reason=reason) for sample in cancellable)
+        # What the upstreams accepted is asked to stop after the commit, by a worker.
+        enqueue_upstream_cancels(run_id=run.pk, resumes=run.resumes)
     billing.release_unaccepted_hold(run_id=run.pk)
     finish_run_if_done(run_id=run.pk)
     return cancelled
+
+
+CANCEL_UPSTREAM = "pipeline.cancel_upstream"
+
+
+def cancels_upstream(platform: str) -> bool:
+    """Whether `platform`'s connector, as this deployment configures it, can stop an
+    accepted task. A platform no longer known or configured cannot."""
+    try:
+        return get_connector(platform).can_cancel()
+    except (UnknownPlatform, ImproperlyConfigured):
+        return False
+
+
+def upstream_cancel_key(*, run_id: UUID | str, platform: str, resumes: int) -> str:
+    """The dedupe key of a run's upstream cancel on a platform in a round (a resumed run
+    cancelled again asks again for its new tasks)."""
+    return f"upstream-cancel:{run_id}:{platform}" + (f":{resumes}" if resumes else "")
+
+
+def platforms_to_stop_upstream(*, run_id: UUID | str) -> list[str]:
+    """The run's platforms whose connector can cancel and whose samples the upstream
+    accepted, or may be accepting, without their collection ended: those a cancel asks to
+    stop (the cancel's confirmation page names them)."""
+    in_upstream_hands = (
+        Sample.objects.filter(
+            run_id=run_id,
+            submission_state__in=[SubmissionState.SUBMITTING, SubmissionState.ACCEPTED],
+            collection_state__in=[CollectionState.QUEUED, CollectionState.RUNNING],
+        )
+        .values_list("platform", flat=True)
+        .distinct()
+    )
+    return sorted(p for p in set(in_upstream_hands) if cancels_upstream(p))
+
+
+def enqueue_upstream_cancels(*, run_id: UUID | str, resumes: int) -> list[str]:
+    """In the cancelling transaction: one outbox row per platform a cancel asks to stop
+    (`platforms_to_stop_upstream`). Returns those platforms."""
+    platforms = platforms_to_stop_upstream(run_id=run_id)
+    for platform in platforms:
+        enqueue_outbox(
+            task=CANCEL_UPSTREAM,
+            payload={"run_id": str(run_id), "platform": platform},
+            queue=platform_queue(platform),
+            dedupe_key=upstream_cancel_key(run_id=run_id, platform=platform, resumes=resumes),
+        )
+    return platforms

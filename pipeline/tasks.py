@@ -13,8 +13,9 @@ from django.conf import settings
 from geo_collect.db_outage import process_outage, ride_out
 from geo_collect.failpoints import failpoint
 
-from . import execution, runs
+from . import execution, runs, upstream_cancel
 from .recording import observe_batch, observe_step
+from .runs import CANCEL_UPSTREAM
 
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -49,3 +50,12 @@ def execute_submit_batch(held: list[list[int]]) -> dict[int, str]:
 @shared_task(name="pipeline.run_finished")
 def run_finished(run_id: str, outbox_id: int | None = None) -> None:
     runs.on_run_finished(run_id=run_id, outbox_id=outbox_id)
+
+
+@shared_task(name=CANCEL_UPSTREAM)
+def cancel_upstream(run_id: str, platform: str, outbox_id: int | None = None) -> int:
+    """On the platform's queue (the outbox row names it): its upstream calls go where that
+    platform's workers and egress are."""
+    return upstream_cancel.cancel_accepted_tasks(
+        run_id=run_id, platform=platform, outbox_id=outbox_id
+    )

@@ -732,3 +732,38 @@ class CallbackDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider} callback {self.delivery_id}"
+
+
+class UpstreamCancel(models.Model):
+    """The cancel a cancelled run asked of the upstream for one task it had accepted and not
+    finished (pipeline/upstream_cancel.py), and the upstream's answer.
+
+    One row per task (sample and upstream id: a resumed sample's new task is a new row). The
+    row is planned with `requested_at` empty; the worker that sends the request first claims
+    it by a conditional update setting `requested_at`, so a redelivered message or a second
+    cancel never asks twice. `acknowledged` is None until the answer is recorded: True when
+    the upstream said it stopped the task, False when it declined (the task had finished) or
+    the request failed (`error`, redacted, never a payload). Billing never reads it: a task
+    the upstream stopped ends as a failed sample through its own poll, one it finished anyway
+    is charged."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="upstream_cancels")
+    sample = models.ForeignKey(Sample, on_delete=models.CASCADE, related_name="upstream_cancels")
+    platform = models.CharField(max_length=32)
+    upstream_id = models.CharField(max_length=200)
+    created_at = models.DateTimeField(db_default=Now())
+    requested_at = models.DateTimeField(null=True, blank=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+    acknowledged = models.BooleanField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["sample", "upstream_id"], name="upstream_cancel_once_per_task"
+            )
+        ]
+        indexes = [models.Index(fields=["run", "platform"], name="upstream_cancel_run_idx")]
+
+    def __str__(self) -> str:
+        return f"upstream cancel of {self.upstream_id} (sample {self.sample_id})"

@@ -10,11 +10,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q
 
 from . import buckets, counters
 from .counters import Counts
-from .models import Batch, Run, Sample
+from .models import Batch, Run, Sample, UpstreamCancel
 
 
 class Outcome(enum.StrEnum):
@@ -179,3 +179,32 @@ def failure_reasons(*, run_id: UUID | str) -> list[tuple[str, int]]:
         .order_by("-n", "failure_reason")
     )
     return list(rows)
+
+
+@dataclass(frozen=True)
+class UpstreamCancels:
+    """What a cancelled run asked its upstreams to stop (sampling.models.UpstreamCancel):
+    `asked` tasks, `answered` of them, `acknowledged` as stopped, `failed` requests (no
+    answer: an error). Asked and not answered: a request in flight, or a worker that died
+    sending it (never asked again)."""
+
+    asked: int = 0
+    answered: int = 0
+    acknowledged: int = 0
+    failed: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"asked": self.asked, "answered": self.answered,
+                "acknowledged": self.acknowledged, "failed": self.failed}  # fmt: skip
+
+
+def upstream_cancels(*, run_id: UUID | str) -> UpstreamCancels:
+    """The run's upstream cancels, counted (all zero for a run never cancelled)."""
+    answered = Q(answered_at__isnull=False)
+    counts = UpstreamCancel.objects.filter(run_id=run_id, requested_at__isnull=False).aggregate(
+        asked=Count("id"),
+        answered=Count("id", filter=answered),
+        acknowledged=Count("id", filter=answered & Q(acknowledged=True)),
+        failed=Count("id", filter=answered & ~Q(error="")),
+    )
+    return UpstreamCancels(**counts)

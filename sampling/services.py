@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+from uuid import UUID
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 
 from connectors.registry import configured_model
@@ -17,12 +19,16 @@ from .expansion import expand_samples
 from .models import (
     Brand,
     Campaign,
+    CollectionState,
     Competitor,
     OutboxMessage,
     PlatformTarget,
     Question,
     QuestionRevision,
     Run,
+    Sample,
+    SubmissionState,
+    UpstreamCancel,
 )
 from .planning import (
     CampaignSpec,
@@ -315,3 +321,66 @@ def complete_outbox(*, outbox_id: int | None) -> None:
     sweep), not for a message."""
     if outbox_id is not None:
         OutboxMessage.objects.filter(pk=outbox_id, completed_at=None).update(completed_at=Now())
+
+
+# --- a cancelled run's upstream cancels (pipeline/upstream_cancel.py) ----------------------
+
+# What the upstream may still be working on: accepted, with its task id, collection not ended.
+_UNFINISHED_UPSTREAM = Q(
+    submission_state=SubmissionState.ACCEPTED,
+    collection_state__in=[CollectionState.QUEUED, CollectionState.RUNNING],
+) & ~Q(upstream_id="")
+
+
+def plan_upstream_cancels(*, run_id: UUID | str, platform: str) -> list[int]:
+    """Record one planned cancel per task of the run on `platform` that the upstream accepted
+    and has not finished; a task planned before (a redelivered message, a second cancel) is
+    not planned again. Returns the ids of this run's and platform's cancels not yet
+    requested, oldest first."""
+    unfinished = Sample.objects.filter(_UNFINISHED_UPSTREAM, run_id=run_id, platform=platform)
+    UpstreamCancel.objects.bulk_create(
+        [
+            UpstreamCancel(run_id=run_id, sample_id=pk, platform=platform, upstream_id=upstream_id)
+            for pk, upstream_id in unfinished.values_list("pk", "upstream_id")
+        ],
+        ignore_conflicts=True,  # upstream_cancel_once_per_task
+    )
+    return list(
+        UpstreamCancel.objects.filter(run_id=run_id, platform=platform, requested_at=None)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+@dataclass(frozen=True)
+class ClaimedCancel:
+    cancel_id: int
+    upstream_id: str
+
+
+def claim_upstream_cancel(*, cancel_id: int) -> ClaimedCancel | None:
+    """Take a planned cancel for sending: one conditional update, so exactly one worker sends
+    it, once. None when it was claimed already, or its task finished since it was planned
+    (the upstream need not be asked: the answer is in)."""
+    still_unfinished = Sample.objects.filter(
+        _UNFINISHED_UPSTREAM, pk=OuterRef("sample_id"), upstream_id=OuterRef("upstream_id")
+    )
+    claimed = UpstreamCancel.objects.filter(
+        Exists(still_unfinished), pk=cancel_id, requested_at=None
+    ).update(requested_at=Now())
+    if claimed != 1:
+        return None
+    upstream_id = UpstreamCancel.objects.values_list("upstream_id", flat=True).get(pk=cancel_id)
+    return ClaimedCancel(cancel_id=cancel_id, upstream_id=upstream_id)
+
+
+def record_upstream_cancel(*, cancel_id: int, acknowledged: bool, error: str = "") -> bool:
+    """The upstream's answer to a claimed cancel, written once (a conditional update):
+    whether it stopped the task and, when the request failed, why (redacted by the caller's
+    error type, never a payload). False when an answer was already recorded."""
+    return (
+        UpstreamCancel.objects.filter(
+            pk=cancel_id, requested_at__isnull=False, answered_at=None
+        ).update(answered_at=Now(), acknowledged=acknowledged, error=error[:2000])
+        == 1
+    )

@@ -21,7 +21,7 @@ from evidence.models import Capture
 from pipeline.resume import ResumeRefused, resume_run
 from pipeline.runs import RunAlreadyFinished, cancel_run
 from sampling.models import Run, Sample
-from sampling.selectors import platform_statuses, run_status
+from sampling.selectors import platform_statuses, run_status, upstream_cancels
 from tenancy.roles import REPORT_ROLES
 from tenancy.scope import role_checked_get
 
@@ -94,6 +94,7 @@ def run_body(run: Run) -> dict[str, Any]:
         **RunSerializer(run).data,
         **status.as_dict(),
         "platforms": {p: s.as_dict() for p, s in platform_statuses(run_id=run.pk).items()},
+        "upstream_cancel": upstream_cancels(run_id=run.pk).as_dict(),
     }
 
 
@@ -103,7 +104,8 @@ class RunDetail(RunView):
         description=(
             "The status aggregation (sampling/selectors.py `run_status`): outcome, "
             "planned/succeeded/failed/invalid/review/pending/uncertain/parked, counts per "
-            "layer, and the same per platform."
+            "layer, and the same per platform; after a cancel, what the upstreams were asked "
+            "to stop and what they acknowledged (`upstream_cancel`)."
         ),
         responses={200: docs.RUN_STATUS},
         examples=[docs.RUN_STATUS_EXAMPLE],

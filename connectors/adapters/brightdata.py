@@ -372,19 +372,21 @@ class BrightDataConnector(Connector):
         the vendor stopped it. A run cancels each of its samples, so the second sample of a
         snapshot finds it no longer running (400): that is acknowledged when the snapshot
         will deliver nothing more (its progress is not `ready`), not when it finished first.
-        An unknown snapshot (404), or any failure to ask, is not acknowledged."""
+        An unknown snapshot (404) is declined; any other refusal, or no answer, raises
+        (Connector.cancel: the caller records the error and counts it against the circuit)."""
         snapshot_id, _ = split_upstream_id(upstream_id)
-        try:
-            exchange = self._call("POST", f"/snapshot/{snapshot_id}/cancel")
-            if exchange.ok:
-                return True
-            if exchange.status_code != 400:
-                return False
-            progress = self._call("GET", f"/progress/{snapshot_id}")
-        except UpstreamError:
+        exchange = self._call("POST", f"/snapshot/{snapshot_id}/cancel")
+        if exchange.ok:
+            return True
+        if exchange.status_code == 404:
             return False
+        if exchange.status_code != 400:
+            raise brightdata_error(exchange)
+        progress = self._call("GET", f"/progress/{snapshot_id}")
+        if not progress.ok:
+            raise brightdata_error(progress)
         status = str(_as_dict(json_body(progress.body)).get("status") or "").lower()
-        return progress.ok and bool(status) and status != "ready" and status not in RUNNING
+        return bool(status) and status != "ready" and status not in RUNNING
 
     def lookup(self, idempotency_key: str) -> str | None:
         raise UpstreamError(

@@ -182,6 +182,7 @@ class CollectorConnector(Connector):
             submission_limit=SUBMISSION_LIMIT,
             asynchronous=True,
             supports_lookup=True,
+            cancellable=True,
         )
 
     @property
@@ -334,6 +335,8 @@ class CollectorConnector(Connector):
             raise error.after_acceptance() from None
         status = str(payload.get("status", ""))
         message = _as_dict(payload.get("error")).get("message")
+        if status == "cancelled" and not message:
+            message = "the task was cancelled upstream"  # the failure reason says why
         hint = payload.get("retry_after_seconds")
         return PollOutcome(
             state=_POLL_STATES.get(status, "running"),
@@ -356,11 +359,10 @@ class CollectorConnector(Connector):
         return result
 
     def cancel(self, upstream_id: str) -> bool:
-        try:
-            payload = self._json(self._call("POST", f"/v1/tasks/{upstream_id}/cancel"))
-        except UpstreamError:
-            return False
-        return bool(payload.get("cancelled"))
+        exchange = self._call("POST", f"/v1/tasks/{upstream_id}/cancel")
+        if exchange.status_code == 404:
+            return False  # the provider no longer knows the task: nothing left to stop
+        return self._json(exchange).get("cancelled") is True
 
     def lookup(self, idempotency_key: str) -> str | None:
         payload = self._json(self._call("GET", "/v1/tasks", params={"client_key": idempotency_key}))

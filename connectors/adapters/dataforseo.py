@@ -34,8 +34,19 @@ same id_list entry (`find_again`, SERP only). The `tag` is the attempt's idempot
 `lookup` finds a task again by it (id_list for SERP tasks; tasks_ready for the LLM scrapers,
 where a task still queued is "not known yet" and the lookup is tried again, never answered
 "not accepted").
-DataForSEO has no cancel: `cancel` says so (False). The answer's sources are its citations;
-the search results the engine read and its fan-out queries stay in the stored raw response.
+DataForSEO documents no cancel: `cancellable` is False (a cancelled run asks nothing of it).
+
+What the engine searched and read, as each result documents it (the official client's models):
+    ChatGPT scraper  `sources` (what the answer cites) are its citations; `search_results`
+                     ("all web search outputs the model retrieved ... including unused
+                     entries") that no source is are found, not cited; `fan_out_queries` are
+                     the searches it ran.
+    Gemini scraper   `sources` only: citations, nothing found, no searches.
+    Google SERP      a reference on an element of the `ai_overview` (`items[].references`:
+    (AI Mode, AI     "used to generate the element") is cited; one only in the overview's own
+     Overview)       `references` list ("additional references ... may have been used") is
+                     found, not cited. An overview whose elements carry no references cites
+                     its whole list (all the vendor says was used). No searches are documented.
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
@@ -59,7 +71,7 @@ from ..base import (
     SubmitOutcome,
     UpstreamError,
 )
-from ..citations import CitationList
+from ..citations import CitationList, found_sources, search_queries
 from ..direct import failed
 from ..errors import classify_http_error, error_dict, json_body
 from ..transport import HttpExchange, HttpTransport
@@ -190,6 +202,7 @@ class DataForSEOConnector(Connector):
             submission_limit=1 if self.live else SUBMISSION_LIMIT,
             asynchronous=not self.live,
             supports_lookup=not self.live,
+            cancellable=False,  # no endpoint stops a posted task
             languages=LANGUAGES,
         )
 
@@ -428,13 +441,22 @@ class DataForSEOConnector(Connector):
             )
             result.upstream_id = task_id
             return result
-        text, sources, warnings = cls.answer_of(first_result(payload))
-        citations = CitationList(len(text))
-        for source in sources:
+        answer = cls.answer_of(first_result(payload))
+        citations = CitationList(len(answer.text))
+        for source in answer.cited:
             if source.get("url"):
                 citations.add(str(source["url"]), title=_title(source))
+        consulted = [(str(s.get("url") or ""), _title(s)) for s in answer.consulted]
         result = NormalizedResult.answer(
-            raw, mime, sample_id, task_id, text, citations=citations.items, warnings=warnings
+            raw,
+            mime,
+            sample_id,
+            task_id,
+            answer.text,
+            citations=citations.items,
+            warnings=answer.warnings,
+            search_queries=search_queries(answer.searches),
+            found=found_sources(citations.items, consulted),
         )
         cents = usd_cents(task.get("cost"))
         if cents is not None:  # a live call states its charge; task_get states 0
@@ -442,9 +464,21 @@ class DataForSEOConnector(Connector):
         return result
 
     @classmethod
-    def answer_of(cls, result: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
-        """(answer text, cited sources, warnings) of one result."""
+    def answer_of(cls, result: dict[str, Any]) -> Answer:
+        """What one result says: its text, the sources it cites and those it consulted."""
         raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One result as read: the answer's text, the sources it cites, the sources the engine
+    consulted (those not cited become `found`), the searches it ran, and warnings."""
+
+    text: str
+    cited: list[dict[str, Any]] = field(default_factory=list)
+    consulted: list[dict[str, Any]] = field(default_factory=list)
+    searches: list[object] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _title(source: dict[str, Any]) -> str | None:
@@ -480,7 +514,7 @@ class _LLMScraper(DataForSEOConnector):
         return super().task_spec(request) | {"force_web_search": request.mode == "web_search"}
 
     @classmethod
-    def answer_of(cls, result: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
+    def answer_of(cls, result: dict[str, Any]) -> Answer:
         text = str(result.get("markdown") or "")
         if not text:
             text = "\n\n".join(
@@ -488,8 +522,14 @@ class _LLMScraper(DataForSEOConnector):
                 for item in map(_as_dict, _as_list(result.get("items")))
                 if item.get("type", "").endswith("_text") and item.get("markdown")
             )
-        sources = [_as_dict(s) for s in _as_list(result.get("sources"))]
-        return text, sources, []
+        return Answer(
+            text,
+            cited=[_as_dict(s) for s in _as_list(result.get("sources"))],
+            # ChatGPT's (the Gemini scraper documents neither): every result its searches
+            # retrieved, used or not, and the searches themselves.
+            consulted=[_as_dict(r) for r in _as_list(result.get("search_results"))],
+            searches=_as_list(result.get("fan_out_queries")),
+        )
 
 
 class DataForSEOChatGPTScraper(_LLMScraper):
@@ -510,22 +550,31 @@ class _GoogleSERP(DataForSEOConnector):
         return super().task_spec(request) | {"device": request.device}
 
     @classmethod
-    def answer_of(cls, result: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
+    def answer_of(cls, result: dict[str, Any]) -> Answer:
         overviews = [
             item
             for item in map(_as_dict, _as_list(result.get("items")))
             if item.get("type") == "ai_overview"
         ]
         if not overviews:  # Google showed no AI answer for this query: that is the answer
-            return "", [], [NO_AI_OVERVIEW]
+            return Answer("", warnings=[NO_AI_OVERVIEW])
         texts: list[str] = []
-        sources: list[dict[str, Any]] = []
+        cited: list[dict[str, Any]] = []
+        consulted: list[dict[str, Any]] = []
         for overview in overviews:
             texts.append(str(overview.get("markdown") or _element_text(overview)))
-            sources.extend(_as_dict(r) for r in _as_list(overview.get("references")))
-            for element in map(_as_dict, _as_list(overview.get("items"))):
-                sources.extend(_as_dict(r) for r in _as_list(element.get("references")))
-        return "\n\n".join(t for t in texts if t), sources, []
+            listed = [_as_dict(r) for r in _as_list(overview.get("references"))]
+            used = [
+                _as_dict(r)
+                for element in map(_as_dict, _as_list(overview.get("items")))
+                for r in _as_list(element.get("references"))
+            ]
+            # The elements' references are what each piece of the answer rests on; the
+            # overview's list adds what may have been used. Without the former, the list is
+            # all the vendor says was used: cited.
+            cited.extend(used or listed)
+            consulted.extend(listed if used else [])
+        return Answer("\n\n".join(t for t in texts if t), cited=cited, consulted=consulted)
 
 
 def _element_text(overview: dict[str, Any]) -> str:

@@ -24,14 +24,16 @@ single search JSON, as the archive or the playground gives it):
 Reading: the answer is the text blocks joined by blank lines (a list block: one line per
 item, "title: snippet"); each block (or list item) with `reference_indexes` cites the
 `references` of those `index`es, its span the block's text. References no block points at were
-shown but not cited: they stay in the raw. No AI Overview (Google showed none) is an answer:
-empty, with the warning `NO_AI_OVERVIEW`. A search whose `search_metadata.status` is "Error",
-or whose top-level `error` says there is nothing to show, failed (`UPSTREAM_FAILED`).
+shown beside the answer but not cited: they are its found sources (`found`). SerpApi documents
+no field for the searches Google ran (no query fan-out). No AI Overview (Google showed none)
+is an answer: empty, with the warning `NO_AI_OVERVIEW`. A search whose
+`search_metadata.status` is "Error", or whose top-level `error` says there is nothing to
+show, failed (`UPSTREAM_FAILED`).
 
 Errors: `{"error": "<message>"}`; 400 invalid (a missing parameter), 401 / 403 auth, 429 the
 hourly throughput limit (rate limited) unless "run out of searches" (the plan's quota: auth, not
 retried), 410 gone, 5xx transient. No request id header, no retry hint documented. SerpApi has
-no client reference to find a search by, and no cancel: `supports_lookup` False, `cancel`
+no client reference to find a search by, and no cancel: `supports_lookup` False, `cancellable`
 False.
 
 Served as the vendor `serpapi` of the surfaces `google_ai_mode` and `google_ai_overview`
@@ -48,6 +50,7 @@ from typing import Any, ClassVar
 
 from ..base import (
     Capabilities,
+    Citation,
     Connector,
     ConnectorConfig,
     ErrorClass,
@@ -57,7 +60,7 @@ from ..base import (
     SubmitOutcome,
     UpstreamError,
 )
-from ..citations import CitationList
+from ..citations import CitationList, found_sources
 from ..direct import failed
 from ..errors import classify_http_error, error_dict, json_body
 from ..transport import HttpExchange, HttpTransport
@@ -187,8 +190,10 @@ def _blocks_text(
     return text, spans
 
 
-def answer_of(holder: dict[str, Any]) -> tuple[str, CitationList]:
-    """The answer text and citations of an object holding `text_blocks` and `references`."""
+def answer_of(holder: dict[str, Any]) -> tuple[str, CitationList, list[Citation]]:
+    """The answer text, its citations and the sources found and not cited, of an object
+    holding `text_blocks` and `references`: a reference a block points at is cited there, one
+    none points at was listed beside the answer (Google shows it) and is found."""
     references = {
         int(ref["index"]): ref
         for ref in holder.get("references") or []
@@ -200,7 +205,8 @@ def answer_of(holder: dict[str, Any]) -> tuple[str, CitationList]:
         for index in indexes:
             ref = references[index]
             citations.add(str(ref["link"]), title=ref.get("title"), start=start, end=end)
-    return text, citations
+    listed = [(str(ref["link"]), ref.get("title") or None) for ref in references.values()]
+    return text, citations, found_sources(citations.items, listed)
 
 
 class SerpApiConnector(Connector):
@@ -226,6 +232,7 @@ class SerpApiConnector(Connector):
             submission_limit=1,
             asynchronous=True,
             supports_lookup=False,
+            cancellable=False,  # SerpApi documents no way to stop a search
             languages=frozenset(self.config.extra.get("languages") or LANGUAGES),
         )
 
@@ -312,9 +319,6 @@ class SerpApiConnector(Connector):
         """The requests a finished search needs before it is the whole answer."""
         return []
 
-    def cancel(self, upstream_id: str) -> bool:
-        return False  # SerpApi has no way to stop a search
-
     def lookup(self, idempotency_key: str) -> str | None:
         raise UpstreamError(ErrorClass.UNSUPPORTED, "SerpApi cannot find a search by our key")
 
@@ -394,9 +398,16 @@ def read_exchanges(
     elif not search.get("text_blocks") and search.get("error"):
         message = str(search["error"])
         return _failed(raw, mime, sample_id, ErrorClass.UPSTREAM_FAILED, message, upstream_id)
-    text, citations = answer_of(holder or {})
+    text, citations, found = answer_of(holder or {})
     result = NormalizedResult.answer(
-        raw, mime, sample_id, upstream_id, text, citations=citations.items, warnings=warnings
+        raw,
+        mime,
+        sample_id,
+        upstream_id,
+        text,
+        citations=citations.items,
+        warnings=warnings,
+        found=found,
     )
     result.status_code = exchanges[-1].status_code
     return result

@@ -6,7 +6,8 @@ finishes the task at once and is delivered (twice under `duplicate_callback`).
 Task faults are drawn per task at submit: `lose` (accepted, then 404 / "lost" everywhere),
 `task_failed`, `task_rejected` (refused inside an accepted batch: partial acceptance),
 `screenshot_missing`, `screenshot_late` (missing from the first result only),
-`duplicate_callback`. HTTP faults apply to a whole batch
+`duplicate_callback`. Every cancel request is recorded on its task (`cancels_asked`).
+HTTP faults apply to a whole batch
 request; `hang` on a batch accepts it first and then never answers (acceptance unknown).
 """
 
@@ -46,6 +47,7 @@ class _Task:
     polls: int = 0
     finished: bool = False
     cancelled: bool = False
+    cancel_requests: int = 0  # every POST .../cancel for this task, acknowledged or not
     callbacks_sent: int = 0
     results_fetched: int = 0
 
@@ -332,10 +334,17 @@ class CollectorProtocol(PlatformProtocol):
             task, status = self._live(task_id)
             if task is None:
                 return _error(404, "task_not_found", f"unknown task {task_id}")
+            task.cancel_requests += 1
             task.cancelled = task.cancelled or status in ("queued", "running")
             _, status = self._live(task_id)
             payload = {"task_id": task_id, "status": status, "cancelled": task.cancelled}
             return SimResponse.json(200, payload)
+
+    def cancels_asked(self) -> dict[str, int]:
+        """Task id -> how many cancel requests it received (tests: the upstream side of a
+        run's cancel)."""
+        with self.sim.lock:
+            return {t.task_id: t.cancel_requests for t in self.tasks.values() if t.cancel_requests}
 
     def lookup(self, request: SimRequest) -> SimResponse:
         keys = request.query.get("client_key", [])

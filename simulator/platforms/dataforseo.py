@@ -594,6 +594,20 @@ def _serp_result(task: _Task, surface: tuple[Any, ...]) -> dict[str, Any]:
         }
         for s in _sources(task.answer, "ai_overview_reference")
     ]
+    # The element rests on the answer's citations (its `references`: "used to generate the
+    # element"); the overview's list adds one that "may have been used" and is cited nowhere.
+    listed = [
+        *references,
+        {
+            "type": "ai_overview_reference",
+            "position": "right",
+            "source": "forum.example.org",
+            "domain": "forum.example.org",
+            "url": "https://forum.example.org/t/2",
+            "title": "A forum thread",
+            "text": "Listed, not cited.",
+        },
+    ]
     element = {
         "type": "ai_overview_element",
         "position": "left",
@@ -602,7 +616,7 @@ def _serp_result(task: _Task, surface: tuple[Any, ...]) -> dict[str, Any]:
         "markdown": task.answer.text,
         "links": None,
         "images": None,
-        "references": None,
+        "references": references or None,
     }
     overview: dict[str, Any] = {
         "type": "ai_overview",
@@ -612,7 +626,7 @@ def _serp_result(task: _Task, surface: tuple[Any, ...]) -> dict[str, Any]:
         "xpath": "/html[1]/body[1]/div[3]",
         "markdown": task.answer.text,
         "items": [element],
-        "references": references,
+        "references": listed,
         "rectangle": None,
     }
     items: list[dict[str, Any]] = [overview]

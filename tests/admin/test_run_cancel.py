@@ -7,14 +7,17 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db.models.functions import Now
 from django.test import Client
 from django.urls import reverse
 
 from billing.selectors import run_billing
 from billing.services.runs import post_pending_captures, queue_capture
 from console.widgets import money
-from sampling.models import Run, Sample
+from sampling.models import Run, Sample, UpstreamCancel
+from sampling.services import claim_upstream_cancel, record_upstream_cancel
 from tests.admin.conftest import SUCCEEDED
+from tests.conftest import launch_funded, make_campaign_data
 
 pytestmark = pytest.mark.django_db
 
@@ -132,3 +135,42 @@ def test_the_cancel_page_of_a_finished_run_offers_nothing_to_confirm(
 
     assert "Nothing to cancel: this run is finished" in page
     assert 'id="cancel-confirm"' not in page
+
+
+def test_the_run_page_says_what_the_upstream_cancel_asked_and_what_was_acknowledged(
+    admin_client: Client, run: Run
+) -> None:
+    admin_client.post(_cancel_url(run), {"confirm": "yes"})
+    samples = list(Sample.objects.filter(run=run).order_by("id"))
+    answers = [(True, ""), (True, ""), (False, "unreachable: connection refused"), None]
+    for sample, answer in zip(samples, answers, strict=True):
+        cancel = UpstreamCancel.objects.create(
+            run=run, sample=sample, platform=sample.platform, upstream_id=f"tsk_{sample.pk}"
+        )
+        claimed = claim_upstream_cancel(cancel_id=cancel.pk)
+        assert claimed is None  # the samples are not accepted upstream: nothing is sent
+        UpstreamCancel.objects.filter(pk=cancel.pk).update(requested_at=Now())
+        if answer is not None:
+            record_upstream_cancel(cancel_id=cancel.pk, acknowledged=answer[0], error=answer[1])
+
+    page = admin_client.get(reverse("admin:sampling_run_change", args=[run.pk])).content.decode()
+
+    assert (
+        '<p id="upstream-cancel">Upstream cancel asked for 4 tasks, acknowledged 2, 1 could not '
+        "be asked, 1 without an answer yet.</p>"
+    ) in page
+
+
+def test_the_cancel_page_names_the_platforms_asked_to_stop_what_they_accepted(
+    admin_client: Client, run: Run
+) -> None:
+    target = {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}
+    collected = launch_funded(make_campaign_data(questions=1, targets=[target], repeats=1))
+    Sample.objects.filter(run=collected).update(
+        submission_state="accepted", upstream_id="tsk_1", step="poll"
+    )
+
+    page = admin_client.get(_cancel_url(collected)).content.decode()
+    assert '<span data-cancel="stopped_upstream">collector</span> can stop tasks' in page
+    # An OpenAI run's answers come back in the call: nothing accepted to stop.
+    assert "stopped_upstream" not in admin_client.get(_cancel_url(run)).content.decode()

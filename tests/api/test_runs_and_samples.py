@@ -67,6 +67,13 @@ def test_cancel_fails_unaccepted_samples_and_is_idempotent(
     assert first.status_code == 200
     assert first.json()["cancelled_samples"] == 2 and first.json()["status"] == "cancelled"
     assert first.json()["failed"] == 2 and first.json()["outcome"] == "cancelled"
+    # Nothing was accepted upstream: nothing to ask it to stop
+    assert first.json()["upstream_cancel"] == {
+        "asked": 0,
+        "answered": 0,
+        "acknowledged": 0,
+        "failed": 0,
+    }
     again = client.post(f"/api/v1/runs/{run.pk}/cancel")
     assert again.status_code == 200 and again.json()["cancelled_samples"] == 0
     cancelled = client.get("/api/v1/runs/", {"status": "cancelled"}).json()["results"]

@@ -288,6 +288,20 @@ def test_cancel_stops_a_running_snapshot_and_the_vendor_records_each_request(
     assert paths(simulator)[f"POST /datasets/v3/snapshot/{snapshot_id}/cancel"] == 2
 
 
+def test_a_cancel_the_vendor_refuses_raises_so_it_is_recorded_and_counted(
+    simulator: SimulatorHandle,
+) -> None:
+    # Connector.cancel: declined (False) only when the vendor answered that nothing is left
+    # to stop; a refusal is an error the caller records and counts against the circuit.
+    simulator.configure(profile={"brightdata": {"running_looks": 3}})
+    outcome = connector_for(simulator, "copilot_web").submit(ask(QUESTIONS[0]))
+    config = ConnectorConfig(platform="copilot_web", base_url=simulator.url("brightdata"),
+                             api_key="invalid-key")  # fmt: skip
+    with pytest.raises(UpstreamError) as refused:
+        BrightDataCopilot(config).cancel(outcome.upstream_id)
+    assert refused.value.error_class is ErrorClass.AUTH and refused.value.status_code == 401
+
+
 def test_runs_never_share_a_snapshot_so_one_runs_cancel_spares_the_other(
     simulator: SimulatorHandle,
 ) -> None:

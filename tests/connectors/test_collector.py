@@ -168,11 +168,21 @@ def test_cancel(collector_connector: Factory) -> None:
     connector = collector_connector()
     pending = connector.submit(sample("cancel me")).upstream_id
     assert connector.cancel(pending) is True
-    assert connector.poll(pending).state == "failed"
+    polled = connector.poll(pending)
+    assert (polled.state, polled.message) == ("failed", "the task was cancelled upstream")
+    assert connector.cancel("tsk_unknown") is False  # 404: nothing left to stop
 
     finished = connector.submit(sample("too late to cancel")).upstream_id
     _poll_until_finished(connector, finished)
     assert connector.cancel(finished) is False
+
+
+def test_a_cancel_that_cannot_reach_the_provider_raises(collector_connector: Factory) -> None:
+    """The caller counts it against the circuit and records why (pipeline/upstream_cancel.py)."""
+    connector = collector_connector(base_url="http://127.0.0.1:9")
+    with pytest.raises(UpstreamError) as caught:
+        connector.cancel("tsk_any")
+    assert caught.value.error_class is ErrorClass.UNREACHABLE
 
 
 def test_a_batch_accepted_in_part_gives_each_task_its_own_outcome(

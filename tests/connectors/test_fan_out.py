@@ -7,9 +7,15 @@ import json
 
 from connectors.adapters.anthropic import AnthropicConnector
 from connectors.adapters.brightdata import BrightDataChatGPT
+from connectors.adapters.dataforseo import (
+    DataForSEOAIMode,
+    DataForSEOAIOverview,
+    DataForSEOChatGPTScraper,
+)
 from connectors.adapters.gemini import GeminiConnector
 from connectors.adapters.openai_responses import OpenAIResponsesConnector
 from connectors.adapters.perplexity import PerplexityConnector
+from connectors.adapters.serpapi import SerpApiAIMode
 from connectors.citations import found_sources, make_citation, search_queries
 
 
@@ -166,3 +172,57 @@ def test_bright_data_records_give_searches_and_sources_read_but_not_cited() -> N
         ("f1", "https://www.cntraveler.com/nyc", "NYC hotels")
     ]
     assert result.search_queries == ["top hotels new york", "plaza reviews"]
+
+
+def _dataforseo(result: dict[str, object]) -> bytes:
+    task = {"id": "t1", "status_code": 20000, "status_message": "Ok.", "cost": 0,
+            "result": [result]}  # fmt: skip
+    return json.dumps({"status_code": 20000, "tasks": [task]}).encode()
+
+
+def test_dataforseo_chatgpt_fan_out_queries_and_search_results_not_among_its_sources() -> None:
+    raw = _dataforseo({
+        "markdown": "Acme is good.",
+        "sources": [{"url": "https://acme.example/", "title": "Acme"}],
+        "search_results": [{"url": "https://acme.example/?utm_source=chatgpt.com", "title": "A"},
+                           {"url": "https://g2.com/crm", "title": "G2"}],
+        "fan_out_queries": ["best crm", " crm reviews ", "best crm"],
+    })  # fmt: skip
+    result = DataForSEOChatGPTScraper.parse(raw)
+    assert result.search_queries == ["best crm", "crm reviews"]
+    assert [c.url for c in result.citations] == ["https://acme.example/"]
+    assert [(c.id, c.url, c.title) for c in result.found] == [("f1", "https://g2.com/crm", "G2")]
+
+
+def test_dataforseo_google_cites_what_an_element_rests_on_and_finds_the_rest_of_the_list() -> None:
+    acme = {"url": "https://acme.example/", "source": "Acme"}
+    g2 = {"url": "https://g2.com/crm", "title": "G2"}
+    overview = {"type": "ai_overview", "markdown": "Acme is good.",
+                "items": [{"type": "ai_overview_element", "text": "Acme is good.",
+                           "references": [acme]}],
+                "references": [acme, g2]}  # fmt: skip
+    result = DataForSEOAIMode.parse(_dataforseo({"items": [overview]}))
+    assert [c.url for c in result.citations] == ["https://acme.example/"]
+    assert [(c.url, c.title) for c in result.found] == [("https://g2.com/crm", "G2")]
+    assert result.search_queries == []
+
+    # Elements without references: the overview's list is all that says what was used.
+    overview["items"] = [{"type": "ai_overview_element", "text": "Acme is good."}]
+    result = DataForSEOAIOverview.parse(_dataforseo({"items": [overview]}))
+    assert [c.url for c in result.citations] == ["https://acme.example/", "https://g2.com/crm"]
+    assert result.found == []
+
+
+def test_serpapi_references_no_block_points_at_are_found_not_cited() -> None:
+    body = {
+        "search_metadata": {"id": "s1", "status": "Success"},
+        "search_parameters": {"engine": "google_ai_mode"},
+        "text_blocks": [{"type": "paragraph", "snippet": "Acme is good.",
+                         "reference_indexes": [0]}],
+        "references": [{"index": 0, "link": "https://acme.example/", "title": "Acme"},
+                       {"index": 1, "link": "https://g2.com/crm", "title": "G2"}],
+    }  # fmt: skip
+    result = SerpApiAIMode.parse(json.dumps(body).encode())
+    assert [c.url for c in result.citations] == ["https://acme.example/"]
+    assert [(c.id, c.url, c.title) for c in result.found] == [("f1", "https://g2.com/crm", "G2")]
+    assert result.search_queries == []

@@ -1,7 +1,10 @@
 """`manage.py launch_run` for a campaign on the consumer surfaces Google AI Overview, Google AI
-Mode and ChatGPT search, each served by DataForSEO on the simulator, through a real worker: the
-run finishes, every answer and its sources are stored, each task's charge is recorded once,
-and the engine's searches and the sources it read stay in the stored raw response."""
+Mode and ChatGPT search, on the simulator through a real worker, with each vendor that serves
+the Google surfaces (DataForSEO, SerpApi; ChatGPT search through DataForSEO): the run
+finishes, every answer and its sources are stored, each DataForSEO task's charge is recorded
+once, and the report shows the searches the engines ran (fan-out), the sources they cite and
+those they found without citing, by category, and the source opportunities (issue 27's
+first done-when)."""
 
 from __future__ import annotations
 
@@ -15,13 +18,15 @@ import pytest
 from django.core.management import call_command
 
 from billing.reconciliation import reconcile
-from evidence.models import Citation, EvidenceKind, EvidenceObject
+from evidence.models import Citation, CitationRole, EvidenceKind, EvidenceObject, SearchQuery
 from evidence.services import read_object
+from geo_collect.settings import platform_settings
 from sampling.models import Attempt, Run, Sample
 from simulator.platforms.dataforseo import fan_out
 from tests.conftest import ensure_tenant, fund_tenant, make_campaign_data
 from tests.durability.conftest import assert_invariants
 from tests.e2e.conftest import drive_until_finished
+from tests.reports.conftest import WORLD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -34,9 +39,35 @@ TARGETS = [
 SURFACES = [t["platform"] for t in TARGETS]
 
 
-def test_a_campaign_on_three_surfaces_runs_end_to_end_through_dataforseo(
-    simulator: Any, celery_worker: Any, tmp_path: Path
+GOOGLE = ("google_ai_overview", "google_ai_mode")
+NEUTRAL = [f"www.review-site-{n}.com" for n in range(24)]
+# Where each vendor's tasks are posted, by surface.
+POSTED = {
+    "dataforseo": {
+        "google_ai_overview": "POST /v3/serp/google/organic/task_post",
+        "google_ai_mode": "POST /v3/serp/google/ai_mode/task_post",
+        "chatgpt_web": "POST /v3/ai_optimization/chat_gpt/llm_scraper/task_post",
+    },
+}
+
+
+@pytest.mark.parametrize("google_vendor", ["dataforseo", "serpapi"])
+def test_a_campaign_on_three_surfaces_runs_end_to_end_through_each_vendor(
+    simulator: Any,
+    celery_worker: Any,
+    worker_env: dict[str, str],
+    settings: Any,
+    tmp_path: Path,
+    google_vendor: str,
 ) -> None:
+    chosen = {f"GEO_{surface.upper()}_VENDOR": google_vendor for surface in GOOGLE}
+    chosen["GEO_SERPAPI_API_KEY"] = "serpapi-e2e-key-123"
+    settings.GEO_PLATFORMS = platform_settings(chosen)
+    worker_env.update(chosen)
+    vendor_of = {surface: google_vendor for surface in GOOGLE} | {"chatgpt_web": "dataforseo"}
+    # Answers about the campaign's brand and competitors, citing their domains and one of
+    # many neutral ones: some of those are cited beside a competitor only (opportunities).
+    simulator.configure(world=WORLD | {"neutral_domains": NEUTRAL})
     fund_tenant(ensure_tenant("acme"))
     data = make_campaign_data(questions=3, targets=TARGETS, repeats=2)
     path = tmp_path / "campaign.json"
@@ -53,40 +84,50 @@ def test_a_campaign_on_three_surfaces_runs_end_to_end_through_dataforseo(
     assert Counter(samples.values_list("platform", "collection_state")) == {
         (surface, "completed"): 6 for surface in SURFACES
     }
-    # One vendor host for every surface: every call went to /dataforseo/.
+    # Every DataForSEO surface posted its tasks to its own endpoint of /dataforseo/.
     calls = simulator.stats()["platforms"]["dataforseo"]["paths"]
     posted = {path for path in calls if path.endswith("/task_post")}
-    assert posted == {
-        "POST /v3/serp/google/organic/task_post",
-        "POST /v3/serp/google/ai_mode/task_post",
-        "POST /v3/ai_optimization/chat_gpt/llm_scraper/task_post",
-    }
-    # Each sample is one vendor task, the one the vendor created for its tag.
+    assert posted == {POSTED["dataforseo"][s] for s in SURFACES if vendor_of[s] == "dataforseo"}
+    if google_vendor == "serpapi":
+        assert simulator.stats()["platforms"]["serpapi"]["paths"]["GET /search"] >= 12
+    # Each sample is one vendor task, the one the vendor created for it.
     for surface in SURFACES:
-        created = {a["tag"]: a["upstream_id"] for a in simulator.answers(surface)}
-        recorded = dict(
-            Attempt.objects.filter(sample__run=run, sample__platform=surface).values_list(
-                "idempotency_key", "upstream_id"
-            )
-        )
-        assert created == recorded and len(created) == 6
-    # The charge each task_post stated, once per task, none unknown.
+        created = {a.get("tag") or a["upstream_id"]: a["upstream_id"]
+                   for a in simulator.answers(surface)}  # fmt: skip
+        recorded = Attempt.objects.filter(sample__run=run, sample__platform=surface)
+        if vendor_of[surface] == "dataforseo":
+            assert created == dict(recorded.values_list("idempotency_key", "upstream_id"))
+        assert set(created.values()) == set(recorded.values_list("upstream_id", flat=True))
+        assert len(created) == 6
+    # The charge each DataForSEO task_post stated, once per task, none unknown.
     rows = reconcile(run_id=run.pk).rows
-    assert Counter(r.platform for r in rows if r.recorded_cost == 1) == {s: 6 for s in SURFACES}
-    assert not [r for r in rows if r.status == "cost_unknown"]
-    # Sources cited are stored as citations; the searches ChatGPT ran, and what it read
-    # without citing, stay in the raw response for later extraction.
-    assert Citation.objects.filter(sample__run=run).exists()
+    charged = {s: 6 for s in SURFACES if vendor_of[s] == "dataforseo"}
+    assert Counter(r.platform for r in rows if r.recorded_cost == 1) == charged
+    assert not [r for r in rows if r.status == "cost_unknown" and r.platform in charged]
+    # Every surface's answers cite sources and list some they found without citing (the
+    # vendors' own result fields); ChatGPT's searches are its fan-out queries.
+    for surface in SURFACES:
+        cited = Citation.objects.filter(sample__run=run, platform=surface)
+        assert cited.filter(role=CitationRole.CITED).exists(), surface
+        assert cited.filter(role=CitationRole.FOUND).exists(), surface
     chatgpt = samples.filter(platform="chatgpt_web").first()
     assert chatgpt is not None
+    searched = SearchQuery.objects.filter(sample=chatgpt).order_by("position")
+    assert list(searched.values_list("query", flat=True)) == fan_out(chatgpt.question_revision.text)
     stored = EvidenceObject.objects.get(capture__sample=chatgpt, kind=EvidenceKind.RAW)
     raw = json.loads(read_object(key=stored.key))
-    [answer] = raw["tasks"][0]["result"]
-    assert answer["fan_out_queries"] == fan_out(chatgpt.question_revision.text)
-    assert len(answer["search_results"]) > len(answer["sources"])
     # Asked in the region's language (the target named none).
     assert raw["tasks"][0]["data"]["language_code"] == "de"
-    report = io.StringIO()
-    call_command("report", str(run.pk), "--format", "json", stdout=report)
-    assert set(SURFACES) <= set(report.getvalue().split('"')), "each surface in the report"
+    out = io.StringIO()
+    call_command("report", str(run.pk), "--format", "json", stdout=out)
+    report = json.loads(out.getvalue())
+    by_platform = {m["key"]: m for m in report["by_platform"]}
+    assert set(SURFACES) <= set(by_platform), "each surface in the report"
+    for surface in SURFACES:
+        assert by_platform[surface]["found_not_cited"] > 0, surface
+        assert by_platform[surface]["top_cited_domains"], surface
+        assert by_platform[surface]["citation_share_by_category"], surface
+    assert {s["platform"] for s in report["searches"]} == {"chatgpt_web"}
+    assert {s["query"] for s in report["searches"]} >= set(fan_out(chatgpt.question_revision.text))
+    assert report["source_opportunities"], "domains cited beside a competitor, never the brand"
     assert_invariants(run)

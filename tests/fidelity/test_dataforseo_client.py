@@ -159,9 +159,14 @@ def test_the_client_parses_an_llm_scraper_task_and_the_adapter_reads_what_it_exp
     assert [c.title for c in parsed.citations] == [s.title for s in result.sources]
     assert parsed.cost is None  # results are free: the charge was stated at task_post
     if se == "chat_gpt":
-        # Read but not cited, and the searches the engine ran: kept in the stored raw.
-        assert {r.url for r in result.search_results} > set(cited)
-        assert result.fan_out_queries and all(q in raw.decode() for q in result.fan_out_queries)
+        # The searches the engine ran, and what they retrieved that the answer does not cite.
+        assert result.fan_out_queries and parsed.search_queries == result.fan_out_queries
+        read = [r.url for r in result.search_results]
+        assert set(read) > set(cited)
+        assert [f.url for f in parsed.found] == [url for url in read if url not in cited]
+        assert [f.id for f in parsed.found] == [f"f{i}" for i in range(1, len(parsed.found) + 1)]
+    else:  # the Gemini scraper documents neither
+        assert (parsed.search_queries, parsed.found) == ([], [])
 
 
 def test_the_adapter_posts_what_the_client_posts_and_states_the_same_cost(
@@ -259,8 +264,12 @@ def test_the_client_parses_a_serp_task_and_the_adapter_reads_its_ai_overview(
     [overview] = overviews
     parsed = cls.parse(raw, sample_id=41)
     assert parsed.answer_text == overview.markdown
-    references = [r.url for r in overview.references]
-    assert [c.url for c in parsed.citations] == list(dict.fromkeys(references))
+    # What an element rests on is cited; what only the overview's list adds is found.
+    used = list(dict.fromkeys(r.url for e in overview.items for r in e.references or []))
+    assert used and [c.url for c in parsed.citations] == used
+    listed = [r.url for r in overview.references]
+    assert [f.url for f in parsed.found] == [url for url in listed if url not in used] != []
+    assert parsed.search_queries == []  # the SERP documents no searches
     element = overview.items[0]
     assert element.type == "ai_overview_element" and element.text == overview.markdown
     if platform == "google_ai_overview":

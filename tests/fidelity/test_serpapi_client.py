@@ -243,9 +243,11 @@ def check_answer(case: Case, client: ClientView, seen: dict[str, Any]) -> None:
     for citation in result.citations:  # each citation spans the block that cites it
         assert citation.start is not None and citation.end is not None
         assert result.answer_text[citation.start : citation.end] in texts
-    # A reference no block points at was shown but not cited: not a citation.
-    links = {r["link"] for r in holder["references"]}
-    assert {c.url for c in result.citations} < links
+    # A reference no block points at was shown but not cited: found, not a citation.
+    listed = [(r["link"], r.get("title")) for r in holder["references"]]
+    uncited = [(link, title) for link, title in listed if link not in {u for u, _ in cited}]
+    assert uncited and [(f.url, f.title) for f in result.found] == uncited
+    assert result.search_queries == []  # SerpApi documents no searches for these engines
     assert API_KEY.encode() not in result.raw  # the key never reaches evidence
 
 

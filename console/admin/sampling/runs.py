@@ -35,7 +35,7 @@ from console.widgets import (
     samples_url,
     status_context,
 )
-from pipeline.runs import RunAlreadyFinished, cancel_run
+from pipeline.runs import RunAlreadyFinished, cancel_run, platforms_to_stop_upstream
 from sampling.models import Batch, Run
 from sampling.selectors import (
     Status,
@@ -43,6 +43,7 @@ from sampling.selectors import (
     failure_reasons,
     platform_statuses,
     run_outcomes,
+    upstream_cancels,
 )
 from sampling.selectors import run_status as status_of_run
 from tenancy.roles import REPORT_ROLES
@@ -357,15 +358,31 @@ def cancel_row(run: Run) -> dict[str, Any]:
         "still_held": money(release.still_held, currency),
         "charged": money(release.charged, currency),
         "holds_money": bool(currency),
+        "stopped_upstream": ", ".join(platforms_to_stop_upstream(run_id=run.pk)),
     }
 
 
 def _cancelled_message(run: Run, cancelled: int) -> str:
     return (
         f"Run {str(run.pk)[:8]} cancelled: {plural(cancelled, 'sample')} not yet submitted "
-        "will not run and their hold is released; work the upstream already accepted "
-        "finishes and is charged."
+        "will not run and their hold is released. Upstreams that can stop a task they "
+        "accepted are asked to (the run page shows their answers); work the upstream "
+        "finishes anyway is charged."
     )
+
+
+def upstream_cancel_note(run: Run) -> str:
+    """What the run's cancel asked of its upstreams, for the run page; empty when nothing
+    was (or is yet) asked."""
+    asked = upstream_cancels(run_id=run.pk)
+    if not asked.asked:
+        return ""
+    parts = [f"acknowledged {asked.acknowledged}"]
+    if asked.failed:
+        parts.append(f"{asked.failed} could not be asked")
+    if waiting := asked.asked - asked.answered:
+        parts.append(f"{waiting} without an answer yet")
+    return f"Upstream cancel asked for {plural(asked.asked, 'task')}, {', '.join(parts)}."
 
 
 def _cancel_reason(request: HttpRequest) -> str:
@@ -432,6 +449,7 @@ def _run_detail_context(request: HttpRequest, run: Run, model_admin: RunAdmin) -
             for reason, n in failure_reasons(run_id=run.pk)
         ],
         "money_summary": _money_summary(run),
+        "upstream_cancel_note": upstream_cancel_note(run) if run.cancelled_at else "",
         "can_see_samples": can_see_samples,
         "can_cancel": model_admin.has_cancel_permission(request, run)
         and run.finished_at is None

@@ -12,7 +12,10 @@ from sampling.models import Run
 
 
 class Command(BaseCommand):
-    help = "Cancel a run locally: samples the upstream never accepted are released."
+    help = (
+        "Cancel a run: samples the upstream never accepted are released; its accepted tasks "
+        "are asked to stop upstream where the platform can."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id")
@@ -25,3 +28,7 @@ class Command(BaseCommand):
         except RunAlreadyFinished as error:
             raise CommandError(str(error)) from None
         self.stdout.write(f"cancelled {cancelled} samples that were never accepted upstream")
+        self.stdout.write(
+            "accepted tasks are asked to stop where their platform can (after this commit, by "
+            "a worker); `run_status` shows the upstream's answers"
+        )

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from sampling.models import Run
-from sampling.selectors import run_status
+from sampling.selectors import run_status, upstream_cancels
 
 
 class Command(BaseCommand):
@@ -25,7 +25,8 @@ class Command(BaseCommand):
             status = run_status(run_id=run_id)
         except (ValueError, Run.DoesNotExist):
             raise CommandError(f"no run with id {options['run_id']!r}") from None
-        data = {"run_id": str(run_id), **status.as_dict()}
+        asked = upstream_cancels(run_id=run_id)
+        data = {"run_id": str(run_id), **status.as_dict(), "upstream_cancel": asked.as_dict()}
         if options["json"]:
             self.stdout.write(json.dumps(data, indent=2))
             return
@@ -37,3 +38,9 @@ class Command(BaseCommand):
         )
         for layer, counts in status.layers.items():
             self.stdout.write(f"  {layer:<11} " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+        if asked.asked:  # a cancelled run's accepted tasks, asked to stop upstream
+            self.stdout.write(
+                f"  upstream cancel asked for {asked.asked} tasks: acknowledged "
+                f"{asked.acknowledged}, failed {asked.failed}, "
+                f"unanswered {asked.asked - asked.answered}"
+            )
