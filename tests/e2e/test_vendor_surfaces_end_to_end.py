@@ -1,6 +1,6 @@
 """`manage.py launch_run` for a campaign on the consumer surfaces Google AI Overview, Google AI
 Mode and ChatGPT search, on the simulator through a real worker, with each vendor that serves
-the Google surfaces (DataForSEO, SerpApi; ChatGPT search through DataForSEO): the run
+them (DataForSEO all three, SerpApi the Google ones, Bright Data AI Mode and ChatGPT): the run
 finishes, every answer and its sources are stored, each DataForSEO task's charge is recorded
 once, and the report shows the searches the engines ran (fan-out), the sources they cite and
 those they found without citing, by category, and the source opportunities (issue 27's
@@ -40,6 +40,17 @@ SURFACES = [t["platform"] for t in TARGETS]
 
 
 GOOGLE = ("google_ai_overview", "google_ai_mode")
+# Which vendor serves each surface, one campaign per choice: every vendor of every surface.
+CHOICES = {
+    "dataforseo": dict.fromkeys(SURFACES, "dataforseo"),
+    "serpapi": dict.fromkeys(GOOGLE, "serpapi") | {"chatgpt_web": "dataforseo"},
+    "brightdata": {"google_ai_overview": "serpapi", "google_ai_mode": "brightdata",
+                   "chatgpt_web": "brightdata"},
+}  # fmt: skip
+# What a vendor's results say beyond the cited sources (docs/platforms.md, fan-out table):
+# the searches the engine ran, and the sources it found without citing.
+SEARCHES = {("chatgpt_web", "dataforseo")}
+NO_FOUND = {("google_ai_mode", "brightdata")}
 NEUTRAL = [f"www.review-site-{n}.com" for n in range(24)]
 # Where each vendor's tasks are posted, by surface.
 POSTED = {
@@ -51,25 +62,34 @@ POSTED = {
 }
 
 
-@pytest.mark.parametrize("google_vendor", ["dataforseo", "serpapi"])
+def _as_served(target: dict[str, str], vendor: str) -> dict[str, str]:
+    """The target as its vendor can take it: Bright Data's scrapers take a country and no
+    language, and answer as a desktop browser (a campaign asking otherwise is refused)."""
+    if vendor != "brightdata":
+        return target
+    return {k: v for k, v in target.items() if k != "language"} | {"device": "desktop"}
+
+
+@pytest.mark.parametrize("choice", list(CHOICES))
 def test_a_campaign_on_three_surfaces_runs_end_to_end_through_each_vendor(
     simulator: Any,
     celery_worker: Any,
     worker_env: dict[str, str],
     settings: Any,
     tmp_path: Path,
-    google_vendor: str,
+    choice: str,
 ) -> None:
-    chosen = {f"GEO_{surface.upper()}_VENDOR": google_vendor for surface in GOOGLE}
+    vendor_of = CHOICES[choice]
+    chosen = {f"GEO_{surface.upper()}_VENDOR": vendor for surface, vendor in vendor_of.items()}
     chosen["GEO_SERPAPI_API_KEY"] = "serpapi-e2e-key-123"
     settings.GEO_PLATFORMS = platform_settings(chosen)
     worker_env.update(chosen)
-    vendor_of = {surface: google_vendor for surface in GOOGLE} | {"chatgpt_web": "dataforseo"}
+    targets = [_as_served(target, vendor_of[target["platform"]]) for target in TARGETS]
     # Answers about the campaign's brand and competitors, citing their domains and one of
     # many neutral ones: some of those are cited beside a competitor only (opportunities).
     simulator.configure(world=WORLD | {"neutral_domains": NEUTRAL})
     fund_tenant(ensure_tenant("acme"))
-    data = make_campaign_data(questions=3, targets=TARGETS, repeats=2)
+    data = make_campaign_data(questions=3, targets=targets, repeats=2)
     path = tmp_path / "campaign.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     out = io.StringIO()
@@ -85,11 +105,16 @@ def test_a_campaign_on_three_surfaces_runs_end_to_end_through_each_vendor(
         (surface, "completed"): 6 for surface in SURFACES
     }
     # Every DataForSEO surface posted its tasks to its own endpoint of /dataforseo/.
-    calls = simulator.stats()["platforms"]["dataforseo"]["paths"]
+    calls = simulator.stats()["platforms"].get("dataforseo", {}).get("paths", {})
     posted = {path for path in calls if path.endswith("/task_post")}
     assert posted == {POSTED["dataforseo"][s] for s in SURFACES if vendor_of[s] == "dataforseo"}
-    if google_vendor == "serpapi":
-        assert simulator.stats()["platforms"]["serpapi"]["paths"]["GET /search"] >= 12
+    searched_at_serpapi = sum(vendor == "serpapi" for vendor in vendor_of.values())
+    if searched_at_serpapi:
+        calls = simulator.stats()["platforms"]["serpapi"]["paths"]
+        assert calls["GET /search"] >= 6 * searched_at_serpapi
+    if "brightdata" in vendor_of.values():
+        calls = simulator.stats()["platforms"]["brightdata"]["paths"]
+        assert calls["POST /datasets/v3/trigger"] >= 1
     # Each sample is one vendor task, the one the vendor created for it.
     for surface in SURFACES:
         created = {a.get("tag") or a["upstream_id"]: a["upstream_id"]
@@ -109,25 +134,33 @@ def test_a_campaign_on_three_surfaces_runs_end_to_end_through_each_vendor(
     for surface in SURFACES:
         cited = Citation.objects.filter(sample__run=run, platform=surface)
         assert cited.filter(role=CitationRole.CITED).exists(), surface
-        assert cited.filter(role=CitationRole.FOUND).exists(), surface
+        found = cited.filter(role=CitationRole.FOUND).exists()
+        assert found is ((surface, vendor_of[surface]) not in NO_FOUND), surface
     chatgpt = samples.filter(platform="chatgpt_web").first()
     assert chatgpt is not None
     searched = SearchQuery.objects.filter(sample=chatgpt).order_by("position")
-    assert list(searched.values_list("query", flat=True)) == fan_out(chatgpt.question_revision.text)
-    stored = EvidenceObject.objects.get(capture__sample=chatgpt, kind=EvidenceKind.RAW)
-    raw = json.loads(read_object(key=stored.key))
-    # Asked in the region's language (the target named none).
-    assert raw["tasks"][0]["data"]["language_code"] == "de"
+    fanned = fan_out(chatgpt.question_revision.text)
+    if ("chatgpt_web", vendor_of["chatgpt_web"]) in SEARCHES:
+        assert list(searched.values_list("query", flat=True)) == fanned
+        stored = EvidenceObject.objects.get(capture__sample=chatgpt, kind=EvidenceKind.RAW)
+        raw = json.loads(read_object(key=stored.key))
+        # Asked in the region's language (the target named none).
+        assert raw["tasks"][0]["data"]["language_code"] == "de"
+    else:
+        assert not searched.exists()
     out = io.StringIO()
     call_command("report", str(run.pk), "--format", "json", stdout=out)
     report = json.loads(out.getvalue())
     by_platform = {m["key"]: m for m in report["by_platform"]}
     assert set(SURFACES) <= set(by_platform), "each surface in the report"
     for surface in SURFACES:
-        assert by_platform[surface]["found_not_cited"] > 0, surface
+        found = (surface, vendor_of[surface]) not in NO_FOUND
+        assert (by_platform[surface]["found_not_cited"] > 0) is found, surface
         assert by_platform[surface]["top_cited_domains"], surface
         assert by_platform[surface]["citation_share_by_category"], surface
-    assert {s["platform"] for s in report["searches"]} == {"chatgpt_web"}
-    assert {s["query"] for s in report["searches"]} >= set(fan_out(chatgpt.question_revision.text))
+    expected = {surface for surface, vendor in vendor_of.items() if (surface, vendor) in SEARCHES}
+    assert {s["platform"] for s in report["searches"]} == expected
+    if expected:
+        assert {s["query"] for s in report["searches"]} >= set(fanned)
     assert report["source_opportunities"], "domains cited beside a competitor, never the brand"
     assert_invariants(run)
