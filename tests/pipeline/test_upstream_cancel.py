@@ -17,6 +17,7 @@ from django.db.models.functions import Now
 from api.views.runs import run_body
 from billing.models import JournalEntry, PendingCapture, Posting, SampleSettlement
 from billing.selectors import run_billing
+from connectors.adapters.brightdata import split_upstream_id
 from connectors.adapters.collector import CollectorConnector
 from connectors.base import Capabilities, ConnectorConfig
 from connectors.registry import available_platforms
@@ -36,6 +37,7 @@ pytestmark = pytest.mark.django_db
 
 COLLECTOR = {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}
 AFTER_SUBMIT = (Step.POLL, Step.EVIDENCE, Step.ANALYSE)
+COPILOT_WEB = {"platform": "copilot_web", "device": "desktop", "region": "us", "mode": "web_search"}
 CHATGPT_WEB = {"platform": "chatgpt_web", "device": "desktop", "region": "us", "mode": "web_search"}
 
 
@@ -154,6 +156,36 @@ def test_a_cancel_asks_the_provider_once_for_each_accepted_unfinished_task(
     assert (money.samples_charged, money.held) == (2 + 4, 0)
 
 
+def test_a_cancelled_run_on_a_bright_data_surface_asks_it_to_stop_the_runs_snapshot(
+    upstream: SimulatorHandle,
+) -> None:
+    upstream.configure(profile={"brightdata": {"running_looks": 1000}})  # still scraping
+    run = _launch(3, [COPILOT_WEB])
+    assert _step("copilot_web") == 3
+    accepted = Sample.objects.filter(run=run, submission_state="accepted")
+    snapshots = [split_upstream_id(s.upstream_id)[0] for s in accepted.order_by("pk")]
+    assert len(snapshots) == 3
+    cancel_run(run_id=run.pk)
+    [event] = OutboxMessage.objects.filter(task=CANCEL_UPSTREAM)
+    assert event.payload == {"run_id": str(run.pk), "platform": "copilot_web"}
+    ledger = _ledger()
+
+    assert upstream_cancel.cancel_accepted_tasks(run_id=str(run.pk), platform="copilot_web") == 3
+
+    # The vendor cancels whole snapshots: a sample's request stops its snapshot, or finds it
+    # stopped by the run's earlier sample of the same snapshot (not running, never to
+    # deliver); either way the sample's answer says stopped.
+    protocol = upstream.sim.protocol("brightdata")
+    asked = protocol.cancels  # type: ignore[attr-defined]
+    assert sorted(c["snapshot_id"] for c in asked) == sorted(snapshots)
+    assert {c["outcome"] for c in asked} <= {"cancelled", "not_running"}
+    assert sum(c["outcome"] == "cancelled" for c in asked) == len(set(snapshots))
+    rows = UpstreamCancel.objects.filter(run=run)
+    assert {(r.acknowledged, r.error) for r in rows} == {(True, "")}
+    assert upstream_cancels(run_id=run.pk) == UpstreamCancels(asked=3, answered=3, acknowledged=3)
+    assert _ledger() == ledger  # the upstream cancel moves no money
+
+
 def test_a_cancel_the_provider_cannot_receive_is_recorded_and_counted_by_its_circuit(
     upstream: SimulatorHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -191,9 +223,14 @@ def test_a_connector_that_implements_cancel_is_asked_unless_it_declares_it_canno
     settings.GEO_UPSTREAM_BASE_URL = "http://127.0.0.1:9"
     config = ConnectorConfig(platform="collector", base_url="http://127.0.0.1:9")
     assert _Undeclared(config).can_cancel()
-    # Of the platforms configured here, only the collector stops accepted tasks: DataForSEO
-    # and SerpApi document no cancel, a direct API answers in the call.
-    assert [p for p in available_platforms() if cancels_upstream(p)] == ["collector"]
+    # Of the platforms configured here, the collector and the surfaces Bright Data serves by
+    # default stop accepted tasks: DataForSEO and SerpApi document no cancel, a direct API
+    # answers in the call.
+    assert [p for p in available_platforms() if cancels_upstream(p)] == [
+        "collector",
+        "copilot_web",
+        "perplexity_web",
+    ]
 
 
 def test_a_platform_that_can_no_longer_cancel_completes_the_event_asking_nothing(
