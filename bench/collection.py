@@ -62,7 +62,8 @@ from bench.processes import (
 )
 from bench.table import BenchRow, render
 
-BENCH_DB = "geo_bench_collection"
+# Overridable so that engineers sharing a server do not drop each other's bench database.
+BENCH_DB = os.environ.get("GEO_BENCH_COLLECTION_DB", "geo_bench_collection")
 WORK = ROOT / "var" / "bench-collection"
 PLATFORM = "openai"
 ANALYSIS_CAP = 32
