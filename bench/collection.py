@@ -504,7 +504,8 @@ def inline_pass(samples: int, *, profile: bool) -> dict[str, Any]:
     if profiler is not None:
         text = io.StringIO()
         order = os.environ.get("SORT", "cumulative")  # or tottime
-        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(45)
+        lines = int(os.environ.get("NSTATS", "45"))
+        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(lines)
         result["profile"] = text.getvalue()
     return result
 

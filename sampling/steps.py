@@ -54,6 +54,7 @@ from .plainsql import (
     tracked,
     update_changed,
 )
+from .plainsql import cursor as plain_cursor
 from .transitions import REASON_LENGTH, end_uncollected, fenced, hold_unparsed, save_fenced
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ def load_for_step(sample_id: int) -> Sample | None:
     (`_frozen_run`), without its question list: the one part of the snapshot that grows with
     the campaign (about 100 KB for 1,000 questions), which no step reads. The run is only read
     here, never saved."""
-    with connection.cursor() as cursor:
+    with plain_cursor() as cursor:  # prepared: once in every step
         cursor.execute(_LOAD_FOR_STEP, [sample_id])
         row = cursor.fetchone()
     if row is None:
