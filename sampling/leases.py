@@ -57,6 +57,11 @@ class Claim:
     waited_seconds: float = 0.0  # due -> claimed
 
 
+def lease_ends_after(param: str) -> str:
+    """SQL: whether the row's lease ends more than `param` seconds from now (database time)."""
+    return f"(lease_until IS NOT NULL AND lease_until > {_lease_end(param)})"
+
+
 def _lease_end(param: str) -> str:
     if _pg():
         return f"statement_timestamp() + make_interval(secs => {param})"
