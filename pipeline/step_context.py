@@ -212,6 +212,7 @@ class LeaseRenewer:
     def hold(self, leases: list[tuple[int, int]]) -> None:
         due = time.monotonic() + settings.GEO_LEASE_SECONDS / 3
         with self._lock:
+            idle = not self._due
             for lease in leases:
                 self._holders[lease] += 1
                 self._due.setdefault(lease, due)
@@ -220,7 +221,8 @@ class LeaseRenewer:
                 self._thread.start()
         # A lease added now is due no sooner than those already held (each of them is due at
         # most a third of a lease from now): the thread only needs waking when it was idle.
-        self._wake.set()
+        if idle:
+            self._wake.set()
 
     def release(self, leases: list[tuple[int, int]]) -> None:
         with self._lock:
