@@ -62,7 +62,8 @@ from bench.processes import (
 )
 from bench.table import BenchRow, render
 
-BENCH_DB = "geo_bench_collection"
+# Overridable so that engineers sharing a server do not drop each other's bench database.
+BENCH_DB = os.environ.get("GEO_BENCH_COLLECTION_DB", "geo_bench_collection")
 WORK = ROOT / "var" / "bench-collection"
 PLATFORM = "openai"
 ANALYSIS_CAP = 32
@@ -503,7 +504,8 @@ def inline_pass(samples: int, *, profile: bool) -> dict[str, Any]:
     if profiler is not None:
         text = io.StringIO()
         order = os.environ.get("SORT", "cumulative")  # or tottime
-        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(45)
+        lines = int(os.environ.get("NSTATS", "45"))
+        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(lines)
         result["profile"] = text.getvalue()
     return result
 

@@ -20,10 +20,12 @@ from connectors.usage import Usage
 from sampling.models import Attempt
 from sampling.plainsql import insert_rows
 
-from .models import EntryKind, JournalEntry, PendingAttemptCost
+from .models import Account, EntryKind, JournalEntry, PendingAttemptCost
 from .services import (
     IdempotencyConflict,
+    UntrackedEntry,
     post_entry,
+    post_untracked_entries,
     upstream_cost_account,
     upstream_payable_account,
 )
@@ -31,6 +33,7 @@ from .services import (
 log = logging.getLogger(__name__)
 
 PER_TOKENS = 1_000_000
+_BOOK_CHUNK = 5000  # attempts booked per transaction at a run's end
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ def book_attempt_cost(*, attempt_id: int) -> JournalEntry | None:
     sample = attempt.sample
     try:
         return post_entry(
-            idempotency_key=f"upstream-cost:attempt:{attempt.pk}",
+            idempotency_key=_cost_key(attempt.pk),
             kind=EntryKind.UPSTREAM_COST,
             legs=[
                 (upstream_payable_account(sample.platform, attempt.cost_currency), -attempt.cost),
@@ -84,14 +87,63 @@ def book_attempt_cost(*, attempt_id: int) -> JournalEntry | None:
             sample_id=sample.pk,
             platform=sample.platform,
             upstream_id=attempt.upstream_id,
-            memo=(
-                f"attempt {attempt.attempt_no} ({attempt.model}): {attempt.input_tokens} in + "
-                f"{attempt.output_tokens} out tokens"
-            ),
-        )
+            memo=_memo(attempt.attempt_no, attempt.model, attempt.input_tokens,
+                       attempt.output_tokens),
+        )  # fmt: skip
     except IdempotencyConflict as conflict:
         log.warning("attempt cost conflict for attempt %s: %s", attempt.pk, conflict)
         return None
+
+
+def _cost_key(attempt_id: int) -> str:
+    return f"upstream-cost:attempt:{attempt_id}"
+
+
+def _memo(attempt_no: int, model: str, input_tokens: int | None, output_tokens: int | None) -> str:
+    return f"attempt {attempt_no} ({model}): {input_tokens} in + {output_tokens} out tokens"
+
+
+def book_attempt_costs(attempt_ids: list[int]) -> int:
+    """Book the costs of many attempts, one entry per attempt (keyed by it, the same entry
+    `book_attempt_cost` makes), in one transaction (`post_untracked_entries`): one read of the
+    attempts, their accounts once per platform and currency, one chain lock. Idempotent: an
+    attempt already booked is replayed, not booked again. Returns the costed attempts whose
+    entry is in the ledger (booked now or before), as `book_attempt_cost` counted them."""
+    rows = (
+        Attempt.objects.filter(pk__in=attempt_ids, cost__gt=0)
+        .order_by("pk")
+        .values_list(
+            "pk", "attempt_no", "model", "input_tokens", "output_tokens", "cost",
+            "cost_currency", "upstream_id", "sample_id", "sample__platform",
+            "sample__tenant_id", "sample__run_id",
+        )
+    )  # fmt: skip
+    accounts: dict[tuple[str, str], tuple[Account, Account]] = {}
+    entries: list[UntrackedEntry] = []
+    for (pk, attempt_no, model, tokens_in, tokens_out, cost, currency, upstream_id, sample_id,
+         platform, tenant_id, run_id) in rows:  # fmt: skip
+        amount = int(cost or 0)  # cost__gt=0: never None here
+        pair = accounts.get((platform, currency))
+        if pair is None:
+            pair = (
+                upstream_payable_account(platform, currency),
+                upstream_cost_account(platform, currency),
+            )
+            accounts[(platform, currency)] = pair
+        entries.append(
+            UntrackedEntry(
+                idempotency_key=_cost_key(pk),
+                kind=EntryKind.UPSTREAM_COST,
+                legs=[(pair[0], -amount), (pair[1], amount)],
+                tenant_id=tenant_id,
+                run_id=run_id,
+                sample_id=sample_id,
+                platform=platform,
+                upstream_id=upstream_id,
+                memo=_memo(attempt_no, model, tokens_in, tokens_out),
+            )
+        )
+    return post_untracked_entries(entries)
 
 
 def queue_attempt_cost(*, run_id: UUID | str, attempt_id: int) -> None:
@@ -102,10 +154,13 @@ def queue_attempt_cost(*, run_id: UUID | str, attempt_id: int) -> None:
 
 
 def book_pending_attempt_costs(*, limit: int = 5000) -> int:
-    """Book the queued attempt costs, one entry per attempt, and forget them. Idempotent: a
+    """Book the queued attempt costs, one entry per attempt in one transaction, and forget
+    them. Idempotent: a
     cost already booked (the run's end books them all) is replayed, not booked again."""
     queued = list(PendingAttemptCost.objects.order_by("id").values_list("id", "attempt_id")[:limit])
-    booked = sum(book_attempt_cost(attempt_id=attempt_id) is not None for _, attempt_id in queued)
+    if not queued:
+        return 0
+    booked = book_attempt_costs([attempt_id for _, attempt_id in queued])
     PendingAttemptCost.objects.filter(pk__in=[pk for pk, _ in queued]).delete()
     return booked
 
@@ -114,9 +169,12 @@ def book_run_attempt_costs(*, run_id: UUID | str) -> int:
     """Safety net when a run ends: book every costed attempt of the run not yet booked (a
     worker that died between recording the attempt and booking it, or one still queued).
     Idempotent."""
-    attempts = Attempt.objects.filter(sample__run_id=run_id, cost__gt=0).values_list(
-        "pk", flat=True
+    attempts = list(
+        Attempt.objects.filter(sample__run_id=run_id, cost__gt=0).values_list("pk", flat=True)
     )
-    booked = sum(book_attempt_cost(attempt_id=pk) is not None for pk in attempts)
+    booked = sum(
+        book_attempt_costs(attempts[start : start + _BOOK_CHUNK])
+        for start in range(0, len(attempts), _BOOK_CHUNK)
+    )
     PendingAttemptCost.objects.filter(run_id=run_id).delete()
     return booked

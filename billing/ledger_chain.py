@@ -105,17 +105,23 @@ def link_hash(
 def next_link(*, content: str, idempotency_key: str, memo: str) -> tuple[str, str]:
     """(chain_prev, chain_hash) of a keyed link for the entry about to be inserted. Call inside
     the entry's transaction, right before the INSERT; the chain stays locked until COMMIT."""
+    prev = lock_head()
+    link = link_hash(prev=prev, content=content, idempotency_key=idempotency_key, memo=memo)
+    return prev, link
+
+
+def lock_head() -> str:
+    """Lock the chain (until COMMIT; inside a transaction) and return its newest link: the
+    entries inserted next in this transaction chain onto it, in id order."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
-    prev = (
+    return (
         JournalEntry.objects.exclude(chain_hash=None)
         .order_by("-id")
         .values_list("chain_hash", flat=True)
         .first()
     ) or GENESIS
-    link = link_hash(prev=prev, content=content, idempotency_key=idempotency_key, memo=memo)
-    return prev, link
 
 
 def stored_content_hash(entry: JournalEntry) -> str:

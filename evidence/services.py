@@ -17,6 +17,7 @@ from connectors.base import NormalizedResult
 from connectors.registry import adapter_class
 from sampling.locking import Level, locked
 from sampling.models import CollectionState, Sample
+from sampling.plainsql import cursor as plain_cursor
 from sampling.plainsql import insert_rows
 from sampling.snapshots import RunConfig
 from sampling.transitions import ReviewNotAllowed, decide_analysis_review
@@ -255,7 +256,7 @@ def _storable_domain(domain: str | None) -> str:
 
 def next_revision(*, sample_id: int) -> int:
     # Once per answer: one plain statement, without the ORM's compilation.
-    with connection.cursor() as cursor:
+    with plain_cursor() as cursor:  # prepared: once per answer
         cursor.execute(_LAST_REVISION, [sample_id])
         last = cursor.fetchone()[0]
     return (last or 0) + 1

@@ -331,6 +331,12 @@ if DATABASES["default"].get("OPTIONS", {}).get("pool"):
 
 # --- Execution ----------------------------------------------------------------------------
 GEO_LEASE_SECONDS = int(os.environ.get("GEO_LEASE_SECONDS", "120"))
+# The statements every step runs (its lock, reads and writes: sampling/plainsql.py) are
+# prepared on their PostgreSQL connection, parsed and planned once per connection instead of
+# on every execution (docs/decisions.md, "A step's statements are prepared"). 0 behind a
+# transaction pooler that does not carry prepared statements (PgBouncer before 1.21, or
+# without max_prepared_statements).
+GEO_DB_PREPARED_STATEMENTS = os.environ.get("GEO_DB_PREPARED_STATEMENTS", "1") != "0"
 GEO_MAX_SUBMIT_ATTEMPTS = int(os.environ.get("GEO_MAX_SUBMIT_ATTEMPTS", "5"))
 GEO_MAX_PLAN_SAMPLES = int(os.environ.get("GEO_MAX_PLAN_SAMPLES", "2000000"))
 GEO_MAX_QUESTION_CHARS = int(os.environ.get("GEO_MAX_QUESTION_CHARS", "2000"))

@@ -57,6 +57,8 @@ from pipeline.tasks import execute_step, execute_submit_batch
 from sampling.dbtime import now_sql
 from sampling.leases import NO_FENCE, Claim, Fence, claim_ready, requeue_expired_leases
 from sampling.models import OutboxMessage, QueueState, Sample, Step
+from sampling.plainsql import columns, from_row
+from sampling.plainsql import cursor as plain_cursor
 from sampling.services import OUTBOX_ID
 from tenancy.models import Tenant
 
@@ -110,7 +112,11 @@ _MARK_SENT = f"""UPDATE {OutboxMessage._meta.db_table} SET sent_at = {{now}}
 
 
 def relay_outbox(
-    *, limit: int = 500, fence: Fence = NO_FENCE, may_act: Callable[[], bool] = lambda: True
+    *,
+    limit: int = 500,
+    fence: Fence = NO_FENCE,
+    may_act: Callable[[], bool] = lambda: True,
+    forgotten: bool = True,
 ) -> int:
     """Publish unsent outbox rows, then mark them sent; and publish again the rows published
     but not completed by their consumer for GEO_OUTBOX_REDELIVER_SECONDS (the broker forgot
@@ -118,9 +124,10 @@ def relay_outbox(
     idempotent); a row is never marked sent before it was published. Each message carries its
     row's id (`outbox_id`) for the consumer to complete it. Under a `fence` the mark is
     refused once the lease is lost; `may_act` stops publishing as soon as the leader cannot
-    be sure it still leads."""
+    be sure it still leads. `forgotten=False` publishes the unsent rows only (the dispatcher
+    looks for forgotten ones at its bookkeeping pace: they wait minutes anyway)."""
     sent = 0
-    for message in _due_messages(limit):
+    for message in _due_messages(limit, forgotten=forgotten):
         if not may_act():
             break
         failpoint("after_commit_before_publish")
@@ -146,19 +153,24 @@ def relay_outbox(
     return sent
 
 
-def _due_messages(limit: int) -> list[OutboxMessage]:
-    """The unsent rows, oldest first, then those published and not completed for longer than
-    the redelivery timeout (database time); each through its partial index."""
-    unsent = list(
-        OutboxMessage.objects.filter(sent_at=None, completed_at=None).order_by("id")[:limit]
-    )
-    if len(unsent) == limit:
+# A plain statement, prepared (sampling/plainsql.py): the dispatcher runs it every tick.
+_UNSENT = f"""SELECT {columns(OutboxMessage, "o")} FROM {OutboxMessage._meta.db_table} o
+ WHERE o.sent_at IS NULL AND o.completed_at IS NULL ORDER BY o.id LIMIT %s"""
+
+
+def _due_messages(limit: int, *, forgotten: bool = True) -> list[OutboxMessage]:
+    """The unsent rows, oldest first, then (`forgotten`) those published and not completed for
+    longer than the redelivery timeout (database time); each through its partial index."""
+    with plain_cursor() as cursor:
+        cursor.execute(_UNSENT, [limit])
+        unsent = [from_row(OutboxMessage, row) for row in cursor.fetchall()]
+    if len(unsent) == limit or not forgotten:
         return unsent
     stale = Now() - timedelta(seconds=float(settings.GEO_OUTBOX_REDELIVER_SECONDS))
-    forgotten = OutboxMessage.objects.filter(
+    stale_rows = OutboxMessage.objects.filter(
         completed_at=None, sent_at__isnull=False, sent_at__lt=stale
     ).order_by("sent_at")[: limit - len(unsent)]
-    return unsent + list(forgotten)
+    return unsent + list(stale_rows)
 
 
 def _mark_sent(message_id: int, fence: Fence) -> int:
@@ -244,6 +256,7 @@ class Dispatcher:
         self.clock = clock  # None: database time (a test passes a fake clock for schedules)
         self.leadership = leadership
         self.booked_at = -math.inf  # monotonic time of the last bookkeeping
+        self.redelivered_at = -math.inf  # ... and of the last look for forgotten outbox rows
         self.calls = CallBudget()  # global and per-tenant, alongside the per-platform limiter
         self.circuits = CircuitGate()  # platforms whose calls are held: unreachable
         self.limiter = RateLimiter(
@@ -264,7 +277,14 @@ class Dispatcher:
             report.leading = False
             return report
         fence = self.fence()
-        report.relayed = relay_outbox(fence=fence, may_act=self.may_act)
+        # Rows published but never completed are looked for at the bookkeeping pace, not every
+        # tick: they are due after GEO_OUTBOX_REDELIVER_SECONDS (minutes), and the look is a
+        # statement of its own.
+        pace = settings.GEO_DISPATCH_BOOKKEEPING_SECONDS
+        forgotten = time.monotonic() - self.redelivered_at >= pace
+        if forgotten:
+            self.redelivered_at = time.monotonic()
+        report.relayed = relay_outbox(fence=fence, may_act=self.may_act, forgotten=forgotten)
         report.requeued = requeue_expired_leases(fence=fence)
         now = self.clock() if self.clock else None
         report.scheduled = len(launch_due_slots(now=now, fence=fence))

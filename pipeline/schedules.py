@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
 
 from billing.services import BillingError
 from sampling.dbtime import db_now
@@ -101,10 +102,18 @@ def schedule_cost(*, campaign: Campaign, cron: str, timezone: str, now: datetime
 def launch_due_slots(*, now: datetime | None = None, fence: Fence = NO_FENCE) -> list[ScheduleSlot]:
     """Handle every due slot of every active schedule; returns the slots recorded now. Under
     a dispatcher's `fence`, a schedule is handled only while the fence holds."""
+    # The database's clock in the statement itself: the dispatcher runs this every tick, and
+    # reads the time (one more statement) only when a slot is due.
+    due = list(
+        Schedule.objects.filter(paused=False, next_slot_at__lte=now or Now()).values_list(
+            "pk", flat=True
+        )
+    )
+    if not due:
+        return []
     now = now or db_now()
-    due = Schedule.objects.filter(paused=False, next_slot_at__lte=now).values_list("pk", flat=True)
     handled: list[ScheduleSlot] = []
-    for schedule_id in list(due):
+    for schedule_id in due:
         handled += _handle_schedule(schedule_id, now, fence)
     return handled
 

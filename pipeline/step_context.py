@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -182,36 +184,106 @@ def keep_lease(*, sample_id: int, token: int) -> AbstractContextManager[None]:
 @contextmanager
 def keep_leases(held: list[tuple[int, int]]) -> Iterator[None]:
     """Renew the leases of (sample id, token) pairs while one call works for all of them
-    (a batch submit); a lease taken over is no longer renewed."""
-    lease = settings.GEO_LEASE_SECONDS
-    stop = threading.Event()
-
-    def renew() -> None:
-        live = list(held)
-        try:
-            while live and not stop.wait(lease / 3):
-                try:
-                    live = [
-                        (sample_id, token)
-                        for sample_id, token in live
-                        if renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
-                    ]
-                except (OperationalError, InterfaceError) as error:
-                    # The database is away: keep renewing once it is back, so a worker holding
-                    # an answer (retrying to keep it) does not lose its lease to the outage.
-                    log.warning("lease renewal failed, retrying: %s", error)
-                    connection.close()
-                upstream_wait()
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=renew, name=f"lease-{held[0][0]}", daemon=True)
-    thread.start()
+    (a batch submit); a lease taken over is no longer renewed. Each lease is renewed a third
+    of a lease after the step started and every third of a lease after that, by the process's
+    one renewer thread (`LeaseRenewer`)."""
+    RENEWER.hold(held)
     try:
         yield
     finally:
-        stop.set()
-        thread.join(timeout=5)
+        RENEWER.release(held)
+
+
+class LeaseRenewer:
+    """One thread per worker process renews the leases of every step in progress, each a third
+    of a lease after its step started or it was last renewed. It replaced a thread started and
+    joined by every step (about 0.4 ms of a worker's CPU per step: docs/decisions.md, "One
+    lease renewer per worker"). Leases are counted by holder, so a second copy of a message
+    (same sample and token) that stops early does not stop the renewal of the first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._due: dict[tuple[int, int], float] = {}  # lease -> monotonic time of its renewal
+        self._holders: Counter[tuple[int, int]] = Counter()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, leases: list[tuple[int, int]]) -> None:
+        due = time.monotonic() + settings.GEO_LEASE_SECONDS / 3
+        with self._lock:
+            idle = not self._due
+            for lease in leases:
+                self._holders[lease] += 1
+                self._due.setdefault(lease, due)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
+                self._thread.start()
+        # A lease added now is due no sooner than those already held (each of them is due at
+        # most a third of a lease from now): the thread only needs waking when it was idle.
+        if idle:
+            self._wake.set()
+
+    def release(self, leases: list[tuple[int, int]]) -> None:
+        with self._lock:
+            for lease in leases:
+                self._holders[lease] -= 1
+                if self._holders[lease] <= 0:
+                    del self._holders[lease]
+                    self._due.pop(lease, None)
+            idle = not self._due
+        if idle:
+            self._wake.set()  # the thread lets its database session go while nothing is held
+
+    def held(self) -> set[tuple[int, int]]:
+        with self._lock:
+            return set(self._due)
+
+    def wait_idle(self, seconds: float) -> bool:
+        """Whether the thread holds no lease and no database session (within `seconds`)."""
+        return self._idle.wait(seconds)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            with self._lock:
+                soonest = min(self._due.values(), default=None)
+            if soonest is None:
+                connection.close()  # nothing to renew: no session kept for nothing
+                self._idle.set()
+            self._wake.wait(None if soonest is None else max(0.0, soonest - time.monotonic()))
+            self._idle.clear()
+            try:
+                self._renew_due()
+            except Exception:  # the renewer must outlive any one failure
+                log.exception("lease renewal round failed")
+                connection.close()
+            upstream_wait()  # give the connection back to the pool between rounds
+
+    def _renew_due(self) -> None:
+        lease = settings.GEO_LEASE_SECONDS
+        now = time.monotonic()
+        with self._lock:
+            due = [held for held, at in self._due.items() if at <= now]
+        for sample_id, token in due:
+            try:
+                live = renew_lease(sample_id=sample_id, token=token, lease_seconds=lease)
+            except (OperationalError, InterfaceError) as error:
+                # The database is away: keep renewing once it is back, so a worker holding an
+                # answer (retrying to keep it) does not lose its lease to the outage.
+                log.warning("lease renewal failed, retrying: %s", error)
+                connection.close()
+                live = True
+            with self._lock:
+                if (sample_id, token) not in self._due:
+                    continue  # its step ended meanwhile
+                if live:
+                    self._due[(sample_id, token)] = time.monotonic() + lease / 3
+                else:  # taken over, or ran out: no longer renewed
+                    del self._due[(sample_id, token)]
+
+
+RENEWER = LeaseRenewer()
 
 
 def frozen_model(run: Run, platform: str) -> str | None:

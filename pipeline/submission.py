@@ -125,7 +125,7 @@ def _run_cancelled(run_id: UUID) -> bool:
     """Read fresh, not from the loaded run: cancelling is the one change a run sees mid-way.
     One plain statement per submit, without the ORM's compilation."""
     key = Run._meta.get_field("id").get_db_prep_value(run_id, connection)
-    with connection.cursor() as cursor:
+    with plainsql.cursor() as cursor:  # prepared: once per submit
         cursor.execute(_RUN_CANCELLED, [key])
         return cursor.fetchone() is not None
 

@@ -28,6 +28,7 @@ from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import buckets
+from .plainsql import cursor as plain_cursor
 
 SHARDS = 16
 TABLE = "sampling_samplecount"
@@ -261,7 +262,7 @@ def open_samples(*, run_id: UUID | str) -> int:
     """How many of the run's samples are not terminal yet (queue state other than done): one
     read of the run's counter rows, where a scan for an open sample would read every done
     sample before it (all of them, near a large run's end)."""
-    with connection.cursor() as cursor:
+    with plain_cursor() as cursor:  # prepared: after every sample's last step
         cursor.execute(
             f"SELECT COALESCE(SUM(samples - terminal), 0) FROM {TABLE} WHERE run_id = %s",
             [run_param(run_id)],

@@ -20,6 +20,7 @@ from connectors.base import Attachment, Citation, NormalizedResult
 
 from .models import AnswerInbox, Attempt
 from .plainsql import columns, from_row, insert_rows
+from .plainsql import cursor as plain_cursor
 
 
 def keep(*, attempt: Attempt, result: NormalizedResult, upstream_id: str) -> AnswerInbox:
@@ -109,5 +110,5 @@ _CONSUMED = f"DELETE FROM {AnswerInbox._meta.db_table} WHERE id = %s"
 def consumed(entry: AnswerInbox) -> None:
     """The answer is archived and its capture recorded in this transaction: the evidence
     store holds it from now on, so the row (the raw body, possibly megabytes) goes."""
-    with connection.cursor() as cursor:
+    with plain_cursor() as cursor:  # prepared: once per direct answer
         cursor.execute(_CONSUMED, [entry.pk])

@@ -20,6 +20,7 @@ from geo_collect import metrics
 
 from .dbtime import now_sql
 from .models import QueueState, Sample
+from .plainsql import cursor as plain_cursor
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,11 @@ class Claim:
     platform: str
     tenant_id: int
     waited_seconds: float = 0.0  # due -> claimed
+
+
+def lease_ends_after(param: str) -> str:
+    """SQL: whether the row's lease ends more than `param` seconds from now (database time)."""
+    return f"(lease_until IS NOT NULL AND lease_until > {_lease_end(param)})"
 
 
 def _lease_end(param: str) -> str:
@@ -168,7 +174,7 @@ def renew_lease(*, sample_id: int, token: int, lease_seconds: int, starting: boo
               WHERE id = %s AND fencing_token = %s AND queue_state = 'leased' {live}"""
     # One statement, its own transaction in autocommit (an atomic block would add a BEGIN and
     # a COMMIT round trip to every step).
-    with _one_statement(), connection.cursor() as cursor:
+    with _one_statement(), plain_cursor() as cursor:  # prepared: in every step
         cursor.execute(sql, [lease_seconds, sample_id, token])
         return cursor.rowcount == 1
 

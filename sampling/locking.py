@@ -39,6 +39,7 @@ from django.db.models import QuerySet
 from .dbtime import now_sql
 from .models import Campaign, Run, Sample
 from .plainsql import columns, from_row
+from .plainsql import cursor as plain_cursor
 
 M = TypeVar("M", bound=models.Model)
 
@@ -92,7 +93,7 @@ def lock_leased_sample(sample_id: int) -> tuple[Sample, bool]:
     # SQLite has no row locks: its IMMEDIATE transaction serialises writers.
     lock = "FOR UPDATE" if connection.vendor == "postgresql" else ""
     sql = _LOCK_LEASED.format(columns=columns(Sample, "s"), now=now_sql(), lock=lock)
-    with connection.cursor() as cursor:
+    with plain_cursor() as cursor:  # prepared: once or more in every step
         cursor.execute(sql, [sample_id])
         row = cursor.fetchone()
     if row is None:

@@ -20,13 +20,58 @@ from contextlib import suppress
 from functools import cache
 from typing import Any, TypeVar
 
+import psycopg
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.sql import UpdateQuery
 
 M = TypeVar("M", bound=Model)
+
+
+def cursor() -> CursorWrapper:
+    """A cursor for the statements every step runs. On PostgreSQL its statements are bound on
+    the server and prepared on their connection the first time they run: PostgreSQL parses and
+    plans each text once per connection, then only binds and executes it (the lock of a step
+    measured 0.25 ms of server CPU per execution sent as text, 0.10 ms prepared). The texts are
+    few (built from the models, no values in them); psycopg keeps the newest 100 per
+    connection. Elsewhere, or with GEO_DB_PREPARED_STATEMENTS=0, the connection's usual
+    cursor. Statements go through the connection's execute wrappers either way."""
+    db = _db()
+    if db.vendor != "postgresql" or not settings.GEO_DB_PREPARED_STATEMENTS:
+        return db.cursor()
+    db.ensure_connection()
+    with db.wrap_database_errors:
+        raw = _PreparedCursor(db.connection)
+        _same_timezone(db, raw)
+        # The wrapper `db.cursor()` puts around the cursors it makes (execute wrappers, errors).
+        return db._prepare_cursor(raw)  # type: ignore[attr-defined]
+
+
+class _PreparedCursor(psycopg.Cursor[Any]):
+    """A server-binding cursor whose statements are prepared (Django's connections have
+    psycopg's automatic preparation off: `prepare_threshold` None)."""
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                binary: bool | None = None) -> Any:  # fmt: skip
+        return super().execute(
+            query, params, prepare=True if prepare is None else prepare, binary=binary
+        )
+
+
+def _same_timezone(db: BaseDatabaseWrapper, raw: psycopg.Cursor[Any]) -> None:
+    """As Django's `create_cursor`: timestamps read in the connection's time zone."""
+    from django.db.backends.postgresql.psycopg_any import (  # type: ignore[import-untyped]
+        register_tzloader,
+    )
+
+    oid = psycopg.adapters.types["timestamptz"].oid
+    loader = db.connection.adapters.get_loader(oid, psycopg.pq.Format.TEXT)
+    if db.timezone != loader.timezone:
+        register_tzloader(db.timezone, raw)
 
 
 def _db() -> BaseDatabaseWrapper:
@@ -60,12 +105,12 @@ def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequenc
     sql = plan.head + ", ".join([plan.row] * len(objs))
     if ignore_conflicts:
         sql += " ON CONFLICT DO NOTHING"
-    with db.cursor() as cursor:
+    with cursor() as cur:
         if ignore_conflicts and len(objs) > 1:
-            cursor.execute(sql, params)
+            cur.execute(sql, params)
             return objs
-        cursor.execute(sql + plan.returning, params)
-        rows = cursor.fetchall()
+        cur.execute(sql + plan.returning, params)
+        rows = cur.fetchall()
     if not rows:
         return []  # the one instance was skipped
     for obj, values in zip(objs, rows, strict=True):
@@ -227,11 +272,11 @@ def update_row(
     )
     if returning:
         sql += f" RETURNING {', '.join(_quote(_field(model, name).column) for name in returning)}"
-    with db.cursor() as cursor:
-        cursor.execute(sql, params)
-        if returning and cursor.rowcount == 1:
-            _set_returned(obj, returning, cursor.fetchone())
-        return int(cursor.rowcount)
+    with cursor() as cur:
+        cur.execute(sql, params)
+        if returning and cur.rowcount == 1:
+            _set_returned(obj, returning, cur.fetchone())
+        return int(cur.rowcount)
 
 
 def _update_with_orm(

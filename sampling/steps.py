@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Func, JSONField
 from django.db.models.functions import Now
@@ -32,6 +33,7 @@ from connectors.base import ErrorClass, SubmitOutcome, UpstreamError
 from connectors.retry import POLL, RETRY, RetryDecision
 from geo_collect import logs, metrics
 
+from .leases import lease_ends_after
 from .models import (
     Attempt,
     AttemptStatus,
@@ -54,6 +56,7 @@ from .plainsql import (
     tracked,
     update_changed,
 )
+from .plainsql import cursor as plain_cursor
 from .transitions import REASON_LENGTH, end_uncollected, fenced, hold_unparsed, save_fenced
 
 log = logging.getLogger(__name__)
@@ -110,11 +113,37 @@ class _WithoutQuestions(Func):
 
 
 # The sample and its question revision, in one plain statement: it runs for every step, so
-# it skips the ORM (sampling/plainsql.py).
-_LOAD_FOR_STEP = f"""SELECT {columns(Sample, "s")}, {columns(QuestionRevision, "q")}
-  FROM {Sample._meta.db_table} s
-  JOIN {QuestionRevision._meta.db_table} q ON q.id = s.question_revision_id
+# it skips the ORM (sampling/plainsql.py). The last column: whether the lease has more than
+# the given seconds left (`lease_fresh`).
+_LOAD_FOR_STEP = """SELECT {sample}, {question}, {fresh}
+  FROM {samples} s
+  JOIN {questions} q ON q.id = s.question_revision_id
  WHERE s.id = %s"""
+_FRESH = "_lease_fresh"  # where load_for_step keeps it, in the instance's __dict__
+# A lease with more than this share of GEO_LEASE_SECONDS left needs no renewal before a step
+# starts: the step's own renewer (pipeline.step_context.keep_lease) renews it every third of a
+# lease, while at least a third is still left.
+FRESH_SHARE = 2 / 3
+
+
+@lru_cache(maxsize=2)
+def _load_sql(vendor: str) -> str:
+    return _LOAD_FOR_STEP.format(
+        sample=columns(Sample, "s"),
+        question=columns(QuestionRevision, "q"),
+        fresh=lease_ends_after("%s").replace("lease_until", "s.lease_until"),
+        samples=Sample._meta.db_table,
+        questions=QuestionRevision._meta.db_table,
+    )
+
+
+def lease_fresh(sample: Sample) -> bool:
+    """Whether, when `load_for_step` read it, the sample's lease had more than FRESH_SHARE of
+    a lease left: a claim just made, not one whose message waited in the queue (False for a
+    sample read otherwise)."""
+    return bool(sample.__dict__.get(_FRESH, False))
+
+
 # What a step reads of its run: what launch froze. The rest (cancelled_at, finished_at, ...)
 # changes during the run and stays deferred, read from the database if ever accessed.
 _FROZEN_RUN_FIELDS = ("id", "tenant_id", "campaign_id", "planned_samples", "created_at")
@@ -126,13 +155,15 @@ def load_for_step(sample_id: int) -> Sample | None:
     (`_frozen_run`), without its question list: the one part of the snapshot that grows with
     the campaign (about 100 KB for 1,000 questions), which no step reads. The run is only read
     here, never saved."""
-    with connection.cursor() as cursor:
-        cursor.execute(_LOAD_FOR_STEP, [sample_id])
+    fresh_seconds = settings.GEO_LEASE_SECONDS * FRESH_SHARE
+    with plain_cursor() as cursor:  # prepared: once in every step
+        cursor.execute(_load_sql(connection.vendor), [fresh_seconds, sample_id])
         row = cursor.fetchone()
     if row is None:
         return None
     sample = from_row(Sample, row)
     sample.question_revision = from_row(QuestionRevision, row[len(Sample._meta.concrete_fields) :])
+    sample.__dict__[_FRESH] = bool(row[-1])
     sample.run = Run.from_db(connection.alias, *_frozen_run(connection.alias, sample.run_id))
     return sample
 

@@ -58,7 +58,14 @@ from .money import (
     run_refundable,
     top_up,
 )
-from .posting import SettlementLine, post_entry, reverse_entry, was_replayed
+from .posting import (
+    SettlementLine,
+    UntrackedEntry,
+    post_entry,
+    post_untracked_entries,
+    reverse_entry,
+    was_replayed,
+)
 from .prices import (
     DEEP_THINKING_MODE,
     DEFAULT_CURRENCY,
@@ -96,6 +103,7 @@ __all__ = [
     "SettleOutcome",
     "SettlementLine",
     "UnbalancedEntry",
+    "UntrackedEntry",
     "active_price_version",
     "adjust_upstream_cost",
     "available_account",
@@ -115,6 +123,7 @@ __all__ = [
     "platform_takes_screenshots",
     "post_entry",
     "post_pending_captures",
+    "post_untracked_entries",
     "queue_capture",
     "quote_and_reserve",
     "quote_groups",

@@ -114,3 +114,44 @@ def test_queued_attempt_costs_are_booked_once_per_attempt() -> None:
     assert JournalEntry.objects.filter(kind=EntryKind.UPSTREAM_COST).count() == 1
     assert run_billing(run_id=run.pk).upstream_costs == {"USD": 120}
     assert not PendingAttemptCost.objects.exists()
+
+
+def test_a_ticks_attempt_costs_are_booked_in_one_transaction_and_chain_in_order() -> None:
+    """`book_pending_attempt_costs` posts the queued costs together (one chain lock): each
+    attempt still has its own entry, linked into the chain in id order, the ledger verifies,
+    and one booked before (by `book_attempt_cost`, the run's end) is replayed, not doubled."""
+    from billing.costs import book_attempt_cost
+    from billing.ledger_chain import verify_chain
+
+    run, done = _queued_run(questions=3)
+    attempts = [
+        Attempt.objects.create(
+            sample=sample,
+            attempt_no=1,
+            idempotency_key=f"k{sample.pk}",
+            fencing_token=1,
+            cost=100 + i,
+            cost_currency="USD",
+            upstream_id=f"resp-{i}",
+            model="m",
+            input_tokens=10,
+            output_tokens=20,
+        )
+        for i, sample in enumerate(done)
+    ]
+    assert book_attempt_cost(attempt_id=attempts[0].pk) is not None  # booked one at a time
+    for attempt in attempts:
+        queue_attempt_cost(run_id=run.pk, attempt_id=attempt.pk)
+
+    assert book_pending_attempt_costs() == 3  # two booked now, one replayed
+
+    entries = JournalEntry.objects.filter(kind=EntryKind.UPSTREAM_COST).order_by("id")
+    assert [e.idempotency_key for e in entries] == [
+        f"upstream-cost:attempt:{a.pk}" for a in attempts
+    ]
+    assert [e.sample_id for e in entries] == [s.pk for s in done]
+    assert all(e.memo == "attempt 1 (m): 10 in + 20 out tokens" for e in entries)
+    assert run_billing(run_id=run.pk).upstream_costs == {"USD": 303}
+    assert verify_chain() == []
+    assert verify_ledger().violations == []
+    assert not PendingAttemptCost.objects.exists()

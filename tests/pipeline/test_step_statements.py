@@ -95,3 +95,52 @@ def test_each_step_of_a_provider_task_stays_within_its_statement_budget(
         assert outcome == expected
         assert counts[expected] <= bound, f"{expected}: {counts[expected]} statements"
     assert Sample.objects.get(pk=sample.pk).step == Step.NONE
+
+
+def _lease_renewals(sample: Sample, lease_seconds: int, capture: Any) -> tuple[str, int]:
+    """Claim the sample for `lease_seconds` and run its step: the lease renewals it sent."""
+    from sampling.leases import claim_sample
+
+    claim = claim_sample(sample_id=sample.pk, owner="test", lease_seconds=lease_seconds)
+    assert claim is not None
+    circuits.forget_counted()
+    with CaptureQueriesContext(connection) as queries, capture(execute=True):
+        outcome = tasks.execute_step(sample.pk, claim.token)
+    renewals = [q for q in queries.captured_queries if "SET lease_until" in q["sql"]]
+    return outcome, len(renewals)
+
+
+def test_a_step_claimed_moments_ago_starts_without_renewing_its_lease(
+    upstream: Any,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
+    settings: Any,
+) -> None:
+    """More than two thirds of the lease left (`sampling.steps.FRESH_SHARE`): no renewal
+    before the step (one statement and one row version less); the step's renewer and its
+    fenced writes look after the lease from there."""
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result()))
+    sample = _one_of_two("openai")
+
+    outcome, renewals = _lease_renewals(
+        sample, settings.GEO_LEASE_SECONDS, django_capture_on_commit_callbacks
+    )
+
+    assert outcome == "answered"
+    assert renewals == 0
+
+
+def test_a_step_whose_message_waited_renews_its_lease_before_working(
+    upstream: Any,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
+    settings: Any,
+) -> None:
+    """A third or less of the lease left (its message waited in the queue): renewed first."""
+    upstream(submit=SubmitOutcome(upstream_id="resp-1", result=_result()))
+    sample = _one_of_two("openai")
+
+    outcome, renewals = _lease_renewals(
+        sample, settings.GEO_LEASE_SECONDS // 3, django_capture_on_commit_callbacks
+    )
+
+    assert outcome == "answered"
+    assert renewals == 1
