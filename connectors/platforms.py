@@ -57,15 +57,31 @@ class Platform:
     # What the default model's tokens cost us (GEO_MODEL_PRICES); None: the platform reports
     # its own cost (a provider) or is not priced per token.
     token_price: TokenPrice | None = None
-    # A consumer surface (chatgpt_web, google_ai_overview, ...): the collection vendors that
-    # can serve it, vendor key -> "module:Class" of that vendor's connector for it. The
-    # deployment picks one with GEO_<KEY>_VENDOR (default: the first); `adapter` is the
-    # first's. Empty for a platform with one adapter of its own.
+    # The collection vendors that can serve this platform, vendor key -> "module:Class" of
+    # that vendor's connector for it; the deployment picks one with GEO_<KEY>_VENDOR. A
+    # consumer surface (chatgpt_web, google_ai_overview, ...) has no API of its own: by
+    # default the first vendor serves it (`adapter` is the first's). A model API with its own
+    # adapter (openai, ...) may list vendors that resell it (DataForSEO's LLM Responses): its
+    # own adapter stays the default, a vendor serves it only when named.
     vendors: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def queue(self) -> str:
         return platform_queue(self.key)
+
+    @property
+    def own_api(self) -> bool:
+        """Whether the platform has an API of its own (its own adapter and simulator), as
+        opposed to a consumer surface only collection vendors reach."""
+        return bool(self.simulator)
+
+    @property
+    def default_vendor(self) -> str:
+        """The vendor serving the platform when GEO_<KEY>_VENDOR is unset; empty: its own
+        API."""
+        if self.own_api or not self.vendors:
+            return ""
+        return next(iter(self.vendors))
 
 
 @dataclass(frozen=True)
@@ -122,8 +138,10 @@ def _direct(
     model: str,
     price: tuple[int, int, int],
     tokens: TokenPrice,
+    vendors: Mapping[str, str] | None = None,
 ) -> Platform:
-    """A direct model API: adapter and simulator modules of the same name (the convention)."""
+    """A direct model API: adapter and simulator modules of the same name (the convention).
+    `vendors`: collection vendors that can serve it instead, when the deployment names one."""
     base, deep_thinking, screenshot = price
     return Platform(
         key=key,
@@ -133,6 +151,7 @@ def _direct(
         sample_prices={"base": base, "deep_thinking": deep_thinking, "screenshot": screenshot},
         delivery="direct",
         token_price=tokens,
+        vendors=dict(vendors or {}),
     )
 
 
@@ -149,15 +168,19 @@ def _cny(input: int, output: int) -> TokenPrice:
 # charges us per task (the simulator charges 20-60 cents).
 _DECLARED: tuple[Platform, ...] = (
     _direct("openai", "openai_responses", "OpenAIResponses", model="gpt-4.1-mini",
-            price=(5, 3, 10), tokens=_usd(40, 160)),
+            price=(5, 3, 10), tokens=_usd(40, 160),
+            vendors={"dataforseo": f"{_DATAFORSEO}:DataForSEOChatGPTResponses"}),
     _direct("openai_chat", "openai_chat", "OpenAIChat", model="gpt-4o-mini-search-preview",
             price=(4, 3, 10), tokens=_usd(15, 60)),
     _direct("anthropic", "anthropic", "Anthropic", model="claude-sonnet-4-5",
-            price=(6, 4, 10), tokens=_usd(300, 1500)),
+            price=(6, 4, 10), tokens=_usd(300, 1500),
+            vendors={"dataforseo": f"{_DATAFORSEO}:DataForSEOClaudeResponses"}),
     _direct("gemini", "gemini", "Gemini", model="gemini-2.5-flash",
-            price=(4, 3, 10), tokens=_usd(30, 250)),
+            price=(4, 3, 10), tokens=_usd(30, 250),
+            vendors={"dataforseo": f"{_DATAFORSEO}:DataForSEOGeminiResponses"}),
     _direct("perplexity", "perplexity", "Perplexity", model="sonar",
-            price=(5, 3, 10), tokens=_usd(100, 100)),
+            price=(5, 3, 10), tokens=_usd(100, 100),
+            vendors={"dataforseo": f"{_DATAFORSEO}:DataForSEOPerplexityResponses"}),
     _direct("deepseek", "deepseek", "DeepSeek", model="deepseek-chat",
             price=(2, 2, 10), tokens=_usd(27, 110)),
     _direct("kimi", "kimi", "Kimi", model="kimi-k2-turbo-preview",

@@ -10,6 +10,9 @@ A consumer surface (`Platform.vendors`) is served by the vendor the deployment n
 GEO_<PLATFORM>_VENDOR (default: the first declared). Its settings are the platform's own
 GEO_<PLATFORM>_* over the vendor's GEO_<VENDOR>_* (one account for every surface it serves);
 in simulator mode its base URL is the simulator's `/<vendor>/` (one host, as the real one).
+A model API with its own adapter (openai, ...) is served by a vendor only when
+GEO_<PLATFORM>_VENDOR names one; then its account (API_KEY, BASE_URL) is the vendor's alone:
+the platform's own GEO_<PLATFORM>_API_KEY is its own API's and never goes to a vendor.
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ def platform_vendor(platform: str) -> str:
     if not declared.vendors:
         return ""
     given: dict[str, str] = settings.GEO_PLATFORMS.get(platform, {})
-    vendor = given.get("VENDOR", "").strip().lower() or next(iter(declared.vendors))
+    vendor = given.get("VENDOR", "").strip().lower() or declared.default_vendor
+    if declared.own_api and vendor in ("", platform):  # its own API (named, or by default)
+        return ""
     if vendor not in declared.vendors:
         raise UnknownPlatform(
             f"GEO_{platform.upper()}_VENDOR={vendor!r} does not serve {platform!r} "
@@ -88,10 +93,19 @@ def _import(dotted: str) -> type[Connector]:
     return cls
 
 
+# A model API's own account, which a vendor serving that platform must not be given.
+_ACCOUNT_SETTINGS = ("API_KEY", "BASE_URL")
+
+
 def _settings_of(platform: str, vendor: str) -> dict[str, str]:
-    """The platform's GEO_<PLATFORM>_* over its vendor's GEO_<VENDOR>_*."""
+    """The platform's GEO_<PLATFORM>_* over its vendor's GEO_<VENDOR>_*; for a model API
+    served by a vendor, without its own account (API_KEY, BASE_URL: those of its own API)."""
     own: dict[str, str] = settings.GEO_PLATFORMS.get(platform, {})
-    shared: dict[str, str] = settings.GEO_PLATFORMS.get(vendor, {}) if vendor else {}
+    if not vendor:
+        return own
+    shared: dict[str, str] = settings.GEO_PLATFORMS.get(vendor, {})
+    if PLATFORMS[platform].own_api:
+        own = {name: value for name, value in own.items() if name not in _ACCOUNT_SETTINGS}
     return shared | own
 
 

@@ -36,6 +36,23 @@ where a task still queued is "not known yet" and the lookup is tried again, neve
 "not accepted").
 DataForSEO documents no cancel: `cancellable` is False (a cancelled run asks nothing of it).
 
+The LLM Responses API serves the model APIs themselves (platforms openai, anthropic, gemini,
+perplexity) when GEO_<PLATFORM>_VENDOR=dataforseo; their own adapters are the default. It has
+the Live method only (Perplexity documents no other; the rest are asked the same way): one
+task per call, answered in it, so these connectors are synchronous like the direct adapters.
+    openai      /v3/ai_optimization/chat_gpt/llm_responses/live
+    anthropic   /v3/ai_optimization/claude/llm_responses/live
+    gemini      /v3/ai_optimization/gemini/llm_responses/live
+    perplexity  /v3/ai_optimization/perplexity/llm_responses/live
+A task is {user_prompt, model_name (the platform's configured model), web_search (ChatGPT,
+Claude, Gemini: the target's mode; Perplexity's Sonar models always search and take no such
+field), web_search_country_iso_code (ChatGPT, Claude, Perplexity, when searching), tag}; its
+result {model_name, input_tokens, output_tokens, web_search, money_spent, items[], fan_out_queries}
+where the answer is the `message` items' `sections[].text` and what it cites their
+`annotations[]` (`direct_url` where given: Gemini's `url` is a Vertex AI redirect). No found
+sources are separated; `fan_out_queries` are the searches. The task's `cost` (which includes
+the model's `money_spent`) is the attempt's cost.
+
 What the engine searched and read, as each result documents it (the official client's models):
     ChatGPT scraper  `sources` (what the answer cites) are its citations; `search_results`
                      ("all web search outputs the model retrieved ... including unused
@@ -72,7 +89,7 @@ from ..base import (
     UpstreamError,
 )
 from ..citations import CitationList, found_sources, search_queries
-from ..direct import failed
+from ..direct import DEVICES, REGIONS, failed
 from ..errors import classify_http_error, error_dict, json_body
 from ..transport import HttpExchange, HttpTransport
 
@@ -179,6 +196,7 @@ class DataForSEOConnector(Connector):
     platform: ClassVar[str] = "dataforseo"
     default_base_url: ClassVar[str] = "https://api.dataforseo.com"
     prefix: ClassVar[str] = ""
+    live_path: ClassVar[str] = "/live/advanced"  # after `prefix`: the Live method's endpoint
     serp: ClassVar[bool] = False  # a SERP API task: id_list finds it, devices apply
     devices: ClassVar[frozenset[str]] = frozenset({"desktop"})
     modes: ClassVar[frozenset[str]] = frozenset({"web_search"})
@@ -260,17 +278,27 @@ class DataForSEOConnector(Connector):
     def _submit_live(self, request: SampleRequest, *, attempt_no: int) -> SubmitOutcome:
         exchange = self._call(
             "POST",
-            f"{self.prefix}/live/advanced",
+            f"{self.prefix}{self.live_path}",
             body=[self.task_spec(request)],
             attempt_no=attempt_no,
         )
-        self._envelope(exchange)
+        payload = self._envelope(exchange)
+        refused = _live_refusal(first_task(payload), exchange)
+        if refused is not None:
+            raise refused
         result = self.parse(
             exchange.body, content_type=exchange.content_type, sample_id=request.sample_id
         )
         result.status_code = exchange.status_code
         task_id = result.upstream_id or request.idempotency_key
-        return SubmitOutcome(upstream_id=task_id, result=result, egress=exchange.egress)
+        # The charge the call states goes on the attempt, as task_post's does (booked once).
+        return SubmitOutcome(
+            upstream_id=task_id,
+            result=result,
+            egress=exchange.egress,
+            cost=result.cost,
+            cost_currency=result.cost_currency,
+        )
 
     def submit_batch(
         self,
@@ -490,6 +518,26 @@ def _dataforseo_time(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S +00:00")
 
 
+def _live_refusal(task: dict[str, Any], exchange: HttpExchange) -> UpstreamError | None:
+    """The error of a live task refused inside an accepted call (40501 Invalid Field, 40202
+    the per-minute limit, ...), classified as task_post's refusals are; None for a task that
+    ran (20000) or that ran and failed (40101 / 40102: kept as the vendor's failed answer)."""
+    code = task.get("status_code")
+    if not task or code == OK:
+        return None
+    code = code if isinstance(code, int) else 0
+    error_class = _classify_code(code)
+    if error_class is ErrorClass.UPSTREAM_FAILED:
+        return None
+    return UpstreamError(
+        error_class,
+        f"{code}: {task.get('status_message') or 'task refused'}",
+        status_code=exchange.status_code,
+        raw=exchange.body,
+        egress=exchange.egress,
+    )
+
+
 def _code_error(payload: dict[str, Any], exchange: HttpExchange) -> UpstreamError:
     code = payload.get("status_code")
     code = code if isinstance(code, int) else 0
@@ -596,3 +644,82 @@ class DataForSEOAIOverview(_GoogleSERP):
         # The overview Google loads after the page is fetched is waited for (its docs'
         # `load_async_ai_overview`); without it an asynchronous overview comes back empty.
         return super().task_spec(request) | {"load_async_ai_overview": True}
+
+
+class _LLMResponses(DataForSEOConnector):
+    """The AI Optimization LLM Responses API: a model API's answer, asked through DataForSEO
+    (Live only), serving a platform that also has its own adapter."""
+
+    live_path = "/live"
+    # Whether the engine's request documents `web_search` (Perplexity's does not: its Sonar
+    # models always search) and `web_search_country_iso_code` (Gemini's does not).
+    web_search_field: ClassVar[bool] = True
+    country_field: ClassVar[bool] = True
+
+    @property
+    def live(self) -> bool:
+        return True  # the only method these endpoints share
+
+    def capabilities(self) -> Capabilities:
+        # What the platform's own adapter offers a target (devices, regions), since a target
+        # names the platform, not the vendor; no language (the model APIs take none).
+        modes = {"web_search", "no_search"} if self.web_search_field else {"web_search"}
+        return Capabilities(
+            platform=self.config.platform,
+            devices=DEVICES,
+            regions=REGIONS,
+            modes=frozenset(modes),
+            screenshots=False,
+            submission_limit=1,
+            asynchronous=False,
+            supports_lookup=False,
+            cancellable=False,
+        )
+
+    def task_spec(self, request: SampleRequest) -> dict[str, Any]:
+        searching = request.mode == "web_search"
+        spec: dict[str, Any] = {
+            "user_prompt": request.question,
+            "model_name": request.model or self.config.model or "",
+            "tag": request.idempotency_key[:255],
+        }
+        if self.web_search_field:
+            spec["web_search"] = searching
+        if searching and self.country_field:
+            spec["web_search_country_iso_code"] = request.region.upper()
+        return spec
+
+    @classmethod
+    def answer_of(cls, result: dict[str, Any]) -> Answer:
+        texts: list[str] = []
+        cited: list[dict[str, Any]] = []
+        for item in map(_as_dict, _as_list(result.get("items"))):
+            if item.get("type") != "message":  # `reasoning`: the model's thinking, not its answer
+                continue
+            for section in map(_as_dict, _as_list(item.get("sections"))):
+                if section.get("text"):
+                    texts.append(str(section["text"]))
+                for annotation in map(_as_dict, _as_list(section.get("annotations"))):
+                    url = annotation.get("direct_url") or annotation.get("url")
+                    cited.append({"url": url, "title": annotation.get("title")})
+        return Answer(
+            "\n\n".join(texts), cited=cited, searches=_as_list(result.get("fan_out_queries"))
+        )
+
+
+class DataForSEOChatGPTResponses(_LLMResponses):
+    prefix = "/v3/ai_optimization/chat_gpt/llm_responses"
+
+
+class DataForSEOClaudeResponses(_LLMResponses):
+    prefix = "/v3/ai_optimization/claude/llm_responses"
+
+
+class DataForSEOGeminiResponses(_LLMResponses):
+    prefix = "/v3/ai_optimization/gemini/llm_responses"
+    country_field = False
+
+
+class DataForSEOPerplexityResponses(_LLMResponses):
+    prefix = "/v3/ai_optimization/perplexity/llm_responses"
+    web_search_field = False

@@ -16,6 +16,15 @@ the vendor: posting again is a second, charged task). A task's result is deferre
 / leave it unlisted. Task faults drawn when a task is posted: `task_rejected` (40501 inside an
 accepted call), `task_failed` (the task ends 40101), `lose` (40401 afterwards); HTTP faults
 apply to a whole call; `hang` on task_post creates the tasks and never answers.
+
+The LLM Responses API (`/v3/ai_optimization/{chat_gpt,claude,gemini,perplexity}/llm_responses
+/live`) answers as the model platform it resells (`openai`, `anthropic`, `gemini`,
+`perplexity`: draws, answer log and scripted faults under that name), Live only: one task
+{user_prompt, model_name, web_search, ...} per call, its result `items[]` of type `message`
+whose `sections[].text` is the answer and `annotations[]` its sources (only when it searched:
+`null` otherwise, as documented), `fan_out_queries`, token counts, `money_spent` (the model's
+token cost) and the task's `cost` (a per-task fee plus `money_spent`). Task faults
+`task_rejected` (40501) and `task_failed` (40101) apply.
 """
 
 from __future__ import annotations
@@ -52,6 +61,23 @@ SURFACES: dict[str, tuple[str, str, str, str, str | None]] = {
     "serp/google/ai_mode": ("google_ai_mode", "serp", "google", "ai_mode", None),
     "serp/google/organic": ("google_ai_overview", "serp", "google", "organic", None),
 }
+# LLM Responses endpoint prefix (after /v3/) -> (platform, api, se, function, searches always)
+LLM_RESPONSES: dict[str, tuple[str, str, str, str, bool]] = {
+    "ai_optimization/chat_gpt/llm_responses": (
+        "openai", "ai_optimization", "chat_gpt", "llm_responses", False),
+    "ai_optimization/claude/llm_responses": (
+        "anthropic", "ai_optimization", "claude", "llm_responses", False),
+    "ai_optimization/gemini/llm_responses": (
+        "gemini", "ai_optimization", "gemini", "llm_responses", False),
+    # "Perplexity uses web_search in all sonar-family models by default" (its request has no
+    # web_search field).
+    "ai_optimization/perplexity/llm_responses": (
+        "perplexity", "ai_optimization", "perplexity", "llm_responses", True),
+}  # fmt: skip
+PROMPT_LIMIT = 500  # "you can specify up to 500 characters in the user_prompt field"
+# USD: a simulated per-task fee, and what the resold model's tokens cost per million.
+LLM_RESPONSES_FEE = 0.0006
+LLM_TOKEN_PRICES = (0.4, 1.6)
 LOCATIONS = frozenset(
     {2840, 2826, 2124, 2036, 2356, 2702, 2372, 2276, 2250, 2724, 2380, 2528, 2076, 2484, 2392}
 )
@@ -135,6 +161,9 @@ class DataForSEOProtocol(PlatformProtocol):
         path = "/".join(parts[1:])
         if request.method == "POST" and path == "serp/id_list":
             return self.id_list(request)
+        for prefix, engine in LLM_RESPONSES.items():
+            if request.method == "POST" and path == f"{prefix}/live":
+                return self.llm_responses_live(request, prefix, engine)
         for prefix, surface in SURFACES.items():
             if not path.startswith(prefix + "/"):
                 continue
@@ -305,6 +334,51 @@ class DataForSEOProtocol(PlatformProtocol):
             tag=spec.get("tag"),
         )
         task = self._finished(stored, path, "live") | {"cost": cost}
+        return self._respond(SimResponse.json(200, envelope([task])), {}, draw)
+
+    def llm_responses_live(
+        self, request: SimRequest, prefix: str, engine: tuple[Any, ...]
+    ) -> SimResponse:
+        specs = self._specs(request)
+        if specs is None or len(specs) != 1:
+            return _refusal(200, 40000, "You can set only one task at a time.")
+        spec = _dict(specs[0])
+        prompt = str(spec.get("user_prompt", ""))
+        draw, failure = self._fault(engine, "llm_responses\n" + prompt)
+        if failure is not None or draw.fault == "hang":
+            return self._respond(failure or SimResponse(200, hang_seconds=30.0), {}, draw)
+        base = {
+            "id": self._next_id(),
+            "time": "4.2117 sec.",
+            "path": ["v3", *prefix.split("/"), "live"],
+            "data": {"api": engine[1], "function": engine[3], "se": engine[2], **spec},
+        }
+        task_draw = self.sim.draw(engine[0], prompt, TASK_FAULTS)
+        rejected = "user_prompt" if task_draw.fault == "task_rejected" else None
+        problem = _invalid_prompt(spec) or rejected
+        if problem:
+            refused = {"status_code": 40501, "status_message": f"Invalid Field: '{problem}'."}
+            task = base | refused | {"cost": 0, "result_count": 0, "result": None}
+            return SimResponse.json(200, envelope([task]))
+        if task_draw.fault == "task_failed":
+            failed = {"status_code": 40101, "status_message": "Internal SE Server Error."}
+            task = base | failed | {"cost": 0, "result_count": 0, "result": None}
+            return SimResponse.json(200, envelope([task]))
+        answer = self.sim.answer_for(prompt, task_draw)
+        searched = bool(engine[4] or spec.get("web_search"))
+        result = _llm_response(answer, spec, engine, searched)
+        cost = round(LLM_RESPONSES_FEE + result["money_spent"], 6)
+        self.sim.record_answer(
+            engine[0], prompt, task_draw, answer, upstream_id=base["id"], request_id=None,
+            tag=spec.get("tag"),
+        )  # fmt: skip
+        task = base | {
+            "status_code": 20000,
+            "status_message": "Ok.",
+            "cost": cost,
+            "result_count": 1,
+            "result": [result],
+        }
         return self._respond(SimResponse.json(200, envelope([task])), {}, draw)
 
     def tasks_ready(self, prefix: str, surface: tuple[Any, ...]) -> SimResponse:
@@ -496,6 +570,57 @@ def _invalid_field(spec: Any) -> str | None:
     if "device" in spec and spec["device"] not in ("desktop", "mobile"):
         return "device"
     return None
+
+
+def _invalid_prompt(spec: dict[str, Any]) -> str | None:
+    """The first LLM Responses field DataForSEO would refuse, or None."""
+    prompt = spec.get("user_prompt")
+    if not isinstance(prompt, str) or not prompt.strip() or len(prompt) > PROMPT_LIMIT:
+        return "user_prompt"
+    if not isinstance(spec.get("model_name"), str) or not spec["model_name"].strip():
+        return "model_name"
+    return None
+
+
+def _llm_response(
+    answer: SimAnswer, spec: dict[str, Any], engine: tuple[Any, ...], searched: bool
+) -> dict[str, Any]:
+    """One LLM Responses result: the answer as one `message` item of one text section."""
+    prompt = str(spec["user_prompt"])
+    annotations: list[dict[str, Any]] | None = None
+    if searched:
+        annotations = []
+        for number, citation in enumerate(answer.citations, start=1):
+            annotation: dict[str, Any] = {
+                "title": citation.title,
+                "url": citation.url,
+                "start_index": citation.start,
+                "end_index": citation.end,
+            }
+            if engine[2] == "gemini":  # a Vertex AI redirect, the original in `direct_url`
+                annotation["url"] = (
+                    f"https://vertexaisearch.cloud.google.com/grounding-api-redirect/{number:04d}"
+                )
+                annotation["direct_url"] = citation.url
+            annotations.append(annotation)
+    input_tokens, output_tokens = len(prompt) // 4 + 8, len(answer.text) // 4 + 1
+    money = (input_tokens * LLM_TOKEN_PRICES[0] + output_tokens * LLM_TOKEN_PRICES[1]) / 1e6
+    return {
+        "model_name": spec["model_name"],
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "reasoning_tokens": 0,
+        "web_search": searched,
+        "money_spent": round(money, 6),
+        "datetime": _time(datetime.now(UTC)),
+        "items": [
+            {
+                "type": "message",
+                "sections": [{"type": "text", "text": answer.text, "annotations": annotations}],
+            }
+        ],
+        "fan_out_queries": fan_out(prompt) if searched else None,
+    }
 
 
 def fan_out(keyword: str) -> list[str]:

@@ -110,9 +110,7 @@ def test_a_declared_platform_is_served_and_answers_through_its_adapter(
     assert simulator.stats()["platforms"]["throwaway"]["requests"] == 1
 
 
-@pytest.mark.parametrize(
-    "key", sorted(k for k, p in PLATFORMS.items() if not p.vendors and p.adapter)
-)
+@pytest.mark.parametrize("key", sorted(k for k, p in PLATFORMS.items() if p.own_api))
 def test_a_declaration_agrees_with_its_adapter_and_simulator(key: str) -> None:
     declared = PLATFORMS[key]
     connector = get_connector(key)
@@ -127,7 +125,7 @@ def test_a_declaration_agrees_with_its_adapter_and_simulator(key: str) -> None:
         assert declared.token_price is not None
 
 
-SURFACES = sorted(k for k, p in PLATFORMS.items() if p.vendors)
+SURFACES = sorted(k for k, p in PLATFORMS.items() if p.vendors and not p.own_api)
 
 
 @pytest.mark.parametrize("key", SURFACES)
@@ -144,6 +142,47 @@ def test_a_surface_is_served_by_each_of_its_vendors_as_a_platform_of_its_own(key
         # Bright Data's scrapers take a country and never a language: a target naming one
         # is refused (Capabilities.problems); the others list the languages they take.
         assert bool(connector.capabilities().languages) == (vendor != "brightdata")
+
+
+RESOLD = sorted(k for k, p in PLATFORMS.items() if p.vendors and p.own_api)
+
+
+def test_the_model_apis_dataforseo_resells_are_exactly_its_llm_responses_engines() -> None:
+    assert RESOLD == ["anthropic", "gemini", "openai", "perplexity"]
+
+
+@pytest.mark.parametrize("key", RESOLD)
+def test_a_model_api_stays_direct_unless_a_vendor_is_named(key: str) -> None:
+    declared = PLATFORMS[key]
+    own = {"API_KEY": "own-model-api-key", "BASE_URL": "https://own.example", "MODEL": "m-2"}
+    with override_settings(GEO_PLATFORMS={key: own}, GEO_UPSTREAM_BASE_URL=""):
+        assert platform_vendor(key) == ""
+        assert type(get_connector(key)).__module__ == declared.adapter.split(":")[0]
+        assert connector_config(key).api_key == "own-model-api-key"
+    for named in ("", key):  # unset, or naming the platform itself: its own API
+        with override_settings(GEO_PLATFORMS={key: {"VENDOR": named}}):
+            assert platform_vendor(key) == ""
+    vendor_account = {"API_KEY": "login:dfs-secret", "BASE_URL": "https://dfs.example"}
+    given = {key: own | {"VENDOR": "dataforseo"}, "dataforseo": vendor_account}
+    with override_settings(GEO_PLATFORMS=given, GEO_UPSTREAM_BASE_URL=""):
+        assert platform_vendor(key) == "dataforseo"
+        connector = get_connector(key)
+        served_by = f"{type(connector).__module__}:{type(connector).__name__}"
+        assert served_by == declared.vendors["dataforseo"]
+        # The vendor's account, never the platform's own key; the platform's model.
+        assert connector.config.api_key == "login:dfs-secret"
+        assert connector.config.base_url == "https://dfs.example"
+        assert connector.config.model == "m-2"
+        capabilities = connector.capabilities()
+        assert capabilities.platform == key and not capabilities.asynchronous
+    with override_settings(GEO_PLATFORMS={key: {"VENDOR": "dataforseo"}},
+                           GEO_UPSTREAM_BASE_URL="http://sim:1"):  # fmt: skip
+        assert connector_config(key).base_url == "http://sim:1/dataforseo"
+    with (
+        override_settings(GEO_PLATFORMS={key: {"VENDOR": "serpapi"}}),
+        pytest.raises(UnknownPlatform, match=f"GEO_{key.upper()}_VENDOR='serpapi'"),
+    ):
+        get_connector(key)
 
 
 def test_every_surface_has_a_vendor_now() -> None:
