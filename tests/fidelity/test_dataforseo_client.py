@@ -6,8 +6,9 @@ SDKs are (tests/fidelity/harness.py): it builds its own requests (the simulator 
 them: the request side), it parses every answer the simulator serves into its typed models
 (the response side), and what our adapter extracts from the same bytes equals what the client
 exposes. Every endpoint the adapter uses is asked: task_post, task_get/advanced (deferred,
-then ready), tasks_ready, id_list, live/advanced, and the error shapes (credentials refused,
-the per-minute rate limit, a vendor error, a refused field, a failed task).
+then ready), tasks_ready, id_list, live/advanced, the four LLM Responses `live` endpoints
+(openai, anthropic, gemini, perplexity resold), and the error shapes (credentials refused, the
+per-minute rate limit, a vendor error, a refused field, a failed task).
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from dataforseo_client import ApiClient, Configuration
 from dataforseo_client.api.ai_optimization_api import AiOptimizationApi
 from dataforseo_client.api.serp_api import SerpApi
 from dataforseo_client.exceptions import ApiException, UnauthorizedException
+from dataforseo_client.models.ai_optimization_chat_gpt_llm_responses_live_request_info import (
+    AiOptimizationChatGptLlmResponsesLiveRequestInfo,
+)
+from dataforseo_client.models.ai_optimization_chat_gpt_llm_responses_live_response_info import (
+    AiOptimizationChatGptLlmResponsesLiveResponseInfo,
+)
 from dataforseo_client.models.ai_optimization_chat_gpt_llm_scraper_live_advanced_request_info import (  # noqa: E501
     AiOptimizationChatGptLlmScraperLiveAdvancedRequestInfo,
 )
@@ -32,11 +39,29 @@ from dataforseo_client.models.ai_optimization_chat_gpt_llm_scraper_task_get_adva
 from dataforseo_client.models.ai_optimization_chat_gpt_llm_scraper_task_post_request_info import (
     AiOptimizationChatGptLlmScraperTaskPostRequestInfo,
 )
+from dataforseo_client.models.ai_optimization_claude_llm_responses_live_request_info import (
+    AiOptimizationClaudeLlmResponsesLiveRequestInfo,
+)
+from dataforseo_client.models.ai_optimization_claude_llm_responses_live_response_info import (
+    AiOptimizationClaudeLlmResponsesLiveResponseInfo,
+)
+from dataforseo_client.models.ai_optimization_gemini_llm_responses_live_request_info import (
+    AiOptimizationGeminiLlmResponsesLiveRequestInfo,
+)
+from dataforseo_client.models.ai_optimization_gemini_llm_responses_live_response_info import (
+    AiOptimizationGeminiLlmResponsesLiveResponseInfo,
+)
 from dataforseo_client.models.ai_optimization_gemini_llm_scraper_task_get_advanced_response_info import (  # noqa: E501
     AiOptimizationGeminiLlmScraperTaskGetAdvancedResponseInfo,
 )
 from dataforseo_client.models.ai_optimization_gemini_llm_scraper_task_post_request_info import (
     AiOptimizationGeminiLlmScraperTaskPostRequestInfo,
+)
+from dataforseo_client.models.ai_optimization_perplexity_llm_responses_live_request_info import (
+    AiOptimizationPerplexityLlmResponsesLiveRequestInfo,
+)
+from dataforseo_client.models.ai_optimization_perplexity_llm_responses_live_response_info import (
+    AiOptimizationPerplexityLlmResponsesLiveResponseInfo,
 )
 from dataforseo_client.models.serp_google_ai_mode_task_get_advanced_response_info import (
     SerpGoogleAiModeTaskGetAdvancedResponseInfo,
@@ -55,9 +80,13 @@ from dataforseo_client.models.serp_id_list_request_info import SerpIdListRequest
 from connectors.adapters.dataforseo import (
     DataForSEOAIMode,
     DataForSEOAIOverview,
+    DataForSEOChatGPTResponses,
     DataForSEOChatGPTScraper,
+    DataForSEOClaudeResponses,
     DataForSEOConnector,
+    DataForSEOGeminiResponses,
     DataForSEOGeminiScraper,
+    DataForSEOPerplexityResponses,
     usd_cents,
 )
 from connectors.base import ConnectorConfig, ErrorClass, SampleRequest, UpstreamError
@@ -408,3 +437,72 @@ def test_a_refused_field_and_a_failed_task_read_alike(sim: SimulatorHandle, dfs:
     missing = api.chat_gpt_llm_scraper_task_get_advanced("00000000-0000-0000-0000-000000000000")
     assert missing.tasks[0].status_code == 40401
     assert ours.poll("00000000-0000-0000-0000-000000000000").state == "lost"
+
+
+# The LLM Responses API (the model platforms, resold): engine -> what the client calls it.
+LLM_RESPONSES = [
+    pytest.param("openai", DataForSEOChatGPTResponses, "chat_gpt", "gpt-4.1-mini",
+                 AiOptimizationChatGptLlmResponsesLiveRequestInfo,
+                 AiOptimizationChatGptLlmResponsesLiveResponseInfo, id="openai"),
+    pytest.param("anthropic", DataForSEOClaudeResponses, "claude", "claude-sonnet-4-5",
+                 AiOptimizationClaudeLlmResponsesLiveRequestInfo,
+                 AiOptimizationClaudeLlmResponsesLiveResponseInfo, id="anthropic"),
+    pytest.param("gemini", DataForSEOGeminiResponses, "gemini", "gemini-2.5-flash",
+                 AiOptimizationGeminiLlmResponsesLiveRequestInfo,
+                 AiOptimizationGeminiLlmResponsesLiveResponseInfo, id="gemini"),
+    pytest.param("perplexity", DataForSEOPerplexityResponses, "perplexity", "sonar",
+                 AiOptimizationPerplexityLlmResponsesLiveRequestInfo,
+                 AiOptimizationPerplexityLlmResponsesLiveResponseInfo, id="perplexity"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("platform", "cls", "se", "model", "post_model", "get_model"),
+                         LLM_RESPONSES)  # fmt: skip
+def test_the_client_parses_an_llm_response_and_the_adapter_reads_what_it_exposes(
+    sim: SimulatorHandle,
+    dfs: ApiClient,
+    platform: str,
+    cls: type[DataForSEOConnector],
+    se: str,
+    model: str,
+    post_model: Any,
+    get_model: Any,
+) -> None:
+    api = AiOptimizationApi(dfs)
+    ours = connector(sim, cls, platform)
+    request = SampleRequest(
+        sample_id=4,
+        idempotency_key=TAG,
+        question=QUESTION,
+        device="desktop",
+        region="us",
+        mode="web_search",
+        model=model,
+    )
+    # The request side: the adapter's task is one the client's model takes as it is.
+    spec = ours.task_spec(request)
+    task = post_model.from_dict(spec)
+    assert not task.additional_properties  # every field the adapter sends is documented
+    assert {k: v for k, v in task.to_dict().items() if v is not None} == spec
+    raw = raw_of(getattr(api, f"{se}_llm_responses_live_without_preload_content"), [task])
+
+    client_view = get_model.from_json(raw)
+    assert client_view.status_code == 20000
+    [answered] = client_view.tasks
+    assert answered.status_code == 20000 and answered.path[-2:] == ["llm_responses", "live"]
+    [result] = answered.result
+    assert result.model_name == model and result.web_search is True
+    [message] = result.items
+    assert type(message).__name__ == "MessageAiOptimizationLlmResponseElementItem"
+    [section] = message.sections
+    parsed = cls.parse(raw, sample_id=4)
+    assert parsed.collection_state == "completed"
+    assert parsed.answer_text == section.text != ""
+    sources = [a.direct_url or a.url for a in section.annotations]
+    assert [c.url for c in parsed.citations] == list(dict.fromkeys(sources)) != []
+    assert parsed.search_queries == result.fan_out_queries != []
+    assert parsed.cost == usd_cents(answered.cost) and answered.cost > result.money_spent > 0
+    assert parsed.upstream_id == answered.id
+
+    outcome = ours.submit(request)  # the adapter's own call reads the same
+    assert outcome.result is not None and outcome.cost == outcome.result.cost == parsed.cost
