@@ -103,6 +103,9 @@ ID_LIST_WINDOW = timedelta(days=2)
 ID_LIST_PAGES = 5
 ID_LIST_LIMIT = 1000
 NO_AI_OVERVIEW = "NO_AI_OVERVIEW"
+# The key under which `Answer.cited` carries a source's (start, end) in the answer text, where
+# the vendor states one (the LLM Responses annotations); not a vendor field.
+SPAN = "_span"
 
 # Region -> DataForSEO `location_code` (Google's geo target ids, the vendor's location list).
 LOCATION_CODES: dict[str, int] = {
@@ -473,7 +476,8 @@ class DataForSEOConnector(Connector):
         citations = CitationList(len(answer.text))
         for source in answer.cited:
             if source.get("url"):
-                citations.add(str(source["url"]), title=_title(source))
+                start, end = source.get(SPAN) or (None, None)
+                citations.add(str(source["url"]), title=_title(source), start=start, end=end)
         consulted = [(str(s.get("url") or ""), _title(s)) for s in answer.consulted]
         result = NormalizedResult.answer(
             raw,
@@ -693,18 +697,30 @@ class _LLMResponses(DataForSEOConnector):
     def answer_of(cls, result: dict[str, Any]) -> Answer:
         texts: list[str] = []
         cited: list[dict[str, Any]] = []
+        at = 0  # where the section being read starts in the joined answer
         for item in map(_as_dict, _as_list(result.get("items"))):
             if item.get("type") != "message":  # `reasoning`: the model's thinking, not its answer
                 continue
             for section in map(_as_dict, _as_list(item.get("sections"))):
-                if section.get("text"):
-                    texts.append(str(section["text"]))
+                text = str(section.get("text") or "")
+                if texts and text:
+                    at += len(PARAGRAPH)
                 for annotation in map(_as_dict, _as_list(section.get("annotations"))):
                     url = annotation.get("direct_url") or annotation.get("url")
-                    cited.append({"url": url, "title": annotation.get("title")})
+                    start, end = annotation.get("start_index"), annotation.get("end_index")
+                    span = None
+                    if isinstance(start, int) and isinstance(end, int):  # within the section
+                        span = (at + start, at + end)
+                    cited.append({"url": url, "title": annotation.get("title"), SPAN: span})
+                if text:
+                    texts.append(text)
+                    at += len(text)
         return Answer(
-            "\n\n".join(texts), cited=cited, searches=_as_list(result.get("fan_out_queries"))
+            PARAGRAPH.join(texts), cited=cited, searches=_as_list(result.get("fan_out_queries"))
         )
+
+
+PARAGRAPH = "\n\n"  # between the sections of an LLM Responses answer
 
 
 class DataForSEOChatGPTResponses(_LLMResponses):

@@ -5,9 +5,13 @@ its fan-out, its cost, and the errors."""
 from __future__ import annotations
 
 import json
+from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
+from django.test import override_settings
 
 from connectors.adapters.dataforseo import (
     DataForSEOChatGPTResponses,
@@ -95,6 +99,11 @@ def test_the_answer_its_citations_fan_out_and_cost_in_one_call(
     assert [c.url for c in result.citations] == list(dict.fromkeys(originals)) != []
     assert result.search_queries == task["result"][0]["fan_out_queries"] != []
     assert result.found == []  # the API separates no found sources
+    for citation, annotation in zip(result.citations, section["annotations"], strict=False):
+        assert (citation.start, citation.end) == (
+            annotation["start_index"],
+            annotation["end_index"],
+        )
     # The stated charge goes on the attempt (the outcome) and with the evidence (the result).
     assert outcome.cost == result.cost == usd_cents(task["cost"]) and outcome.cost
     assert outcome.cost_currency == result.cost_currency == "USD"
@@ -151,3 +160,26 @@ def test_a_refused_field_credentials_and_a_failed_task(dfs_sim: SimulatorHandle)
         DataForSEOChatGPTResponses(locked_out).submit(request())
     assert error.value.error_class is ErrorClass.AUTH
     assert "pw" not in error.value.message
+
+
+CAPTURED = Path(__file__).parent / "fixtures" / "dataforseo_llm_responses"
+
+
+@pytest.mark.parametrize("platform", ["openai", "anthropic", "gemini", "perplexity"])
+def test_reparse_of_a_captured_llm_response_prints_the_reviewed_result(platform: str) -> None:
+    """Captured from the simulator through the live path (seed 7), `live.expected.json` being
+    `manage.py reparse` of it, reviewed. Kept apart from fixtures/<platform>/: those are the
+    platform's own API's, parsed by its direct adapter."""
+    out = StringIO()
+    with override_settings(GEO_PLATFORMS={platform: {"VENDOR": "dataforseo"}}):
+        call_command(
+            "reparse", str(CAPTURED / platform / "live.json"), platform=platform, stdout=out
+        )
+    printed = json.loads(out.getvalue())
+    wanted = json.loads((CAPTURED / platform / "live.expected.json").read_text(encoding="utf-8"))
+    assert printed == wanted
+    assert printed["collection_state"] == "completed" and printed["citations"]
+    assert printed["search_queries"] and printed["cost"] == 1  # $0.0007 rounds up to 1 cent
+    text = printed["answer_text"]
+    for citation in printed["citations"]:  # the annotations' spans, in the answer
+        assert 0 <= citation["start"] < citation["end"] <= len(text)
