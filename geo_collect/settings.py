@@ -476,9 +476,11 @@ GEO_PLATFORM_MODELS: dict[str, str] = default_models()  # connectors/platforms.p
 # BASE_URL, MODEL, TIMEOUT (seconds), EGRESS ("direct,http://proxy:3128": attempts alternate
 # between these paths), EXTRA (a JSON object of adapter options, e.g. Doubao's bot_id) and
 # CALLBACK_URL. VENDOR: which collection vendor serves a consumer surface (chatgpt_web, ...;
-# connectors/platforms.py `vendors`); a vendor's own GEO_<VENDOR>_* (GEO_DATAFORSEO_API_KEY,
-# _BASE_URL) apply to every surface it serves unless the surface says otherwise. Kept as
-# given; connectors/registry.py turns them into a ConnectorConfig.
+# connectors/platforms.py `vendors`), or, named, serves a model platform instead of its own
+# API (GEO_OPENAI_VENDOR=dataforseo: DataForSEO's LLM Responses); a vendor's own
+# GEO_<VENDOR>_* (GEO_DATAFORSEO_API_KEY, _BASE_URL) apply to every platform it serves unless a
+# surface says otherwise (a model platform's own API_KEY / BASE_URL are never the vendor's).
+# Kept as given; connectors/registry.py turns them into a ConnectorConfig.
 # UNCERTAIN_REASK_SECONDS: what happens to a request whose outcome the platform cannot confirm
 # (no lookup: the direct APIs): unset, it is parked for a person (the default); a number of
 # seconds, it is asked again as a new attempt that long after the uncertain one started, whose
