@@ -34,6 +34,13 @@ EXPECTED: dict[str, tuple[int, int] | None] = {
     "brightdata/google_ai_mode/record.json": None,
     "brightdata/perplexity_web/errored.json": None,
     "brightdata/perplexity_web/record.json": None,
+    # DataForSEO's LLM Responses (fixtures/dataforseo_llm_responses/<platform>/): the result's
+    # `input_tokens` / `output_tokens` are not usage to price: the task's stated `cost`
+    # already includes the model's `money_spent` (read as usage, it would be billed twice).
+    "dataforseo_llm_responses/anthropic/live.json": None,
+    "dataforseo_llm_responses/gemini/live.json": None,
+    "dataforseo_llm_responses/openai/live.json": None,
+    "dataforseo_llm_responses/perplexity/live.json": None,
     "deepseek/nonstream.json": (12, 81),
     "deepseek/thinking.sse": (16, 128),
     "deepseek/truncated.sse": None,

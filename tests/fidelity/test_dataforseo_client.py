@@ -333,6 +333,8 @@ def test_the_client_parses_a_live_answer_and_the_adapter_answers_in_the_call(
     outcome = live.submit(request)
     assert outcome.result is not None and outcome.result.collection_state == "completed"
     assert not live.capabilities().asynchronous
+    # The live call's charge goes on the attempt (the outcome), as task_post's does.
+    assert outcome.cost == outcome.result.cost and outcome.cost_currency == "USD"
 
 
 def test_refused_credentials_are_an_auth_failure_to_both(
