@@ -106,6 +106,7 @@ NO_AI_OVERVIEW = "NO_AI_OVERVIEW"
 # The key under which `Answer.cited` carries a source's (start, end) in the answer text, where
 # the vendor states one (the LLM Responses annotations); not a vendor field.
 SPAN = "_span"
+PARAGRAPH = "\n\n"  # between the sections of an LLM Responses answer
 
 # Region -> DataForSEO `location_code` (Google's geo target ids, the vendor's location list).
 LOCATION_CODES: dict[str, int] = {
@@ -659,6 +660,7 @@ class _LLMResponses(DataForSEOConnector):
     # models always search) and `web_search_country_iso_code` (Gemini's does not).
     web_search_field: ClassVar[bool] = True
     country_field: ClassVar[bool] = True
+    regions: ClassVar[frozenset[str]] = REGIONS
 
     @property
     def live(self) -> bool:
@@ -671,7 +673,7 @@ class _LLMResponses(DataForSEOConnector):
         return Capabilities(
             platform=self.config.platform,
             devices=DEVICES,
-            regions=REGIONS,
+            regions=self.regions,
             modes=frozenset(modes),
             screenshots=False,
             submission_limit=1,
@@ -720,9 +722,6 @@ class _LLMResponses(DataForSEOConnector):
         )
 
 
-PARAGRAPH = "\n\n"  # between the sections of an LLM Responses answer
-
-
 class DataForSEOChatGPTResponses(_LLMResponses):
     prefix = "/v3/ai_optimization/chat_gpt/llm_responses"
 
@@ -733,7 +732,10 @@ class DataForSEOClaudeResponses(_LLMResponses):
 
 class DataForSEOGeminiResponses(_LLMResponses):
     prefix = "/v3/ai_optimization/gemini/llm_responses"
+    # No location is documented for Gemini's search, as for its own API (GeminiConnector):
+    # the only honest region is "global", so a gemini target runs through either.
     country_field = False
+    regions = frozenset({"global"})
 
 
 class DataForSEOPerplexityResponses(_LLMResponses):

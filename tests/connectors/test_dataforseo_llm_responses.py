@@ -22,6 +22,7 @@ from connectors.adapters.dataforseo import (
     usd_cents,
 )
 from connectors.base import ConnectorConfig, ErrorClass, SampleRequest, UpstreamError
+from connectors.registry import get_connector
 from simulator import SimulatorHandle
 
 QUESTION = "Which CRM is best for a small team?"
@@ -139,6 +140,19 @@ def test_without_search_no_sources_and_no_fan_out(dfs_sim: SimulatorHandle) -> N
     assert outcome.result.citations == [] and outcome.result.search_queries == []
     perplexity = connector(dfs_sim, DataForSEOPerplexityResponses, "perplexity", "sonar")
     assert perplexity.capabilities().modes == frozenset({"web_search"})
+
+
+@pytest.mark.parametrize(("platform", "cls", "model", "se"), ENGINES)
+def test_a_target_the_own_api_takes_is_taken_through_the_vendor(
+    settings: Any, platform: str, cls: type[DataForSEOConnector], model: str, se: str
+) -> None:
+    """Switching the vendor on never refuses a target the platform's own adapter takes
+    (its devices and regions; a mode the vendor cannot ask is the exception, named)."""
+    settings.GEO_PLATFORMS = {}
+    own = get_connector(platform).capabilities()
+    vendor = cls(ConnectorConfig(platform=platform, base_url="http://127.0.0.1:9")).capabilities()
+    assert (vendor.devices, vendor.regions) == (own.devices, own.regions)
+    assert vendor.modes <= own.modes and "web_search" in vendor.modes
 
 
 def test_a_refused_field_credentials_and_a_failed_task(dfs_sim: SimulatorHandle) -> None:
