@@ -13,6 +13,7 @@ import pytest
 from billing.costs import book_pending_attempt_costs
 from billing.reconciliation import reconcile
 from evidence.models import Capture
+from evidence.services import reparse_sample
 from geo_collect.settings import platform_settings
 from sampling.models import Attempt, Sample
 from simulator import SimulatorHandle
@@ -68,3 +69,12 @@ def test_a_perplexity_run_through_dataforseo_completes_with_its_cost_booked_once
     recorded = {r.upstream_id: r.recorded_cost for r in report.rows if r.platform == "perplexity"}
     assert recorded == {s.upstream_id: 1 for s in samples}  # once per call, $0.0007 -> 1 cent
     assert report.count("cost_unknown") == 0
+
+    # `manage.py reparse --sample`: the stored raw re-derives the answer the live path gave.
+    live = Capture.objects.get(sample=samples[0], revision=1)
+    again, result = reparse_sample(sample_id=samples[0].pk)
+    assert again.revision == 2 and result.collection_state == "completed"
+    assert (again.answer_text, again.citations.count()) == (
+        live.answer_text,
+        live.citations.count(),
+    )
