@@ -271,3 +271,15 @@ def test_the_topic_filter_offers_the_topics_in_alphabetical_order(
     offered = re.findall(r'<option value="([^"]+)"', select.group(0))
     used = topics[: monitored.campaign.questions.count()]
     assert len(used) >= 2 and offered == sorted(used)
+
+
+def test_the_question_filter_marks_the_chosen_question_and_escapes_its_text() -> None:
+    from console.dashboard import PlainSelect
+
+    widget = PlainSelect(choices=[("", "all"), ("7", '1. <b>"Which" CRM?</b>'), ("8", "2. x")])
+    html = widget.render("question", 7, attrs={"id": "id_question"})
+    assert html.startswith('<select name="question" id="id_question">')
+    text = "1. &lt;b&gt;&quot;Which&quot; CRM?&lt;/b&gt;"
+    assert f'<option value="7" selected>{text}</option>' in html
+    assert '<option value="" >' not in html and '<option value="">all</option>' in html
+    assert html.count(" selected") == 1
