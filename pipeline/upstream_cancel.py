@@ -56,12 +56,11 @@ def cancel_accepted_tasks(
         return 0
     connector = get_connector(platform)
     asked = 0
-    for cancel_id in plan_upstream_cancels(run_id=run_id, platform=platform):
-        claimed = claim_upstream_cancel(cancel_id=cancel_id)
-        if claimed is None:
+    for cancel_id, upstream_id in plan_upstream_cancels(run_id=run_id, platform=platform):
+        if not claim_upstream_cancel(cancel_id=cancel_id):
             continue  # asked by an earlier delivery, or finished since it was planned
         asked += 1
-        acknowledged, error, upstream_id = False, "", claimed.upstream_id
+        acknowledged, error = False, ""
         try:
             acknowledged = upstream_call(platform, partial(connector.cancel, upstream_id))
         except UpstreamError as failure:

@@ -332,11 +332,11 @@ _UNFINISHED_UPSTREAM = Q(
 ) & ~Q(upstream_id="")
 
 
-def plan_upstream_cancels(*, run_id: UUID | str, platform: str) -> list[int]:
+def plan_upstream_cancels(*, run_id: UUID | str, platform: str) -> list[tuple[int, str]]:
     """Record one planned cancel per task of the run on `platform` that the upstream accepted
     and has not finished; a task planned before (a redelivered message, a second cancel) is
-    not planned again. Returns the ids of this run's and platform's cancels not yet
-    requested, oldest first."""
+    not planned again. Returns (cancel id, upstream id) of this run's and platform's cancels
+    not yet requested, oldest first."""
     unfinished = Sample.objects.filter(_UNFINISHED_UPSTREAM, run_id=run_id, platform=platform)
     UpstreamCancel.objects.bulk_create(
         [
@@ -348,19 +348,13 @@ def plan_upstream_cancels(*, run_id: UUID | str, platform: str) -> list[int]:
     return list(
         UpstreamCancel.objects.filter(run_id=run_id, platform=platform, requested_at=None)
         .order_by("pk")
-        .values_list("pk", flat=True)
+        .values_list("pk", "upstream_id")
     )
 
 
-@dataclass(frozen=True)
-class ClaimedCancel:
-    cancel_id: int
-    upstream_id: str
-
-
-def claim_upstream_cancel(*, cancel_id: int) -> ClaimedCancel | None:
+def claim_upstream_cancel(*, cancel_id: int) -> bool:
     """Take a planned cancel for sending: one conditional update, so exactly one worker sends
-    it, once. None when it was claimed already, or its task finished since it was planned
+    it, once. False when it was claimed already, or its task finished since it was planned
     (the upstream need not be asked: the answer is in)."""
     still_unfinished = Sample.objects.filter(
         _UNFINISHED_UPSTREAM, pk=OuterRef("sample_id"), upstream_id=OuterRef("upstream_id")
@@ -368,10 +362,7 @@ def claim_upstream_cancel(*, cancel_id: int) -> ClaimedCancel | None:
     claimed = UpstreamCancel.objects.filter(
         Exists(still_unfinished), pk=cancel_id, requested_at=None
     ).update(requested_at=Now())
-    if claimed != 1:
-        return None
-    upstream_id = UpstreamCancel.objects.values_list("upstream_id", flat=True).get(pk=cancel_id)
-    return ClaimedCancel(cancel_id=cancel_id, upstream_id=upstream_id)
+    return claimed == 1
 
 
 def record_upstream_cancel(*, cancel_id: int, acknowledged: bool, error: str = "") -> bool:

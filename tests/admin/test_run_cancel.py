@@ -147,8 +147,8 @@ def test_the_run_page_says_what_the_upstream_cancel_asked_and_what_was_acknowled
         cancel = UpstreamCancel.objects.create(
             run=run, sample=sample, platform=sample.platform, upstream_id=f"tsk_{sample.pk}"
         )
-        claimed = claim_upstream_cancel(cancel_id=cancel.pk)
-        assert claimed is None  # the samples are not accepted upstream: nothing is sent
+        # the samples are not accepted upstream: nothing is sent
+        assert claim_upstream_cancel(cancel_id=cancel.pk) is False
         UpstreamCancel.objects.filter(pk=cancel.pk).update(requested_at=Now())
         if answer is not None:
             record_upstream_cancel(cancel_id=cancel.pk, acknowledged=answer[0], error=answer[1])
