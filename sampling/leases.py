@@ -57,9 +57,10 @@ class Claim:
     waited_seconds: float = 0.0  # due -> claimed
 
 
-def lease_ends_after(param: str) -> str:
-    """SQL: whether the row's lease ends more than `param` seconds from now (database time)."""
-    return f"(lease_until IS NOT NULL AND lease_until > {_lease_end(param)})"
+def lease_ends_after(param: str, *, column: str = "lease_until") -> str:
+    """SQL: whether the row's lease (`column`) ends more than `param` seconds from now
+    (database time)."""
+    return f"({column} IS NOT NULL AND {column} > {_lease_end(param)})"
 
 
 def _lease_end(param: str) -> str:

@@ -126,12 +126,12 @@ _FRESH = "_lease_fresh"  # where load_for_step keeps it, in the instance's __dic
 FRESH_SHARE = 2 / 3
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=2)  # per database vendor: the lease's end is written per vendor
 def _load_sql(vendor: str) -> str:
     return _LOAD_FOR_STEP.format(
         sample=columns(Sample, "s"),
         question=columns(QuestionRevision, "q"),
-        fresh=lease_ends_after("%s").replace("lease_until", "s.lease_until"),
+        fresh=lease_ends_after("%s", column="s.lease_until"),
         samples=Sample._meta.db_table,
         questions=QuestionRevision._meta.db_table,
     )
