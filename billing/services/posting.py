@@ -135,14 +135,38 @@ def _check_legs(legs: Sequence[tuple[Account, int]]) -> None:
 def _refs(fields: dict[str, Any]) -> dict[str, Any]:
     """What the entry points at, as the content hash records it (billing/ledger_chain.py)."""
     tenant, run, reverses = fields["tenant"], fields["run"], fields["reverses"]
+    return refs_of(
+        tenant_id=tenant.pk if tenant else None,
+        run_id=run.pk if run else None,
+        sample_id=fields["sample_id"],
+        capture_id=fields["capture_id"],
+        platform=fields["platform"],
+        upstream_id=fields["upstream_id"],
+        reverses_id=reverses.pk if reverses else None,
+    )
+
+
+def refs_of(
+    *,
+    tenant_id: int | None,
+    run_id: Any,
+    sample_id: int | None,
+    capture_id: int | None,
+    platform: str,
+    upstream_id: str,
+    reverses_id: int | None,
+) -> dict[str, Any]:
+    """The references of an entry by id, the one shape both posting paths hash: an entry
+    booked by `post_entry` and the same one by `post_untracked_entries` have the same
+    content hash, so either replays the other."""
     return {
-        "tenant": tenant.pk if tenant else None,
-        "run": str(run.pk) if run else None,
-        "sample": fields["sample_id"],
-        "capture": fields["capture_id"],
-        "platform": fields["platform"],
-        "upstream_id": fields["upstream_id"],
-        "reverses": reverses.pk if reverses else None,
+        "tenant": tenant_id,
+        "run": str(run_id) if run_id else None,
+        "sample": sample_id,
+        "capture": capture_id,
+        "platform": platform,
+        "upstream_id": upstream_id,
+        "reverses": reverses_id,
     }
 
 
@@ -228,15 +252,15 @@ def post_untracked_entries(entries: Sequence[UntrackedEntry]) -> int:
     hashed: dict[str, tuple[UntrackedEntry, str]] = {}
     for entry in entries:
         _check_legs(entry.legs)
-        refs = {
-            "tenant": entry.tenant_id,
-            "run": str(entry.run_id) if entry.run_id else None,
-            "sample": entry.sample_id,
-            "capture": None,
-            "platform": entry.platform,
-            "upstream_id": entry.upstream_id,
-            "reverses": None,
-        }
+        refs = refs_of(
+            tenant_id=entry.tenant_id,
+            run_id=entry.run_id,
+            sample_id=entry.sample_id,
+            capture_id=None,
+            platform=entry.platform,
+            upstream_id=entry.upstream_id,
+            reverses_id=None,
+        )
         legs = [(a.code, amount) for a, amount in entry.legs]
         digest = ledger_chain.content_hash(kind=entry.kind, legs=legs, refs=refs, settlements=())
         hashed[entry.idempotency_key] = (entry, digest)
