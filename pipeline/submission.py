@@ -51,6 +51,7 @@ from sampling.models import (
     Sample,
     SubmissionState,
 )
+from sampling.steps import begin_attempt_at_once
 
 log = logging.getLogger("pipeline.execution")
 
@@ -100,7 +101,14 @@ def _record_task(
 
 def _begin_attempt(ctx: StepContext) -> tuple[Sample, Attempt] | str:
     """Persist the attempt and its idempotency key before calling the upstream; or what was
-    done instead (the sample is uncertain, or its run cancelled)."""
+    done instead (the sample is uncertain, or its run cancelled). Usually one statement
+    (`begin_attempt_at_once`); the locked path finds out what else to do."""
+    loaded = ctx.loaded
+    if loaded is not None:
+        model = frozen_model(loaded.run, loaded.platform) or ""
+        attempt = begin_attempt_at_once(loaded, token=ctx.token, model=model)
+        if attempt is not None:
+            return loaded, attempt
     with locked_step(ctx, "submit") as step:
         s = step.sample
         if s.submission_state == SubmissionState.SUBMITTING:

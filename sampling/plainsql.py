@@ -15,6 +15,7 @@ of a single host, they fall back to the ORM. Reads work on both.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from functools import cache
@@ -121,6 +122,29 @@ def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequenc
     return objs
 
 
+def insert_row_if(obj: M, *, guard: str, params: Sequence[Any]) -> bool:
+    """INSERT `obj` in the statement that runs `guard` (an UPDATE ... RETURNING, run as a WITH
+    clause), only if the guard changed a row: a conditional write and the row it adds in one
+    round trip, committed as one (outside a transaction, without a BEGIN and a COMMIT of their
+    own). Returns whether both happened; `obj` is filled in as `insert_rows` fills it.
+    PostgreSQL only (a WITH clause that changes rows)."""
+    db = _db()
+    model = type(obj)
+    plan = _insert_plan(model, _defaulted(model, obj))
+    values = [field.get_db_prep_save(field.pre_save(obj, True), db) for field in plan.fields]
+    sql = f"WITH guard AS ({guard}) {plan.head_select} FROM guard{plan.returning}"
+    with cursor() as cur:
+        cur.execute(sql, [*params, *values])
+        row = cur.fetchone()
+    if row is None:
+        return False
+    for field, value in zip(plan.returned, row, strict=True):
+        setattr(obj, field.attname, value)
+    obj._state.adding = False
+    obj._state.db = db.alias
+    return True
+
+
 class _InsertPlan:
     """The text of a model's INSERT for one set of columns, built once per process."""
 
@@ -137,7 +161,16 @@ class _InsertPlan:
             f"({', '.join(quote(f.column) for f in self.fields)}) VALUES "
         )
         self.row = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
+        # The same row as a SELECT list (`insert_row_if`): a parameter there has no column to
+        # take its type from, so each is cast to its column's type, without a length (an
+        # explicit cast to varchar(n) would cut a longer value instead of refusing it).
+        casts = ", ".join(f"%s::{_base_type(f)}" for f in self.fields)
+        self.head_select = self.head.removesuffix("VALUES ") + f"SELECT {casts}"
         self.returning = f" RETURNING {', '.join(quote(f.column) for f in self.returned)}"
+
+
+def _base_type(field: Field[Any, Any]) -> str:
+    return re.sub(r"\(.*\)", "", field.db_type(connections[DEFAULT_DB_ALIAS]) or "")
 
 
 @cache

@@ -50,6 +50,7 @@ from .plainsql import (
     changed_fields,
     columns,
     from_row,
+    insert_row_if,
     insert_rows,
     seen,
     track,
@@ -185,6 +186,54 @@ def _frozen_run(alias: str, run_id: UUID) -> tuple[list[str], list[Any]]:
     return names, [row[name] for name in names]
 
 
+# --- an attempt begun at once -----------------------------------------------------------
+
+# `SampleStep.attempt_started` as one statement: the sample moves to `submitting` if the claim's
+# token still holds a live lease, the sample is still as the step read it and its run is not
+# cancelled; the attempt row is inserted in the same statement (sampling/plainsql.py).
+_BEGIN_SUBMIT = """UPDATE {samples} s
+   SET submission_state = %s, attempts = s.attempts + 1, updated_at = statement_timestamp()
+ WHERE s.id = %s AND s.fencing_token = %s AND s.queue_state = %s
+   AND s.lease_until > statement_timestamp() AND s.submission_state = %s AND s.attempts = %s
+   AND NOT EXISTS (SELECT 1 FROM {runs} r WHERE r.id = s.run_id AND r.cancelled_at IS NOT NULL)
+RETURNING s.id"""
+
+
+def begin_attempt_at_once(sample: Sample, *, token: int, model: str) -> Attempt | None:
+    """Before the upstream is asked, as `SampleStep.attempt_started`, without a lock or a
+    transaction of its own: one statement, committed on its own (the common case of a submit:
+    a planned sample, its lease live, its run going on). `sample`: as the step loaded it; it
+    holds the write afterwards. None: something did not hold (a stale token, a lapsed lease,
+    a sample changed since, a cancelled run) and nothing was written; the locked path
+    (`fenced_step`) then finds out what and does it. PostgreSQL only; None elsewhere."""
+    if connection.vendor != "postgresql" or sample.submission_state != SubmissionState.PLANNED:
+        return None
+    attempt = _next_attempt(sample, token=token, model=model, attempt_no=sample.attempts + 1)
+    guard = _BEGIN_SUBMIT.format(samples=Sample._meta.db_table, runs=Run._meta.db_table)
+    params = [SubmissionState.SUBMITTING, sample.pk, token, QueueState.LEASED]
+    params += [SubmissionState.PLANNED, sample.attempts]
+    if not insert_row_if(attempt, guard=guard, params=params):
+        return None
+    sample.attempts += 1
+    sample.begin_submit()
+    track(sample)
+    track(attempt)
+    return attempt
+
+
+def _next_attempt(s: Sample, *, token: int, model: str, attempt_no: int | None = None) -> Attempt:
+    """The sample's next attempt (`attempt_no`, else the sample's count of attempts, already
+    raised) and its idempotency key."""
+    number = s.attempts if attempt_no is None else attempt_no
+    return Attempt(
+        sample=s,
+        attempt_no=number,
+        idempotency_key=f"{s.run_id}:{s.pk}:{number}",
+        fencing_token=token,
+        model=model,
+    )
+
+
 # --- the step, locked --------------------------------------------------------------------
 
 
@@ -228,14 +277,8 @@ class SampleStep:
         The lease is kept: the call follows."""
         s = self.sample
         s.attempts += 1
-        attempt = Attempt(
-            sample=s,
-            attempt_no=s.attempts,
-            idempotency_key=f"{s.run_id}:{s.pk}:{s.attempts}",
-            fencing_token=self.token,
-            model=model,
-        )
-        insert_rows([attempt])  # a plain INSERT (sampling/plainsql.py): once per submit
+        attempt = _next_attempt(s, token=self.token, model=model)
+        insert_rows([attempt])  # a plain INSERT (sampling/plainsql.py)
         track(attempt)
         self.attempt = attempt
         s.begin_submit()
