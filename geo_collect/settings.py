@@ -298,6 +298,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT = "geo_collect.broker_redis:Transport"  # one client per channel
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {
         # Unacknowledged messages come back after this long if their worker vanished.
         "visibility_timeout": int(os.environ.get("GEO_VISIBILITY_TIMEOUT", "300")),
