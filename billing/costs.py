@@ -20,11 +20,9 @@ from connectors.usage import Usage
 from sampling.models import Attempt
 from sampling.plainsql import insert_rows
 
-from .models import Account, EntryKind, JournalEntry, PendingAttemptCost
+from .models import Account, EntryKind, PendingAttemptCost
 from .services import (
-    IdempotencyConflict,
     UntrackedEntry,
-    post_entry,
     post_untracked_entries,
     upstream_cost_account,
     upstream_payable_account,
@@ -62,39 +60,6 @@ def apply_cost(attempt: Attempt, cost: AttemptCost) -> None:
     attempt.cost_currency = cost.currency
 
 
-def book_attempt_cost(*, attempt_id: int) -> JournalEntry | None:
-    """Book one attempt's cost in the ledger, once (keyed by the attempt)."""
-    # Without the run's snapshots: the entry needs the run's key, and the frozen snapshot
-    # (every question of the campaign) cost more to decode than the rest of the booking.
-    attempt = (
-        Attempt.objects.select_related("sample__run", "sample__tenant")
-        .defer("sample__run__config_snapshot", "sample__run__quote_snapshot")
-        .get(pk=attempt_id)
-    )
-    if not attempt.cost:
-        return None
-    sample = attempt.sample
-    try:
-        return post_entry(
-            idempotency_key=_cost_key(attempt.pk),
-            kind=EntryKind.UPSTREAM_COST,
-            legs=[
-                (upstream_payable_account(sample.platform, attempt.cost_currency), -attempt.cost),
-                (upstream_cost_account(sample.platform, attempt.cost_currency), attempt.cost),
-            ],
-            tenant=sample.tenant,
-            run=sample.run,
-            sample_id=sample.pk,
-            platform=sample.platform,
-            upstream_id=attempt.upstream_id,
-            memo=_memo(attempt.attempt_no, attempt.model, attempt.input_tokens,
-                       attempt.output_tokens),
-        )  # fmt: skip
-    except IdempotencyConflict as conflict:
-        log.warning("attempt cost conflict for attempt %s: %s", attempt.pk, conflict)
-        return None
-
-
 def _cost_key(attempt_id: int) -> str:
     return f"upstream-cost:attempt:{attempt_id}"
 
@@ -104,11 +69,11 @@ def _memo(attempt_no: int, model: str, input_tokens: int | None, output_tokens: 
 
 
 def book_attempt_costs(attempt_ids: list[int]) -> int:
-    """Book the costs of many attempts, one entry per attempt (keyed by it, the same entry
-    `book_attempt_cost` makes), in one transaction (`post_untracked_entries`): one read of the
-    attempts, their accounts once per platform and currency, one chain lock. Idempotent: an
-    attempt already booked is replayed, not booked again. Returns the costed attempts whose
-    entry is in the ledger (booked now or before), as `book_attempt_cost` counted them."""
+    """Book the costs of many attempts, one entry per attempt (keyed by it), in one
+    transaction (`post_untracked_entries`): one read of the attempts, their accounts once per
+    platform and currency, one chain lock. Idempotent: an attempt already booked is replayed,
+    not booked again. Returns the costed attempts whose entry is in the ledger (booked now or
+    before)."""
     rows = (
         Attempt.objects.filter(pk__in=attempt_ids, cost__gt=0)
         .order_by("pk")

@@ -119,8 +119,8 @@ def test_queued_attempt_costs_are_booked_once_per_attempt() -> None:
 def test_a_ticks_attempt_costs_are_booked_in_one_transaction_and_chain_in_order() -> None:
     """`book_pending_attempt_costs` posts the queued costs together (one chain lock): each
     attempt still has its own entry, linked into the chain in id order, the ledger verifies,
-    and one booked before (by `book_attempt_cost`, the run's end) is replayed, not doubled."""
-    from billing.costs import book_attempt_cost
+    and one booked before (by the run's end) is replayed, not doubled."""
+    from billing.costs import book_attempt_costs
     from billing.ledger_chain import verify_chain
 
     run, done = _queued_run(questions=3)
@@ -139,7 +139,7 @@ def test_a_ticks_attempt_costs_are_booked_in_one_transaction_and_chain_in_order(
         )
         for i, sample in enumerate(done)
     ]
-    assert book_attempt_cost(attempt_id=attempts[0].pk) is not None  # booked one at a time
+    assert book_attempt_costs([attempts[0].pk]) == 1  # booked before, alone
     for attempt in attempts:
         queue_attempt_cost(run_id=run.pk, attempt_id=attempt.pk)
 
