@@ -165,28 +165,30 @@ def _state_up_to(entry_id: int, *, after: Checkpoint | None = None) -> tuple[int
 # --- the store side -------------------------------------------------------------------------
 
 
-def _newest_name(storage: Storage, folder: str, *, dirs: bool) -> str | None:
+def _names(storage: Storage, folder: str, *, dirs: bool) -> list[str]:
+    """The bucket folders (`dirs`) or checkpoint files of `folder`, newest first."""
     try:
         folders, files = storage.listdir(folder)
     except FileNotFoundError:
-        return None
-    names = sorted(folders if dirs else [f for f in files if f.endswith(".json")])
-    return names[-1] if names else None
+        return []
+    return sorted(folders if dirs else [f for f in files if f.endswith(".json")], reverse=True)
 
 
 def latest_checkpoint(name: str, *, storage: Storage | None = None) -> tuple[str, bytes] | None:
-    """(key, bytes) of the newest checkpoint of lineage `name`, or None."""
+    """(key, bytes) of the newest checkpoint of lineage `name`, or None. A file with nothing
+    in it yet is a checkpoint another process is writing (the filesystem store creates the
+    file, then writes it; concurrent top-ups each write one after their commit): the one
+    before it is the newest written."""
     target = storage or evidence_storage()
     root = f"{PREFIX}/{name}"
-    bucket = _newest_name(target, root, dirs=True)
-    if bucket is None:
-        return None
-    newest = _newest_name(target, f"{root}/{bucket}", dirs=False)
-    if newest is None:
-        return None
-    key = f"{root}/{bucket}/{newest}"
-    with target.open(key, "rb") as handle:
-        return key, handle.read()
+    for bucket in _names(target, root, dirs=True):
+        for newest in _names(target, f"{root}/{bucket}", dirs=False):
+            key = f"{root}/{bucket}/{newest}"
+            with target.open(key, "rb") as handle:
+                data: bytes = handle.read()
+            if data:
+                return key, data
+    return None
 
 
 def _read(name: str) -> Checkpoint | None:

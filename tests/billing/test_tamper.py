@@ -18,7 +18,7 @@ from django.core.management.base import CommandError
 from django.db import IntegrityError, connection, transaction
 
 from billing import ledger_chain, services
-from billing.checkpoints import PREFIX
+from billing.checkpoints import PREFIX, latest_checkpoint
 from billing.models import EntryKind, JournalEntry
 from tests.billing.conftest import COLLECTOR, complete, fail, launch, samples, tenant
 
@@ -252,3 +252,25 @@ def test_an_account_opened_with_a_balance_is_refused_by_the_database() -> None:
                 [f"available:{stranger.pk}:USD", stranger.pk],
             )
     assert services.available_account(stranger, "USD").balance == 0
+
+
+def test_a_checkpoint_another_process_is_still_writing_is_not_read_as_the_newest(
+    checkpoint_store: Path,
+) -> None:
+    """Concurrent top-ups each checkpoint after their commit; the filesystem store creates a
+    file before writing it. A top-up that found that empty file as the newest failed after its
+    commit (a JSONDecodeError out of `top_up`); it reads the one before it instead."""
+    acme = tenant()
+    services.top_up(tenant=acme, amount=500, currency="USD", idempotency_key="pay-1")
+    [written] = (checkpoint_store / PREFIX).rglob("*.json")
+    being_written = written.with_name(f"{int(written.stem) + 1:020d}.json")
+    being_written.touch()  # created by another process, not yet written
+
+    second = services.top_up(tenant=acme, amount=700, currency="USD", idempotency_key="pay-2")
+
+    lineage = written.relative_to(checkpoint_store / PREFIX).parts[0]
+    found = latest_checkpoint(lineage)
+    assert found is not None and json.loads(found[1])["entry_id"] == second.pk
+    out = io.StringIO()
+    call_command("check_ledger", stdout=out)
+    assert out.getvalue().startswith("ledger OK")
