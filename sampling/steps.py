@@ -191,11 +191,12 @@ def _frozen_run(alias: str, run_id: UUID) -> tuple[list[str], list[Any]]:
 # `SampleStep.attempt_started` as one statement: the sample moves to `submitting` if the claim's
 # token still holds a live lease, the sample is still as the step read it and its run is not
 # cancelled; the attempt row is inserted in the same statement (sampling/plainsql.py).
-_BEGIN_SUBMIT = """UPDATE {samples} s
+_BEGIN_SUBMIT = f"""UPDATE {Sample._meta.db_table} s
    SET submission_state = %s, attempts = s.attempts + 1, updated_at = statement_timestamp()
  WHERE s.id = %s AND s.fencing_token = %s AND s.queue_state = %s
    AND s.lease_until > statement_timestamp() AND s.submission_state = %s AND s.attempts = %s
-   AND NOT EXISTS (SELECT 1 FROM {runs} r WHERE r.id = s.run_id AND r.cancelled_at IS NOT NULL)
+   AND NOT EXISTS (SELECT 1 FROM {Run._meta.db_table} r
+                    WHERE r.id = s.run_id AND r.cancelled_at IS NOT NULL)
 RETURNING s.id"""
 
 
@@ -209,10 +210,9 @@ def begin_attempt_at_once(sample: Sample, *, token: int, model: str) -> Attempt 
     if connection.vendor != "postgresql" or sample.submission_state != SubmissionState.PLANNED:
         return None
     attempt = _next_attempt(sample, token=token, model=model, attempt_no=sample.attempts + 1)
-    guard = _BEGIN_SUBMIT.format(samples=Sample._meta.db_table, runs=Run._meta.db_table)
     params = [SubmissionState.SUBMITTING, sample.pk, token, QueueState.LEASED]
     params += [SubmissionState.PLANNED, sample.attempts]
-    if not insert_row_if(attempt, guard=guard, params=params):
+    if not insert_row_if(attempt, guard=_BEGIN_SUBMIT, params=params):
         return None
     sample.attempts += 1
     sample.begin_submit()
@@ -221,14 +221,12 @@ def begin_attempt_at_once(sample: Sample, *, token: int, model: str) -> Attempt 
     return attempt
 
 
-def _next_attempt(s: Sample, *, token: int, model: str, attempt_no: int | None = None) -> Attempt:
-    """The sample's next attempt (`attempt_no`, else the sample's count of attempts, already
-    raised) and its idempotency key."""
-    number = s.attempts if attempt_no is None else attempt_no
+def _next_attempt(s: Sample, *, token: int, model: str, attempt_no: int) -> Attempt:
+    """The sample's attempt number `attempt_no` and its idempotency key."""
     return Attempt(
         sample=s,
-        attempt_no=number,
-        idempotency_key=f"{s.run_id}:{s.pk}:{number}",
+        attempt_no=attempt_no,
+        idempotency_key=f"{s.run_id}:{s.pk}:{attempt_no}",
         fencing_token=token,
         model=model,
     )
@@ -277,7 +275,7 @@ class SampleStep:
         The lease is kept: the call follows."""
         s = self.sample
         s.attempts += 1
-        attempt = _next_attempt(s, token=self.token, model=model)
+        attempt = _next_attempt(s, token=self.token, model=model, attempt_no=s.attempts)
         insert_rows([attempt])  # a plain INSERT (sampling/plainsql.py)
         track(attempt)
         self.attempt = attempt
