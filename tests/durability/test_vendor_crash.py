@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from billing.models import PendingAttemptCost
 from billing.reconciliation import reconcile
 from sampling.models import Attempt, Run, Sample
 from simulator import SimulatorHandle
@@ -43,9 +44,16 @@ def _crash_then_rescue(procs: Procs, simulator: SimulatorHandle, target: dict[st
         assert list(sample.attempt_set.values_list("status", flat=True)) == ["started"]
 
     rescuer = procs.worker("w2")
-    drive(run_finished(run), timeout=90)
+    # Finished, and every attempt's cost booked: costs are queued with the attempt's outcome
+    # and booked by a later dispatcher tick (or the run end's event), so a run can be finished
+    # a tick before its last cost is in the ledger.
+    drive(lambda: run_finished(run)() and not _costs_queued(run), timeout=90)
     assert outcomes(rescuer).count("verified-accepted") == len(in_flight)
     return run
+
+
+def _costs_queued(run: Run) -> bool:
+    return PendingAttemptCost.objects.filter(run_id=run.pk).exists()
 
 
 def _one_task_per_sample(simulator: SimulatorHandle, run: Run, surface: str) -> None:
