@@ -718,6 +718,10 @@ def upstream_log_check(chaos: Chaos) -> tuple[list[str], dict[str, int]]:
 
 
 _OUTCOME = re.compile(r"pipeline\.execute_step\[[^\]]+\] succeeded in [0-9.]+s: '([^']*)'")
+# A message of several steps (or a batch submit) logs {sample id: 'outcome', ...}.
+_OUTCOMES = re.compile(
+    r"pipeline\.execute_(?:steps|submit_batch)\[[^\]]+\] succeeded in [0-9.]+s: (\{.*\})"
+)
 
 
 def outcome_counts() -> Counter[str]:
@@ -725,8 +729,11 @@ def outcome_counts() -> Counter[str]:
     for path in (WORK / "logs").glob("w-*.log"):
         for line in messages(path.read_text(errors="replace")):  # the worker logs JSON lines
             match = _OUTCOME.search(line)
-            if match:
-                outcome = match.group(1)
+            several = _OUTCOMES.search(line)
+            outcomes = [match.group(1)] if match else []
+            if several:
+                outcomes = re.findall(r"\d+: '([^']*)'", several.group(1))
+            for outcome in outcomes:
                 found[outcome.split(":")[0] if outcome.startswith("retry") else outcome] += 1
     return found
 

@@ -115,7 +115,13 @@ def queue_attempt_cost(*, run_id: UUID | str, attempt_id: int) -> None:
     """Book the attempt's cost later (`book_pending_attempt_costs`, each dispatcher tick): the
     worker writes one row instead of a ledger entry, which takes the ledger's chain lock."""
     # A plain INSERT (sampling/plainsql.py): once per priced attempt, in its fenced write.
-    insert_rows([PendingAttemptCost(run_id=run_id, attempt_id=attempt_id)], ignore_conflicts=True)
+    insert_rows([pending_attempt_cost(run_id=run_id, attempt_id=attempt_id)], ignore_conflicts=True)
+
+
+def pending_attempt_cost(*, run_id: UUID | str, attempt_id: int) -> PendingAttemptCost:
+    """The queue row of `queue_attempt_cost`, not yet written (a fenced write that writes it
+    with others: skip it on conflict, the attempt's cost is queued once)."""
+    return PendingAttemptCost(run_id=run_id, attempt_id=attempt_id)
 
 
 def book_pending_attempt_costs(*, limit: int = 5000) -> int:

@@ -27,7 +27,9 @@ from typing import Any
 from kombu.transport import redis, virtual
 
 # The messages whose redelivery the sample's lease provides (pipeline/tasks.py).
-STEP_TASKS = frozenset({"pipeline.execute_step", "pipeline.execute_submit_batch"})
+STEP_TASKS = frozenset(
+    {"pipeline.execute_step", "pipeline.execute_steps", "pipeline.execute_submit_batch"}
+)
 
 
 def _is_step_message(message: Any) -> bool:

@@ -542,6 +542,14 @@ GEO_OUTBOX_REDELIVER_SECONDS = float(os.environ.get("GEO_OUTBOX_REDELIVER_SECOND
 # between are claimed in one tick: a tick costs about ten statements however much it claims.
 # The price is at most this long before a freed slot is used again.
 GEO_DISPATCH_MIN_TICK_SECONDS = float(os.environ.get("GEO_DISPATCH_MIN_TICK_SECONDS", "0.05"))
+# One tick's claims for one queue travel in messages of up to this many steps
+# (`pipeline.execute_steps`): the worker runs each as its own step, on threads of its own, and
+# pays for a message's delivery and task bookkeeping once for all of them (docs/decisions.md,
+# "Several claims in one step message"). 1: a message per claim.
+GEO_STEPS_PER_MESSAGE = int(os.environ.get("GEO_STEPS_PER_MESSAGE", "16"))
+# A worker's threads for the steps of a message beyond its first, which runs on the thread
+# Celery gave the message; created as needed, up to this many.
+GEO_WORKER_STEP_THREADS = int(os.environ.get("GEO_WORKER_STEP_THREADS", "256"))
 # The active dispatcher holds a leader lease (pipeline/leadership.py) for this long past its
 # last tick (database time); a standby looks every GEO_LEADER_CHECK_SECONDS and takes over once
 # it has run out (at once when the holder's PostgreSQL session is gone). A stopped or cut-off

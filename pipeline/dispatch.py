@@ -1,5 +1,6 @@
 """The dispatcher: relays the outbox, recovers expired leases, and claims due work with
-admission control, then publishes one message per claim (ids only) to the right queue.
+admission control, then publishes the claims (ids only) to the right queue: one message for
+a tick's claims of one queue, up to GEO_STEPS_PER_MESSAGE, each its own step in the worker.
 
 Admission control, per tick:
 - per platform and operation: a concurrency cap (leased samples) and a token-bucket rate,
@@ -53,7 +54,7 @@ from pipeline.limits import CallBudget
 from pipeline.runs import finish_ended_runs
 from pipeline.schedules import launch_due_slots
 from pipeline.sweeps import run_sweeps
-from pipeline.tasks import execute_step, execute_submit_batch
+from pipeline.tasks import execute_step, execute_steps, execute_submit_batch
 from sampling.dbtime import now_sql
 from sampling.leases import NO_FENCE, Claim, Fence, claim_ready, requeue_expired_leases
 from sampling.models import OutboxMessage, QueueState, Sample, Step
@@ -377,16 +378,29 @@ def _publish(claims: list[Claim], report: DispatchReport) -> None:
     batched = [c for c in claims if c.step == Step.SUBMIT and batch_limit(c.platform) > 1]
     _publish_batches(batched, report)
     in_batches = {claim.sample_id for claim in batched}
+    by_queue: dict[str, list[Claim]] = defaultdict(list)
     for claim in claims:
-        if claim.sample_id in in_batches:
-            continue
-        queue = queue_for(step=claim.step, platform=claim.platform)
-        try:
-            execute_step.apply_async(args=(claim.sample_id, claim.token), queue=queue)
-        except Exception as exc:  # the lease will expire and the sample will be claimed again
-            log.warning("publish failed sample=%s: %s", claim.sample_id, exc)
-            continue
-        report.published[queue] += 1
+        if claim.sample_id not in in_batches:
+            by_queue[queue_for(step=claim.step, platform=claim.platform)].append(claim)
+    size = max(1, settings.GEO_STEPS_PER_MESSAGE)
+    for queue, mine in by_queue.items():
+        for start in range(0, len(mine), size):
+            _publish_steps(mine[start : start + size], queue, report)
+
+
+def _publish_steps(claims: list[Claim], queue: str, report: DispatchReport) -> None:
+    """One message for these claims: each is its own step in the worker (several steps in one
+    message: `pipeline.execute_steps`)."""
+    try:
+        if len(claims) == 1:
+            execute_step.apply_async(args=(claims[0].sample_id, claims[0].token), queue=queue)
+        else:
+            held = [[claim.sample_id, claim.token] for claim in claims]
+            execute_steps.apply_async(args=(held,), queue=queue)
+    except Exception as exc:  # the leases will expire and the samples will be claimed again
+        log.warning("publish of %s step(s) on %s failed: %s", len(claims), queue, exc)
+        return
+    report.published[queue] += len(claims)
 
 
 def _publish_batches(claims: list[Claim], report: DispatchReport) -> None:

@@ -13,10 +13,14 @@ write of the fields it changed), and what to do after an upstream error is decid
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 from django.conf import settings
+from django.db import connections
 
 from analysis.services import analyse_sample
 from billing import services as billing
@@ -63,6 +67,8 @@ from sampling.leases import renew_lease
 from sampling.models import Attempt, CollectionState, QueueState, Sample, Step
 from sampling.steps import lease_fresh, load_for_step
 
+log = logging.getLogger(__name__)
+
 
 def run_step(*, sample_id: int, token: int, worker: str = "", loaded: Sample | None = None) -> str:
     """Execute the step the sample is leased for. Returns what happened, for logs and tests.
@@ -101,6 +107,62 @@ def _start_lease(sample: Sample, token: int) -> bool:
     return renew_lease(
         sample_id=sample.pk, token=token, lease_seconds=settings.GEO_LEASE_SECONDS, starting=True
     )
+
+
+# --- several steps of one message ----------------------------------------------------------
+
+_step_threads: ThreadPoolExecutor | None = None
+_step_threads_made = threading.Lock()
+
+
+def run_steps_together(
+    held: list[tuple[int, int]], run_one: Callable[[int, int], str]
+) -> dict[int, str]:
+    """The claims of one message (a dispatcher tick's, for one queue), each run as its own step
+    by `run_one(sample_id, token)`, all at once: the first on this thread, the others on the
+    worker's step threads. A step that raises is that step's alone: logged, its outcome
+    `error`, its lease left to lapse (the sweep hands the sample out again), as when a message
+    of its own raised. Returns sample id -> what happened."""
+    if not held:
+        return {}
+    pool = _threads()
+    others = {
+        sample_id: pool.submit(_on_step_thread, run_one, sample_id, token)
+        for sample_id, token in held[1:]
+    }
+    first_id, first_token = held[0]
+    outcomes = {first_id: _isolated(run_one, first_id, first_token)}
+    outcomes.update(_results(others))
+    return outcomes
+
+
+def _threads() -> ThreadPoolExecutor:
+    global _step_threads
+    with _step_threads_made:
+        if _step_threads is None:
+            _step_threads = ThreadPoolExecutor(
+                max_workers=settings.GEO_WORKER_STEP_THREADS, thread_name_prefix="step"
+            )
+        return _step_threads
+
+
+def _results(futures: dict[int, Future[str]]) -> dict[int, str]:
+    return {sample_id: future.result() for sample_id, future in futures.items()}
+
+
+def _isolated(run_one: Callable[[int, int], str], sample_id: int, token: int) -> str:
+    try:
+        return run_one(sample_id, token)
+    except Exception:
+        log.exception("step of sample %s (token %s) failed", sample_id, token)
+        return "error"
+
+
+def _on_step_thread(run_one: Callable[[int, int], str], sample_id: int, token: int) -> str:
+    try:
+        return _isolated(run_one, sample_id, token)
+    finally:
+        connections.close_all()  # back to the worker's pool, as Celery does after a task
 
 
 # --- batch submit -------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from functools import partial
 from uuid import UUID
 
 from django.db import InterfaceError, OperationalError, connection
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min, Model, Q
 
-from billing.costs import apply_cost, price_usage, queue_attempt_cost
+from billing.costs import apply_cost, pending_attempt_cost, price_usage, queue_attempt_cost
 from connectors.base import ErrorClass, NormalizedResult, SubmitOutcome, UpstreamError
 from connectors.retry import REVIEW, VERIFY, RetryDecision
 from connectors.usage import extract_usage
@@ -51,7 +51,7 @@ from sampling.models import (
     Sample,
     SubmissionState,
 )
-from sampling.steps import begin_attempt_at_once
+from sampling.steps import SampleStep, begin_attempt_at_once, step_at_once
 
 log = logging.getLogger("pipeline.execution")
 
@@ -158,7 +158,7 @@ def handle_submit(ctx: StepContext, loaded: Sample) -> str:
     if outcome.result is None:
         return _record_accepted(ctx, attempt, outcome)
     _price_attempt(attempt, outcome.result.raw)
-    entry = _keep_answer(ctx, attempt, outcome)
+    entry = _keep_answer(ctx, sample, attempt, outcome)
     failpoint("after_inbox_before_archive")
     return _archive_answer(ctx, sample, attempt, entry, outcome.result)
 
@@ -260,7 +260,9 @@ def _record_accepted(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome)
 # --- a direct answer: kept, then archived ------------------------------------------------
 
 
-def _keep_answer(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> AnswerInbox:
+def _keep_answer(
+    ctx: StepContext, sample: Sample, attempt: Attempt, outcome: SubmitOutcome
+) -> AnswerInbox:
     """The answer just read, kept in the database before anything else can fail: one fenced
     write of the inbox row, the attempt's outcome and cost, and the sample's move to
     `archive`. A database failure here is retried in the worker with the answer in hand
@@ -270,7 +272,9 @@ def _keep_answer(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> 
     seen = plainsql.remembered(attempt)
     while True:
         try:
-            return _write_inbox(ctx, attempt, outcome)
+            return _keep_at_once(ctx, sample, attempt, outcome) or _write_inbox(
+                ctx, attempt, outcome
+            )
         except (OperationalError, InterfaceError) as error:
             plainsql.restore(attempt, seen)  # the rolled-back write is written again in full
             tries += 1
@@ -284,29 +288,55 @@ def _keep_answer(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> 
             time.sleep(decision.delay_seconds)
 
 
+def _keep_at_once(
+    ctx: StepContext, sample: Sample, attempt: Attempt, outcome: SubmitOutcome
+) -> AnswerInbox | None:
+    """`_write_inbox` in one statement (`SampleStep.write_at_once`): the sample, the attempt,
+    its cost's queue row and the inbox row, if the sample is as the submit left it. None:
+    nothing written; the locked path runs."""
+    step = step_at_once(sample, token=ctx.token)
+    if step is None:
+        return None
+    failpoint("inbox_write_fails")  # a failure of the write: nothing of it is stored
+    result = _close_answered(step, attempt, outcome)
+    entry = inbox.entry_for(attempt=attempt, result=result, upstream_id=outcome.upstream_id)
+    rows: list[Model] = [entry]
+    if attempt.cost:
+        rows.append(pending_attempt_cost(run_id=sample.run_id, attempt_id=attempt.pk))
+    if not step.write_at_once(then_insert=rows, skip_conflicts=rows[1:]):
+        return None
+    return entry
+
+
 def _write_inbox(ctx: StepContext, attempt: Attempt, outcome: SubmitOutcome) -> AnswerInbox:
+    with locked_step(ctx, "answer") as step:
+        result = _close_answered(step, attempt, outcome)
+        _queue_cost(attempt)
+        # Past the attempt's and the sample's writes: a failure here rolls them back too.
+        failpoint("inbox_write_fails")
+        return inbox.keep(attempt=attempt, result=result, upstream_id=outcome.upstream_id)
+
+
+def _close_answered(step: SampleStep, attempt: Attempt, outcome: SubmitOutcome) -> NormalizedResult:
+    """The attempt closed by the answer read, and the sample moved to `archive`
+    (`answer_kept`). Returns the answer."""
     result = outcome.result
     assert result is not None
     failed = result.collection_state != CollectionState.COMPLETED
     # An answer the parser did not understand was still an answer: the attempt was accepted.
     unparsed = failed and error_class_of(result) == ErrorClass.PARSE_FAILED
-    with locked_step(ctx, "answer") as step:
-        if failed and not unparsed:  # truncated, or an error mid-stream: asked again
-            step.close_attempt(
-                attempt,
-                status=AttemptStatus.FAILED,
-                outcome=outcome,
-                error_class=error_class_of(result).value,
-                error_message=error_message_of(result),
-            )
-        else:
-            step.close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
-        _queue_cost(attempt)
-        # Past the attempt's own write: a failure here rolls that write back too.
-        failpoint("inbox_write_fails")
-        entry = inbox.keep(attempt=attempt, result=result, upstream_id=outcome.upstream_id)
-        step.answer_kept(upstream_id=outcome.upstream_id, answered=not failed or unparsed)
-    return entry
+    if failed and not unparsed:  # truncated, or an error mid-stream: asked again
+        step.close_attempt(
+            attempt,
+            status=AttemptStatus.FAILED,
+            outcome=outcome,
+            error_class=error_class_of(result).value,
+            error_message=error_message_of(result),
+        )
+    else:
+        step.close_attempt(attempt, status=AttemptStatus.ACCEPTED, outcome=outcome)
+    step.answer_kept(upstream_id=outcome.upstream_id, answered=not failed or unparsed)
+    return result
 
 
 def handle_archive(ctx: StepContext, loaded: Sample) -> str:

@@ -20,15 +20,29 @@ from .runs import CANCEL_UPSTREAM
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
-@shared_task(name="pipeline.execute_step")
-def execute_step(sample_id: int, token: int) -> str:
-    outcome = ride_out(
+def _one_step(sample_id: int, token: int) -> str:
+    return ride_out(
         lambda: observe_step(execution.run_step, sample_id=sample_id, token=token, worker=_WORKER),
         outage=process_outage("worker"),  # one per process, shared by its threads
         within_seconds=settings.GEO_LEASE_SECONDS,
     )
+
+
+@shared_task(name="pipeline.execute_step")
+def execute_step(sample_id: int, token: int) -> str:
+    outcome = _one_step(sample_id, token)
     failpoint("after_complete_before_ack")
     return outcome
+
+
+@shared_task(name="pipeline.execute_steps")
+def execute_steps(held: list[list[int]]) -> dict[int, str]:
+    """(sample id, token) pairs of one queue, each its own step, run at the same time."""
+    outcomes = execution.run_steps_together(
+        [(sample_id, token) for sample_id, token in held], _one_step
+    )
+    failpoint("after_complete_before_ack")
+    return outcomes
 
 
 @shared_task(name="pipeline.execute_submit_batch")

@@ -26,7 +26,15 @@ from .plainsql import cursor as plain_cursor
 def keep(*, attempt: Attempt, result: NormalizedResult, upstream_id: str) -> AnswerInbox:
     """The inbox row of `attempt`'s answer (one plain INSERT; `received_at` is database time,
     read back with it). Call inside the fenced write that closes the attempt."""
-    entry = AnswerInbox(
+    entry = entry_for(attempt=attempt, result=result, upstream_id=upstream_id)
+    insert_rows([entry])
+    return entry
+
+
+def entry_for(*, attempt: Attempt, result: NormalizedResult, upstream_id: str) -> AnswerInbox:
+    """The inbox row of `attempt`'s answer, not yet written (`keep` writes it; so does the
+    one statement of `SampleStep.write_at_once`)."""
+    return AnswerInbox(
         sample_id=attempt.sample_id,
         attempt_id=attempt.pk,
         raw=result.raw,
@@ -37,8 +45,6 @@ def keep(*, attempt: Attempt, result: NormalizedResult, upstream_id: str) -> Ans
         upstream_id=upstream_id or result.upstream_id or "",
         result=_result_fields(result),
     )
-    insert_rows([entry])
-    return entry
 
 
 def _result_fields(result: NormalizedResult) -> dict[str, Any]:

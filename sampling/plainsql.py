@@ -231,6 +231,12 @@ def restore(obj: Model, seen: dict[str, Any] | None) -> None:
         obj.__dict__[_SEEN] = dict(seen)
 
 
+def reset(obj: Model) -> None:
+    """`obj`'s fields back to the values `track` remembered: changes made since, never
+    written, undone."""
+    obj.__dict__.update(obj.__dict__[_SEEN])
+
+
 def seen(obj: Model, name: str) -> Any:
     """A field's value when `track` was last called."""
     return obj.__dict__[_SEEN][name]
@@ -277,11 +283,29 @@ def update_row(
     caller's conditional-write check. Values may be expressions, such as `Now()`; the fields
     named in `returning` are read back from the row written and set on `obj`."""
     db = _db()
-    model = type(obj)
-    changes = {name: getattr(obj, _field(model, name).attname) for name in field_names}
+    changes = {name: getattr(obj, _field(type(obj), name).attname) for name in field_names}
     changes.update(values or {})
     if db.vendor != "postgresql":
         return _update_with_orm(obj, changes, where or {}, returning)
+    sql, params = _update_sql(obj, changes, where or {})
+    if returning:
+        sql += (
+            f" RETURNING {', '.join(_quote(_field(type(obj), name).column) for name in returning)}"
+        )
+    with cursor() as cur:
+        cur.execute(sql, params)
+        if returning and cur.rowcount == 1:
+            _set_returned(obj, returning, cur.fetchone())
+        return int(cur.rowcount)
+
+
+def _update_sql(
+    obj: Model, changes: dict[str, Any], where: dict[str, Any], condition: str = ""
+) -> tuple[str, list[Any]]:
+    """The UPDATE of `changes` on `obj`'s row if the columns in `where` hold their values (and
+    `condition`, SQL without parameters): its text and parameters."""
+    db = _db()
+    model = type(obj)
     assignments: list[str] = []
     params: list[Any] = []
     for name, value in changes.items():
@@ -295,21 +319,92 @@ def update_row(
             params.append(field.get_db_prep_save(value, db))
     conditions = [f"{_quote(_pk(model).column)} = %s"]
     params.append(obj.pk)
-    for name, value in (where or {}).items():
+    for name, value in where.items():
         field = _field(model, name)
         conditions.append(f"{_quote(field.column)} = %s")
         params.append(field.get_db_prep_value(value, db))
+    if condition:
+        conditions.append(condition)
     sql = (
         f"UPDATE {_quote(model._meta.db_table)} SET {', '.join(assignments)} "
         f"WHERE {' AND '.join(conditions)}"
     )
-    if returning:
-        sql += f" RETURNING {', '.join(_quote(_field(model, name).column) for name in returning)}"
+    return sql, params
+
+
+# --- several writes in one statement, if the first one matched --------------------------------
+
+
+def write_if(
+    guard: Model,
+    *,
+    where: dict[str, Any],
+    condition: str = "",
+    values: dict[str, Any] | None = None,
+    then_update: Sequence[Model] = (),
+    then_insert: Sequence[Model] = (),
+    skip_conflicts: Sequence[Model] = (),
+) -> bool:
+    """One statement, committed as one: UPDATE the fields of `guard` changed since `track`
+    (and those in `values`) if the columns in `where` hold their values and `condition` holds
+    (SQL without parameters); only if that matched, UPDATE the changed fields of each of
+    `then_update` and INSERT each of `then_insert` (those also in `skip_conflicts` with ON
+    CONFLICT DO NOTHING). Returns whether the guard matched; then every instance holds what
+    was stored, as `update_changed` and `insert_rows` leave them. Nothing is written
+    otherwise. A fenced transaction's lock, writes and commit in one round trip.
+    PostgreSQL only (data-modifying WITH clauses)."""
+    parts: list[str] = []
+    params: list[Any] = []
+    reads: list[tuple[Model, list[Field[Any, Any]], bool]] = []  # instance, columns, inserted
+
+    def updated(obj: Model, extra: dict[str, Any], where: dict[str, Any], condition: str) -> None:
+        changes = {name: getattr(obj, name) for name in changed_fields(obj)}
+        changes.update(extra)
+        sql, update_params = _update_sql(obj, changes, where, condition)
+        expressions = [_field(type(obj), n) for n, v in changes.items() if _is_expression(v)]
+        back = [_pk(type(obj)), *expressions]
+        parts.append(f"{sql} RETURNING {', '.join(_quote(f.column) for f in back)}")
+        params.extend(update_params)
+        reads.append((obj, back, False))
+
+    updated(guard, values or {}, where, condition)
+    for obj in then_update:
+        updated(obj, {}, {}, "EXISTS (SELECT 1 FROM w0)")
+    for obj in then_insert:
+        plan = _insert_plan(type(obj), _defaulted(type(obj), obj))
+        skip = " ON CONFLICT DO NOTHING" if any(obj is o for o in skip_conflicts) else ""
+        parts.append(f"{plan.head_select} FROM w0{skip}{plan.returning}")
+        params.extend(f.get_db_prep_save(f.pre_save(obj, True), _db()) for f in plan.fields)
+        reads.append((obj, plan.returned, True))
+    names = [f"w{i}" for i in range(len(parts))]
+    sql = "WITH " + ", ".join(f"{n} AS ({part})" for n, part in zip(names, parts, strict=True))
+    sql += f" SELECT * FROM w0{''.join(f' LEFT JOIN {n} ON true' for n in names[1:])}"
     with cursor() as cur:
         cur.execute(sql, params)
-        if returning and cur.rowcount == 1:
-            _set_returned(obj, returning, cur.fetchone())
-        return int(cur.rowcount)
+        row = cur.fetchone()
+    if row is None:
+        return False
+    _read_back(row, reads)
+    return True
+
+
+def _read_back(row: Sequence[Any], reads: list[tuple[Model, list[Field[Any, Any]], bool]]) -> None:
+    """Each instance of `write_if` as the database stored it, from its slice of the row."""
+    db = _db()
+    start = 0
+    for obj, fields, inserted in reads:
+        values = row[start : start + len(fields)]
+        start += len(fields)
+        if inserted:
+            if values[0] is None:
+                continue  # skipped: it was already there
+            for field, value in zip(fields, values, strict=True):
+                setattr(obj, field.attname, value)
+            obj._state.adding = False
+            obj._state.db = db.alias
+        else:
+            _set_returned(obj, [f.name for f in fields[1:]], values[1:])
+            track(obj)
 
 
 def _update_with_orm(

@@ -17,7 +17,7 @@ Network I/O never happens here: the caller does it before entering, outside any 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -26,7 +26,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Func, JSONField
+from django.db.models import Func, JSONField, Model
 from django.db.models.functions import Now
 
 from connectors.base import ErrorClass, SubmitOutcome, UpstreamError
@@ -52,10 +52,12 @@ from .plainsql import (
     from_row,
     insert_row_if,
     insert_rows,
+    reset,
     seen,
     track,
     tracked,
     update_changed,
+    write_if,
 )
 from .plainsql import cursor as plain_cursor
 from .transitions import REASON_LENGTH, end_uncollected, fenced, hold_unparsed, save_fenced
@@ -221,6 +223,19 @@ def begin_attempt_at_once(sample: Sample, *, token: int, model: str) -> Attempt 
     return attempt
 
 
+_LEASE_LIVE = "lease_until > statement_timestamp()"
+
+
+def step_at_once(sample: Sample, *, token: int) -> SampleStep | None:
+    """The step of `sample` without a lock: its outcome and the rows that go with it are
+    written together by `SampleStep.write_at_once`, in one statement conditional on the
+    sample being as read. `sample`: as the step read or last wrote it (tracked). None where
+    that cannot be done (not PostgreSQL, a sample not tracked): take the locked path."""
+    if connection.vendor != "postgresql" or not tracked(sample):
+        return None
+    return SampleStep(sample, token=token, at_once=True)
+
+
 def _next_attempt(s: Sample, *, token: int, model: str, attempt_no: int) -> Attempt:
     """The sample's attempt number `attempt_no` and its idempotency key."""
     return Attempt(
@@ -260,12 +275,22 @@ class SampleStep:
     step reports it (logs, the step-duration metric, tests)."""
 
     def __init__(
-        self, sample: Sample, *, token: int, on_end: Callable[[UUID], None] | None = None
+        self,
+        sample: Sample,
+        *,
+        token: int,
+        on_end: Callable[[UUID], None] | None = None,
+        at_once: bool = False,
     ) -> None:
         self.sample = sample
         self.token = token
         self.attempt: Attempt | None = None  # the attempt this step works under, if any
         self._on_end = on_end
+        # Unlocked (`step_at_once`): the outcome's writes wait for `write_at_once`.
+        self._at_once = at_once
+        self._then_update: list[Model] = []
+        self._after_write: list[Callable[[], None]] = []
+        self._decided: tuple[str, dict[str, str]] | None = None  # outcome, states before
 
     # --- submit ------------------------------------------------------------------------------
 
@@ -327,7 +352,14 @@ class SampleStep:
                 attempt.cost, attempt.cost_currency = outcome.cost, outcome.cost_currency
         if error_class:  # an answer that came back unusable (truncated, failed mid-stream)
             attempt.error_class, attempt.error_message = error_class, error_message[:2000]
+        if self._at_once:
+            self._then_update.append(attempt)
+            self._after_write.append(lambda: self._attempt_closed(attempt))
+            return
         update_changed(attempt)
+        self._attempt_closed(attempt)
+
+    def _attempt_closed(self, attempt: Attempt) -> None:
         logs.bind(attempt_no=attempt.attempt_no, request_id=attempt.request_id)
         response = str(attempt.status_code) if attempt.status_code else "none"
         metrics.UPSTREAM_RESPONSES.labels(
@@ -566,11 +598,12 @@ class SampleStep:
         """The compare-and-set write of what the outcome changed, then its metrics."""
         s = self.sample
         before = {name: seen(s, name) for name in ("submission_state", "evidence_state")}
+        if self._at_once:
+            self._decided = (outcome, before)
+            return outcome
         changed = changed_fields(s)
         save_fenced(s, self.token)
-        if outcome:
-            log.info("step outcome %s sample=%s changed=%s", outcome, s.pk, changed)
-        self._observe(before)
+        self._saved(outcome, before, changed)
         if s.queue_state == QueueState.DONE and self._on_end is not None:
             # After the commit that ended the sample, see whether its run has ended: two last
             # samples ending at once in two transactions would each still see the other
@@ -578,6 +611,58 @@ class SampleStep:
             on_end, run_id = self._on_end, s.run_id
             transaction.on_commit(lambda: on_end(run_id))
         return outcome
+
+    def _saved(self, outcome: str, before: dict[str, str], changed: list[str]) -> None:
+        if outcome:
+            log.info("step outcome %s sample=%s changed=%s", outcome, self.sample.pk, changed)
+        self._observe(before)
+
+    # --- unlocked: the outcome and its rows in one statement ---------------------------------
+
+    def write_at_once(
+        self, *, then_insert: Sequence[Model] = (), skip_conflicts: Sequence[Model] = ()
+    ) -> bool:
+        """Write the outcome decided on this unlocked step (`step_at_once`), the attempts it
+        closed and `then_insert` in one statement, if the sample is still as the step read it
+        (its step, submission and attempts as tracked) under the claim's token and a live
+        lease. False: nothing was written and the sample is as it was read (`forget`); the
+        locked path (`fenced_step`) then finds out why and does what is due."""
+        assert self._at_once and self._decided is not None, "decide an outcome first"
+        s = self.sample
+        outcome, before = self._decided
+        changed = changed_fields(s)
+        where = {name: seen(s, name) for name in ("step", "submission_state", "attempts")}
+        where.update(fencing_token=self.token, queue_state=QueueState.LEASED)
+        try:
+            matched = write_if(
+                s,
+                where=where,
+                condition=_LEASE_LIVE,
+                values={"updated_at": Now()},
+                then_update=self._then_update,
+                then_insert=then_insert,
+                skip_conflicts=skip_conflicts,
+            )
+        except BaseException:
+            self.forget()
+            raise
+        if not matched:
+            self.forget()
+            return False
+        for written in self._after_write:
+            written()
+        self._saved(outcome, before, changed)
+        if s.queue_state == QueueState.DONE and self._on_end is not None:
+            self._on_end(s.run_id)  # committed: the statement was its own transaction
+        return True
+
+    def forget(self) -> None:
+        """The outcome decided and not written: the sample's values as read, so that an outcome
+        can be decided again (its transitions start from the state read)."""
+        reset(self.sample)
+        self._then_update.clear()
+        self._after_write.clear()
+        self._decided = None
 
     def _observe(self, before: dict[str, str]) -> None:
         s = self.sample

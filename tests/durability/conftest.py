@@ -39,6 +39,10 @@ from tests.services import broker_url, database_url, empty_broker, simulator_fix
 LEASE_SECONDS = 3
 VISIBILITY_TIMEOUT = 2
 PLATFORM_CAP = 4  # leased upstream steps per platform in the in-test dispatcher
+# One claim per message: most of these tests kill a worker holding one step and name its one
+# victim. A message of several steps killed mid-way has a test of its own
+# (test_crash_points.py, `test_a_worker_killed_mid_message_loses_none_of_its_steps`).
+STEPS_PER_MESSAGE = 1
 
 OPENAI = {"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}
 COLLECTOR = {"platform": "collector", "device": "desktop", "region": "us", "mode": "web_search"}
@@ -70,6 +74,7 @@ def short_leases(settings: Any) -> None:
     """The in-test dispatcher leases for as long as the workers renew for."""
     settings.GEO_LEASE_SECONDS = LEASE_SECONDS
     settings.GEO_PLATFORM_CONCURRENCY = PLATFORM_CAP
+    settings.GEO_STEPS_PER_MESSAGE = STEPS_PER_MESSAGE
 
 
 # --- processes --------------------------------------------------------------------------------
@@ -137,6 +142,7 @@ def procs(
         "GEO_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
         "GEO_MAX_SUBMIT_ATTEMPTS": "3",
         "GEO_PLATFORM_CONCURRENCY": str(PLATFORM_CAP),
+        "GEO_STEPS_PER_MESSAGE": str(STEPS_PER_MESSAGE),
         "GEO_FAILPOINT_DIR": str(failpoint_dir),
         "GEO_LOG_LEVEL": "INFO",
         "GEO_FAILPOINTS": "",
@@ -258,14 +264,14 @@ def collector_tasks(simulator: SimulatorHandle) -> list[dict[str, Any]]:
 
 def outcomes(proc: Proc) -> list[str]:
     """The step outcomes a worker logged ("Task pipeline.execute_step[..] succeeded in ..s:
-    'outcome'"), and each sample's outcome of a batch submit ("Task
-    pipeline.execute_submit_batch[..] succeeded in ..s: {id: 'outcome', ...}")."""
+    'outcome'"), and each sample's outcome of a message of several steps or of a batch submit
+    ("Task pipeline.execute_steps[..] succeeded in ..s: {id: 'outcome', ...}")."""
     found = []
     for message in messages(proc.text()):
         if " succeeded in " not in message:
             continue
-        if "pipeline.execute_step" in message:
+        if "pipeline.execute_step[" in message:
             found.append(message.rsplit(": ", 1)[-1].strip().strip("'"))
-        elif "pipeline.execute_submit_batch" in message:
+        elif "pipeline.execute_submit_batch[" in message or "pipeline.execute_steps[" in message:
             found += re.findall(r"\d+: '([^']*)'", message)
     return found

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -263,6 +264,34 @@ def test_a_direct_answer_kept_before_a_worker_died_is_archived_from_the_inbox(
     _one_accepted_attempt_each(run)
     assert run_status_json(run)["outcome"] == "all_succeeded"
     assert_invariants(run)
+
+
+def test_a_worker_killed_mid_message_loses_none_of_its_steps(
+    procs: Procs, simulator: SimulatorHandle, settings: Any
+) -> None:
+    """A message of several claims (`pipeline.execute_steps`): its worker dies as soon as one
+    of its steps has kept its answer, the others still in hand. Each kept answer is archived
+    from the inbox and never asked for again; an answer that died with the worker is verified
+    and asked again by the platform's policy; the run finishes by itself."""
+    settings.GEO_STEPS_PER_MESSAGE = 3
+    run = launch(targets=[OPENAI], questions=3)
+    doomed = procs.worker("w1", concurrency=1, env={"GEO_FAILPOINTS": "after_inbox_before_archive"})
+    wait_killed(doomed)
+    assert len(_RECEIVED_STEPS.findall(doomed.text())) == 1  # one message carried all three
+    kept = list(Sample.objects.filter(run=run, step="archive"))
+    assert kept  # the step that reached the point, at least
+
+    procs.worker("w2", env={"GEO_OPENAI_UNCERTAIN_REASK_SECONDS": "1"})
+    drive(run_finished(run), timeout=90)
+
+    assert run_status_json(run)["outcome"] == "all_succeeded"
+    asked = Counter(a["question"] for a in simulator.answers("openai"))
+    assert [asked[sample.question_revision.text] for sample in kept] == [1] * len(kept)
+    assert not AnswerInbox.objects.filter(sample__run=run).exists()
+    assert_invariants(run)
+
+
+_RECEIVED_STEPS = re.compile(r"Task pipeline\.execute_steps\[[0-9a-f-]+\] received")
 
 
 # --- after completion, before the message is acknowledged -----------------------------------

@@ -44,11 +44,12 @@ FAMILIES = (
     "geo_runs_finished",
 )
 _STEP_DONE = re.compile(r"pipeline\.execute_step\[[^\]]+\] succeeded in")
-_BATCH_DONE = re.compile(r"pipeline\.execute_submit_batch\[[^\]]+\] succeeded in")
+_BATCH_DONE = re.compile(r"pipeline\.execute_(submit_batch|steps)\[[^\]]+\] succeeded in")
 
 
 def _steps_executed(log: str) -> int:
-    """Steps the worker logged: one per execute_step, one per sample of a submit batch."""
+    """Steps the worker logged: one per execute_step, one per sample of a message of several
+    steps or of a submit batch."""
     steps = 0
     for message in messages(log):
         if _STEP_DONE.search(message):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 from django.conf import settings as django_settings
 from django.db import OperationalError
 
@@ -24,6 +27,20 @@ COLLECTOR = [{"platform": "collector", "device": "desktop", "region": "us", "mod
 def _empty_broker() -> Iterator[None]:
     with empty_broker(django_settings.CELERY_BROKER_URL):
         yield
+
+
+OPENAI = [{"platform": "openai", "device": "desktop", "region": "us", "mode": "web_search"}]
+
+
+def _messages(queue: str) -> list[tuple[str, list[Any]]]:
+    """The task name and positional arguments of each message waiting on `queue`."""
+    broker = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)
+    found = []
+    for raw in broker.lrange(queue, 0, -1):
+        message = json.loads(raw)
+        args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+        found.append((message["headers"]["task"], args))
+    return found
 
 
 def _launch(tenant: str, questions: int) -> Any:
@@ -153,3 +170,29 @@ def test_a_tick_that_fails_in_the_database_is_logged_and_the_next_one_runs(
     assert "dispatcher tick failed" in caplog.text
     report = tick_or_wait(dispatcher, 0.0)
     assert report is not None and report.claimed == 2
+
+
+@pytest.mark.django_db
+def test_one_ticks_claims_for_a_queue_travel_in_messages_of_several_steps(settings: Any) -> None:
+    settings.GEO_STEPS_PER_MESSAGE = 3
+    data = make_campaign_data(questions=4, targets=OPENAI, repeats=1, tenant="steps")
+    launch_funded(data)
+
+    report = Dispatcher(owner="t").tick()
+
+    leased = set(Sample.objects.filter(queue_state="leased").values_list("pk", "fencing_token"))
+    assert report.published == {"platform.openai": 4} and len(leased) == 4
+    [(single, lone), (several, [held])] = sorted(_messages("platform.openai"))
+    assert (several, len(held), single) == ("pipeline.execute_steps", 3, "pipeline.execute_step")
+    assert {(sample, token) for sample, token in [*held, lone]} == leased
+
+
+@pytest.mark.django_db
+def test_a_lone_claim_travels_as_a_step_message_of_its_own(settings: Any) -> None:
+    data = make_campaign_data(questions=1, targets=OPENAI, repeats=1, tenant="lone")
+    launch_funded(data)
+
+    Dispatcher(owner="t").tick()
+
+    [(pk, token)] = Sample.objects.filter(queue_state="leased").values_list("pk", "fencing_token")
+    assert _messages("platform.openai") == [("pipeline.execute_step", [pk, token])]

@@ -25,10 +25,11 @@ pytestmark = pytest.mark.django_db
 # Upper bounds, per step (docs/decisions.md, "A sample's step outcomes have one home"): a step
 # that needs more statements is a regression of the hot path; lower a bound when a change
 # saves one.
-# The direct answer pays 4 for its answer inbox (docs/decisions.md, "An answer in hand is kept
-# before it is archived"): the lock and the write that keep it (inbox row, sample to archive)
-# and the inbox row's delete; the attempt's outcome and cost moved into that write, unchanged.
-DIRECT_ANSWER_MAX = 25
+# The direct answer pays 2 for its answer inbox (docs/decisions.md, "An answer in hand is kept
+# before it is archived"): the one statement that keeps it with the attempt's outcome, its
+# cost's queue row and the sample's move to archive (`SampleStep.write_at_once`), and the
+# inbox row's delete.
+DIRECT_ANSWER_MAX = 19
 ACCEPTED_MAX = 10
 POLL_MAX = 4
 EVIDENCE_MAX = 15
