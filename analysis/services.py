@@ -10,7 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Max, Model
 from django.db.models.functions import Now
 
 from evidence.models import Capture
@@ -45,6 +45,15 @@ class Verdict:
         in the same revision replaces its rows instead of adding to them."""
         if self.result is not None:
             _store(self.result, self.mentions)
+        self.decide(sample)
+
+    def rows(self) -> list[Model]:
+        """The result and mention rows `apply` stores, for a caller that writes them with the
+        sample in one statement (a sample analysed for the first time in its revision)."""
+        return [] if self.result is None else [self.result, *self.mentions]
+
+    def decide(self, sample: Sample) -> None:
+        """The sample's analysis layer moved, the rows left to the caller (`rows`)."""
         sample.validity = "valid" if self.valid else "invalid"
         sample.validity_reason = self.reason or ""
         if not self.valid:

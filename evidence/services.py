@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
+from django.db.models import Model
 
 from connectors.base import NormalizedResult
 from connectors.registry import adapter_class
@@ -162,12 +163,38 @@ def record_capture(
     `captured_at`: when the answer was received, in database time (the answer inbox's
     `received_at`); None: now, the database's time of this write. Never the result's own
     `captured_at`, which is the clock of the worker that parsed it."""
+    capture = _capture(sample, attempt_no, archived, token, captured_at)
+    # Plain statements (sampling/plainsql.py): these rows are written for every answer.
+    insert_rows([capture])
+    for rows in _capture_children(sample, capture, archived):
+        insert_rows(rows)
+    return capture
+
+
+def capture_rows(
+    *,
+    sample: Sample,
+    attempt_no: int | None,
+    archived: ArchivedResult,
+    token: int | None = None,
+    captured_at: datetime | None = None,
+) -> tuple[Capture, list[Model]]:
+    """`record_capture`'s rows, not yet written: the capture, and its objects, citations and
+    search queries, which point at it (for a write of them all in one statement,
+    `plainsql.write_if`)."""
+    capture = _capture(sample, attempt_no, archived, token, captured_at)
+    children = [row for rows in _capture_children(sample, capture, archived) for row in rows]
+    return capture, children
+
+
+def _capture(
+    sample: Sample,
+    attempt_no: int | None,
+    archived: ArchivedResult,
+    token: int | None,
+    captured_at: datetime | None,
+) -> Capture:
     result = archived.result
-    identity = {
-        "run_id": sample.run_id,
-        "platform": sample.platform,
-        "question_revision_id": sample.question_revision_id,
-    }
     completed = result.collection_state == CollectionState.COMPLETED
     capture = Capture(
         sample_id=sample.pk,
@@ -187,50 +214,48 @@ def record_capture(
     )
     if captured_at is not None:
         capture.captured_at = captured_at
-    # Plain statements (sampling/plainsql.py): these rows are written for every answer.
-    insert_rows([capture])
-    _object_rows(capture, archived.objects)
-    # Cited sources first (positions 0..), then those found but not cited, numbered on.
-    sources = [(c, CitationRole.CITED) for c in result.citations]
-    sources += [(c, CitationRole.FOUND) for c in result.found]
-    insert_rows(
-        [
-            Citation(
-                capture=capture,
-                sample_id=sample.pk,
-                **identity,
-                position=i,
-                role=role,
-                url=c.url,
-                normalized_url=c.normalized_url,
-                # Registrable domain (eTLD+1) from the offline public-suffix list.
-                domain=_storable_domain(registrable_domain(c.normalized_url or c.url)),
-                title=c.title or "",
-                start=c.start,
-                end=c.end,
-            )
-            for i, (c, role) in enumerate(sources)
-        ]
-    )
-    insert_rows(
-        [
-            SearchQuery(capture=capture, sample_id=sample.pk, **identity, position=i, query=q)
-            for i, q in enumerate(result.search_queries)
-        ]
-    )
     return capture
 
 
-def _object_rows(capture: Capture, stored: list[StoredObject]) -> list[EvidenceObject]:
-    """The rows that make objects already in storage visible as evidence of `capture`."""
-    return list(
-        insert_rows(
-            [
-                EvidenceObject(capture=capture, revision=capture.revision, **asdict(o))
-                for o in stored
-            ]
+def _capture_children(
+    sample: Sample, capture: Capture, archived: ArchivedResult
+) -> list[list[Model]]:
+    """The capture's objects, citations and search queries, a list per model."""
+    result = archived.result
+    identity = {
+        "run_id": sample.run_id,
+        "platform": sample.platform,
+        "question_revision_id": sample.question_revision_id,
+    }
+    objects: list[Model] = [
+        EvidenceObject(capture=capture, revision=capture.revision, **asdict(o))
+        for o in archived.objects
+    ]
+    # Cited sources first (positions 0..), then those found but not cited, numbered on.
+    sources = [(c, CitationRole.CITED) for c in result.citations]
+    sources += [(c, CitationRole.FOUND) for c in result.found]
+    citations: list[Model] = [
+        Citation(
+            capture=capture,
+            sample_id=sample.pk,
+            **identity,
+            position=i,
+            role=role,
+            url=c.url,
+            normalized_url=c.normalized_url,
+            # Registrable domain (eTLD+1) from the offline public-suffix list.
+            domain=_storable_domain(registrable_domain(c.normalized_url or c.url)),
+            title=c.title or "",
+            start=c.start,
+            end=c.end,
         )
-    )
+        for i, (c, role) in enumerate(sources)
+    ]
+    searches: list[Model] = [
+        SearchQuery(capture=capture, sample_id=sample.pk, **identity, position=i, query=q)
+        for i, q in enumerate(result.search_queries)
+    ]
+    return [rows for rows in (objects, citations, searches) if rows]
 
 
 # The newest completed capture of a sample below a revision: the one a new completed capture
@@ -341,7 +366,14 @@ def store_screenshot(*, sample_id: int, capture_id: int, png: bytes) -> list[Evi
         capture = locked(Capture.objects.all(), level=Level.CAPTURE).get(pk=capture_id)
         if capture.evidence_objects.filter(kind=EvidenceKind.SCREENSHOT).exists():
             raise EvidenceExists(f"capture {capture_id} already has a screenshot")
-        return _object_rows(capture, stored)
+        return list(
+            insert_rows(
+                [
+                    EvidenceObject(capture=capture, revision=capture.revision, **asdict(o))
+                    for o in stored
+                ]
+            )
+        )
 
 
 def decide_review(

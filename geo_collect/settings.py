@@ -529,7 +529,8 @@ GEO_ANALYSIS_CONCURRENCY = int(os.environ.get("GEO_ANALYSIS_CONCURRENCY", "16"))
 GEO_ANALYSE_INLINE = os.environ.get("GEO_ANALYSE_INLINE", "1") != "0"
 # The dispatcher's bookkeeping (posting queued charges and attempt costs, finishing runs whose
 # end went unnoticed) runs at most this often, not every tick: charges post in bigger batches
-# and the claims of a busy tick are not held up by it.
+# and the claims of a busy tick are not held up by it. So do its looks for what is due after
+# minutes: leases run out, schedule slots, outbox rows published and never completed.
 GEO_DISPATCH_BOOKKEEPING_SECONDS = float(os.environ.get("GEO_DISPATCH_BOOKKEEPING_SECONDS", "1"))
 # An outbox message published but not completed by its consumer this long after (the broker
 # forgot it: restarted empty) is published again by the relay (pipeline/dispatch.py); a

@@ -257,7 +257,7 @@ class Dispatcher:
         self.clock = clock  # None: database time (a test passes a fake clock for schedules)
         self.leadership = leadership
         self.booked_at = -math.inf  # monotonic time of the last bookkeeping
-        self.redelivered_at = -math.inf  # ... and of the last look for forgotten outbox rows
+        self.looked_at = -math.inf  # ... and of the last look for what is due after minutes
         self.calls = CallBudget()  # global and per-tenant, alongside the per-platform limiter
         self.circuits = CircuitGate()  # platforms whose calls are held: unreachable
         self.limiter = RateLimiter(
@@ -278,17 +278,18 @@ class Dispatcher:
             report.leading = False
             return report
         fence = self.fence()
-        # Rows published but never completed are looked for at the bookkeeping pace, not every
-        # tick: they are due after GEO_OUTBOX_REDELIVER_SECONDS (minutes), and the look is a
-        # statement of its own.
-        pace = settings.GEO_DISPATCH_BOOKKEEPING_SECONDS
-        forgotten = time.monotonic() - self.redelivered_at >= pace
-        if forgotten:
-            self.redelivered_at = time.monotonic()
-        report.relayed = relay_outbox(fence=fence, may_act=self.may_act, forgotten=forgotten)
-        report.requeued = requeue_expired_leases(fence=fence)
-        now = self.clock() if self.clock else None
-        report.scheduled = len(launch_due_slots(now=now, fence=fence))
+        # What is due after minutes is looked for at the bookkeeping pace, not every tick (the
+        # first tick always), each look a statement or a transaction of its own: rows
+        # published but never completed (due after GEO_OUTBOX_REDELIVER_SECONDS), leases run
+        # out (GEO_LEASE_SECONDS) and schedule slots (a minute apart at the finest).
+        looking = time.monotonic() - self.looked_at >= settings.GEO_DISPATCH_BOOKKEEPING_SECONDS
+        if looking:
+            self.looked_at = time.monotonic()
+        report.relayed = relay_outbox(fence=fence, may_act=self.may_act, forgotten=looking)
+        if looking:
+            report.requeued = requeue_expired_leases(fence=fence)
+            now = self.clock() if self.clock else None
+            report.scheduled = len(launch_due_slots(now=now, fence=fence))
         load = _load()
         self.circuits.begin_tick()
         for (platform, step), tenants in load.due.items():

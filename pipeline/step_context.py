@@ -36,7 +36,7 @@ from pipeline.runs import finish_run_if_done
 from sampling.leases import renew_lease
 from sampling.models import Run, Sample
 from sampling.snapshots import RunConfig
-from sampling.steps import STORED, Evidence, SampleStep, fenced_step
+from sampling.steps import STORED, Evidence, SampleStep, fenced_step, step_at_once
 from sampling.transitions import StaleToken
 
 log = logging.getLogger("pipeline.execution")
@@ -104,6 +104,12 @@ def locked_step(ctx: StepContext, operation: str) -> AbstractContextManager[Samp
         loaded=ctx.loaded,
         on_end=_run_may_have_ended,
     )
+
+
+def unlocked_step(ctx: StepContext, sample: Sample) -> SampleStep | None:
+    """This step's sample, unlocked: its outcome written in one statement with the rows that
+    go with it (`sampling.steps.step_at_once`); None: take `locked_step`."""
+    return step_at_once(sample, token=ctx.token, on_end=_run_may_have_ended)
 
 
 def _run_may_have_ended(run_id: UUID) -> None:

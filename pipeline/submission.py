@@ -14,6 +14,8 @@ from uuid import UUID
 from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Count, Min, Model, Q
 
+from analysis.services import AnalysisAhead
+from billing import services as billing
 from billing.costs import apply_cost, pending_attempt_cost, price_usage, queue_attempt_cost
 from connectors.base import ErrorClass, NormalizedResult, SubmitOutcome, UpstreamError
 from connectors.retry import REVIEW, VERIFY, RetryDecision
@@ -36,6 +38,7 @@ from pipeline.step_context import (
     request_for,
     retry_policy,
     store_unavailable,
+    unlocked_step,
     upstream_call,
     verdict_for,
     wants_rendered_screenshot,
@@ -49,9 +52,10 @@ from sampling.models import (
     CollectionState,
     Run,
     Sample,
+    Step,
     SubmissionState,
 )
-from sampling.steps import SampleStep, begin_attempt_at_once, step_at_once
+from sampling.steps import SampleStep, begin_attempt_at_once
 
 log = logging.getLogger("pipeline.execution")
 
@@ -294,7 +298,7 @@ def _keep_at_once(
     """`_write_inbox` in one statement (`SampleStep.write_at_once`): the sample, the attempt,
     its cost's queue row and the inbox row, if the sample is as the submit left it. None:
     nothing written; the locked path runs."""
-    step = step_at_once(sample, token=ctx.token)
+    step = unlocked_step(ctx, sample)
     if step is None:
         return None
     failpoint("inbox_write_fails")  # a failure of the write: nothing of it is stored
@@ -368,6 +372,10 @@ def _archive_answer(
     rendered = wants_rendered_screenshot(sample)
     ahead = None if failed or rendered else analyse_inline(sample, result)
     failpoint("after_store_before_complete")
+    if not failed and not rendered:
+        answered = _answered_at_once(ctx, sample, attempt, entry, archived, ahead)
+        if answered is not None:
+            return answered
     with locked_step(ctx, "archive") as step:
         capture = evidence_services.record_capture(
             sample=step.sample,
@@ -397,6 +405,41 @@ def _archive_answer(
         )
         queue_charge(step.sample, verdict)
     return answered
+
+
+def _answered_at_once(
+    ctx: StepContext,
+    sample: Sample,
+    attempt: Attempt,
+    entry: AnswerInbox,
+    archived: evidence_services.ArchivedResult,
+    ahead: AnalysisAhead | None,
+) -> str | None:
+    """`_archive_answer`'s answered outcome in one statement (`SampleStep.write_at_once`): the
+    capture with its objects, citations and searches, the analysis, the charge's queue row,
+    the inbox row's delete and the sample's move, if the sample is as the answer's keeping
+    left it (kept in one statement too: `_keep_at_once`). None: nothing written; the locked
+    path runs."""
+    step = unlocked_step(ctx, sample) if sample.step == Step.ARCHIVE else None
+    if step is None:
+        return None
+    capture, children = evidence_services.capture_rows(
+        sample=sample,
+        attempt_no=attempt.attempt_no,
+        archived=archived,
+        token=ctx.token,
+        captured_at=entry.received_at,
+    )
+    verdict = verdict_for(ahead, capture)
+    evidence = evidence_of(sample, archived.result)
+    outcome = step.answered(upstream_id=entry.upstream_id, evidence=evidence, verdict=verdict)
+    charge: list[Model] = []
+    if verdict is not None and verdict.valid:
+        charge = [billing.pending_capture(run_id=sample.run_id, sample_id=sample.pk)]
+    rows = [capture, *children, *charge]
+    if not step.write_at_once(then_insert=rows, then_delete=[entry], skip_conflicts=charge):
+        return None
+    return outcome
 
 
 def _archive_failed(ctx: StepContext, entry: AnswerInbox, error: Exception) -> str:

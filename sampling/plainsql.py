@@ -155,7 +155,10 @@ class _InsertPlan:
         quote = _quote
         self.fields = [f for f in meta.concrete_fields if f.attname not in defaulted]
         # Like the ORM, read back what the database filled in: the key and database defaults.
-        self.returned = [pk, *(f for f in meta.concrete_fields if f.attname in defaulted)]
+        self.returned = [
+            pk,
+            *(f for f in meta.concrete_fields if f.attname in defaulted and f is not pk),
+        ]
         self.head = (
             f"INSERT INTO {quote(meta.db_table)} "
             f"({', '.join(quote(f.column) for f in self.fields)}) VALUES "
@@ -164,8 +167,8 @@ class _InsertPlan:
         # The same row as a SELECT list (`insert_row_if`): a parameter there has no column to
         # take its type from, so each is cast to its column's type, without a length (an
         # explicit cast to varchar(n) would cut a longer value instead of refusing it).
-        casts = ", ".join(f"%s::{_base_type(f)}" for f in self.fields)
-        self.head_select = self.head.removesuffix("VALUES ") + f"SELECT {casts}"
+        self.casts = [f"%s::{_base_type(f)}" for f in self.fields]
+        self.head_select = self.head.removesuffix("VALUES ") + f"SELECT {', '.join(self.casts)}"
         self.returning = f" RETURNING {', '.join(quote(f.column) for f in self.returned)}"
 
 
@@ -343,68 +346,142 @@ def write_if(
     values: dict[str, Any] | None = None,
     then_update: Sequence[Model] = (),
     then_insert: Sequence[Model] = (),
+    then_delete: Sequence[Model] = (),
     skip_conflicts: Sequence[Model] = (),
 ) -> bool:
     """One statement, committed as one: UPDATE the fields of `guard` changed since `track`
     (and those in `values`) if the columns in `where` hold their values and `condition` holds
     (SQL without parameters); only if that matched, UPDATE the changed fields of each of
-    `then_update` and INSERT each of `then_insert` (those also in `skip_conflicts` with ON
-    CONFLICT DO NOTHING). Returns whether the guard matched; then every instance holds what
-    was stored, as `update_changed` and `insert_rows` leave them. Nothing is written
-    otherwise. A fenced transaction's lock, writes and commit in one round trip.
-    PostgreSQL only (data-modifying WITH clauses)."""
-    parts: list[str] = []
-    params: list[Any] = []
-    reads: list[tuple[Model, list[Field[Any, Any]], bool]] = []  # instance, columns, inserted
+    `then_update`, INSERT `then_insert` (those also in `skip_conflicts` with ON CONFLICT DO
+    NOTHING) and DELETE the rows of `then_delete`. A fenced transaction's lock, writes and
+    commit in one round trip. PostgreSQL only (data-modifying WITH clauses).
 
-    def updated(obj: Model, extra: dict[str, Any], where: dict[str, Any], condition: str) -> None:
-        changes = {name: getattr(obj, name) for name in changed_fields(obj)}
-        changes.update(extra)
-        sql, update_params = _update_sql(obj, changes, where, condition)
-        expressions = [_field(type(obj), n) for n, v in changes.items() if _is_expression(v)]
-        back = [_pk(type(obj)), *expressions]
-        parts.append(f"{sql} RETURNING {', '.join(_quote(f.column) for f in back)}")
-        params.extend(update_params)
-        reads.append((obj, back, False))
-
-    updated(guard, values or {}, where, condition)
+    Rows to insert of one model go in one INSERT. A row may point at another row inserted
+    here (its foreign key set to that unsaved instance, alone of its model): the key is taken
+    from that row's INSERT. Returns whether the guard matched; then the updated instances, and
+    those inserted alone of their model, hold what was stored, as `update_changed` and
+    `insert_rows` leave them (several rows of one model are not read back). Nothing is written
+    otherwise."""
+    statement = _Statement()
+    statement.update(guard, values or {}, where, condition)
     for obj in then_update:
-        updated(obj, {}, {}, "EXISTS (SELECT 1 FROM w0)")
-    for obj in then_insert:
-        plan = _insert_plan(type(obj), _defaulted(type(obj), obj))
-        skip = " ON CONFLICT DO NOTHING" if any(obj is o for o in skip_conflicts) else ""
-        parts.append(f"{plan.head_select} FROM w0{skip}{plan.returning}")
-        params.extend(f.get_db_prep_save(f.pre_save(obj, True), _db()) for f in plan.fields)
-        reads.append((obj, plan.returned, True))
-    names = [f"w{i}" for i in range(len(parts))]
-    sql = "WITH " + ", ".join(f"{n} AS ({part})" for n, part in zip(names, parts, strict=True))
-    sql += f" SELECT * FROM w0{''.join(f' LEFT JOIN {n} ON true' for n in names[1:])}"
+        statement.update(obj, {}, {}, _IF_GUARD)
+    statement.insert(then_insert, skip_conflicts)
+    for obj in then_delete:
+        table, pk = _quote(type(obj)._meta.db_table), _quote(_pk(type(obj)).column)
+        statement.add(f"DELETE FROM {table} WHERE {pk} = %s AND {_IF_GUARD}", [obj.pk])
     with cursor() as cur:
-        cur.execute(sql, params)
+        cur.execute(*statement.sql())
         row = cur.fetchone()
     if row is None:
         return False
-    _read_back(row, reads)
+    _read_back(row, statement.reads)
+    for obj in then_insert:  # a key taken from a row inserted here, now known
+        for field in obj._meta.concrete_fields:
+            parent = obj._state.fields_cache.get(field.name) if field.is_relation else None
+            if isinstance(parent, Model) and getattr(obj, field.attname) is None:
+                setattr(obj, field.attname, parent.pk)
     return True
 
 
-def _read_back(row: Sequence[Any], reads: list[tuple[Model, list[Field[Any, Any]], bool]]) -> None:
-    """Each instance of `write_if` as the database stored it, from its slice of the row."""
+_IF_GUARD = "EXISTS (SELECT 1 FROM w0)"
+
+
+class _Statement:
+    """The WITH clauses of `write_if`, `w0` the guard, and what each reads back."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.params: list[Any] = []
+        self.reads: list[tuple[str, Model, list[Field[Any, Any]], bool]] = []
+
+    def add(self, sql: str, params: Sequence[Any]) -> str:
+        name = f"w{len(self.parts)}"
+        self.parts.append(sql)
+        self.params.extend(params)
+        return name
+
+    def update(self, obj: Model, extra: dict[str, Any], where: dict[str, Any], cond: str) -> None:
+        changes = {name: getattr(obj, name) for name in changed_fields(obj)}
+        changes.update(extra)
+        sql, params = _update_sql(obj, changes, where, cond)
+        expressions = [_field(type(obj), n) for n, v in changes.items() if _is_expression(v)]
+        back = [_pk(type(obj)), *expressions]
+        name = self.add(f"{sql} RETURNING {', '.join(_quote(f.column) for f in back)}", params)
+        self.reads.append((name, obj, back, False))
+
+    def insert(self, objs: Sequence[Model], skip_conflicts: Sequence[Model]) -> None:
+        groups: dict[tuple[type[Model], frozenset[str], bool], list[Model]] = {}
+        for obj in objs:
+            skip = any(obj is other for other in skip_conflicts)
+            groups.setdefault((type(obj), _defaulted(type(obj), obj), skip), []).append(obj)
+        alone: dict[int, str] = {}  # id() of an instance inserted alone -> its clause
+        for (model, defaulted, skip), rows in groups.items():
+            plan = _insert_plan(model, defaulted)
+            values, params = [], []
+            for obj in rows:
+                row_sql, row_params = self._row(plan, obj, alone)
+                values.append(row_sql)
+                params += row_params
+            sql = f"{plan.head.removesuffix(' VALUES ')} SELECT * FROM (VALUES {', '.join(values)})"
+            sql += f" AS v WHERE {_IF_GUARD}{' ON CONFLICT DO NOTHING' if skip else ''}"
+            if len(rows) == 1:
+                name = self.add(sql + plan.returning, params)
+                alone[id(rows[0])] = name
+                self.reads.append((name, rows[0], plan.returned, True))
+            else:
+                self.add(sql, params)
+
+    @staticmethod
+    def _row(plan: _InsertPlan, obj: Model, alone: dict[int, str]) -> tuple[str, list[Any]]:
+        cells, params = [], []
+        for field, cast in zip(plan.fields, plan.casts, strict=True):
+            parent = _unsaved_parent(obj, field)
+            if parent is not None:
+                if id(parent) not in alone:
+                    raise ValueError(f"{field}: its row is not inserted alone before this one")
+                cells.append(
+                    f"(SELECT {_quote(_pk(type(parent)).column)} FROM {alone[id(parent)]})"
+                )
+                continue
+            cells.append(cast)
+            params.append(field.get_db_prep_save(field.pre_save(obj, True), _db()))
+        return f"({', '.join(cells)})", params
+
+    def sql(self) -> tuple[str, list[Any]]:
+        clauses = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(self.parts))
+        read = [name for name, *_ in self.reads]
+        joins = "".join(f" LEFT JOIN {name} ON true" for name in read[1:])
+        columns = ", ".join(f"{name}.*" for name in read)
+        return f"WITH {clauses} SELECT {columns} FROM w0{joins}", self.params
+
+
+def _unsaved_parent(obj: Model, field: Field[Any, Any]) -> Model | None:
+    """The related instance a foreign key of `obj` points at, if it has no key yet."""
+    if not field.is_relation or getattr(obj, field.attname) is not None:
+        return None
+    parent = obj._state.fields_cache.get(field.name)
+    return parent if isinstance(parent, Model) and parent.pk is None else None
+
+
+def _read_back(
+    row: Sequence[Any], reads: list[tuple[str, Model, list[Field[Any, Any]], bool]]
+) -> None:
+    """Each instance `write_if` reads back, as the database stored it, from its slice of the
+    row."""
     db = _db()
     start = 0
-    for obj, fields, inserted in reads:
+    for _name, obj, fields, inserted in reads:
         values = row[start : start + len(fields)]
         start += len(fields)
-        if inserted:
-            if values[0] is None:
-                continue  # skipped: it was already there
+        if not inserted:
+            _set_returned(obj, [f.name for f in fields[1:]], values[1:])
+            track(obj)
+        elif values[0] is not None:  # None: skipped, it was already there
             for field, value in zip(fields, values, strict=True):
                 setattr(obj, field.attname, value)
             obj._state.adding = False
             obj._state.db = db.alias
-        else:
-            _set_returned(obj, [f.name for f in fields[1:]], values[1:])
-            track(obj)
 
 
 def _update_with_orm(

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Protocol
 from uuid import UUID
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Func, JSONField, Model
 from django.db.models.functions import Now
 
@@ -89,6 +89,10 @@ class Verdict(Protocol):
     def valid(self) -> bool: ...
 
     def apply(self, sample: Sample) -> None: ...
+
+    def decide(self, sample: Sample) -> None: ...
+
+    def rows(self) -> list[Model]: ...
 
 
 class Evidence:
@@ -226,14 +230,17 @@ def begin_attempt_at_once(sample: Sample, *, token: int, model: str) -> Attempt 
 _LEASE_LIVE = "lease_until > statement_timestamp()"
 
 
-def step_at_once(sample: Sample, *, token: int) -> SampleStep | None:
+def step_at_once(
+    sample: Sample, *, token: int, on_end: Callable[[UUID], None] | None = None
+) -> SampleStep | None:
     """The step of `sample` without a lock: its outcome and the rows that go with it are
     written together by `SampleStep.write_at_once`, in one statement conditional on the
-    sample being as read. `sample`: as the step read or last wrote it (tracked). None where
-    that cannot be done (not PostgreSQL, a sample not tracked): take the locked path."""
+    sample being as read. `sample`: as the step read or last wrote it (tracked). `on_end`, as
+    for `fenced_step`. None where that cannot be done (not PostgreSQL, a sample not tracked):
+    take the locked path."""
     if connection.vendor != "postgresql" or not tracked(sample):
         return None
-    return SampleStep(sample, token=token, at_once=True)
+    return SampleStep(sample, token=token, on_end=on_end, at_once=True)
 
 
 def _next_attempt(s: Sample, *, token: int, model: str, attempt_no: int) -> Attempt:
@@ -289,6 +296,7 @@ class SampleStep:
         # Unlocked (`step_at_once`): the outcome's writes wait for `write_at_once`.
         self._at_once = at_once
         self._then_update: list[Model] = []
+        self._then_insert: list[Model] = []  # rows the outcome adds (an analysis)
         self._after_write: list[Callable[[], None]] = []
         self._decided: tuple[str, dict[str, str]] | None = None  # outcome, states before
 
@@ -567,7 +575,11 @@ class SampleStep:
             s.store_evidence()
         if verdict is None:
             return self._release_and_save(outcome, step=Step.ANALYSE)
-        verdict.apply(s)
+        if self._at_once:  # its rows go in the outcome's one statement
+            verdict.decide(s)
+            self._then_insert += verdict.rows()
+        else:
+            verdict.apply(s)
         return self._release_and_save(outcome, step=Step.NONE)
 
     def _retry(self, outcome: str, step: str, decision: RetryDecision, reason: str) -> str:
@@ -620,29 +632,42 @@ class SampleStep:
     # --- unlocked: the outcome and its rows in one statement ---------------------------------
 
     def write_at_once(
-        self, *, then_insert: Sequence[Model] = (), skip_conflicts: Sequence[Model] = ()
+        self,
+        *,
+        then_insert: Sequence[Model] = (),
+        then_delete: Sequence[Model] = (),
+        skip_conflicts: Sequence[Model] = (),
     ) -> bool:
         """Write the outcome decided on this unlocked step (`step_at_once`), the attempts it
-        closed and `then_insert` in one statement, if the sample is still as the step read it
-        (its step, submission and attempts as tracked) under the claim's token and a live
-        lease. False: nothing was written and the sample is as it was read (`forget`); the
-        locked path (`fenced_step`) then finds out why and does what is due."""
+        closed, the analysis it applied, `then_insert` and `then_delete` in one statement, if
+        the sample is still as the step read it (its step, submission and attempts as
+        tracked) under the claim's token and a live lease. False: nothing was written and the
+        sample is as it was read (`forget`); the locked path (`fenced_step`) then finds out
+        why and does what is due. A row that is already there (a unique key) is the locked
+        path's to sort out too."""
         assert self._at_once and self._decided is not None, "decide an outcome first"
         s = self.sample
         outcome, before = self._decided
         changed = changed_fields(s)
         where = {name: seen(s, name) for name in ("step", "submission_state", "attempts")}
         where.update(fencing_token=self.token, queue_state=QueueState.LEASED)
+        # In a caller's transaction, a savepoint: a row already there must not end it.
+        nested = transaction.atomic() if connection.in_atomic_block else nullcontext()
         try:
-            matched = write_if(
-                s,
-                where=where,
-                condition=_LEASE_LIVE,
-                values={"updated_at": Now()},
-                then_update=self._then_update,
-                then_insert=then_insert,
-                skip_conflicts=skip_conflicts,
-            )
+            with nested:
+                matched = write_if(
+                    s,
+                    where=where,
+                    condition=_LEASE_LIVE,
+                    values={"updated_at": Now()},
+                    then_update=self._then_update,
+                    then_insert=[*then_insert, *self._then_insert],
+                    then_delete=then_delete,
+                    skip_conflicts=skip_conflicts,
+                )
+        except IntegrityError:
+            self.forget()
+            return False
         except BaseException:
             self.forget()
             raise
@@ -653,7 +678,8 @@ class SampleStep:
             written()
         self._saved(outcome, before, changed)
         if s.queue_state == QueueState.DONE and self._on_end is not None:
-            self._on_end(s.run_id)  # committed: the statement was its own transaction
+            on_end, run_id = self._on_end, s.run_id
+            transaction.on_commit(lambda: on_end(run_id))  # at once outside a transaction
         return True
 
     def forget(self) -> None:
@@ -661,6 +687,7 @@ class SampleStep:
         can be decided again (its transitions start from the state read)."""
         reset(self.sample)
         self._then_update.clear()
+        self._then_insert.clear()
         self._after_write.clear()
         self._decided = None
 

@@ -81,6 +81,7 @@ from .prices import (
 )
 from .runs import (
     SettleOutcome,
+    pending_capture,
     post_pending_captures,
     queue_capture,
     quote_and_reserve,
@@ -120,6 +121,7 @@ __all__ = [
     "major_text",
     "parse_amount",
     "parse_major",
+    "pending_capture",
     "platform_takes_screenshots",
     "post_entry",
     "post_pending_captures",

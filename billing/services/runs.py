@@ -177,7 +177,13 @@ def queue_capture(*, run_id: UUID | str, sample_id: int) -> None:
     write), posted within a dispatcher tick by `post_pending_captures` with the run's other
     pending charges. Repeats queue nothing new."""
     # A plain INSERT (sampling/plainsql.py): once per valid sample, in its fenced write.
-    insert_rows([PendingCapture(run_id=run_id, sample_id=sample_id)], ignore_conflicts=True)
+    insert_rows([pending_capture(run_id=run_id, sample_id=sample_id)], ignore_conflicts=True)
+
+
+def pending_capture(*, run_id: UUID | str, sample_id: int) -> PendingCapture:
+    """The row of `queue_capture`, not yet written (a fenced write that writes it with others:
+    skip it on conflict, a sample is charged once)."""
+    return PendingCapture(run_id=run_id, sample_id=sample_id)
 
 
 def post_pending_captures(*, run_id: UUID | str | None = None, limit: int = SETTLE_CHUNK) -> int:

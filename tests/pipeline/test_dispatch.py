@@ -12,6 +12,7 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 from django.db import OperationalError
+from django.db.models.functions import Now
 
 from pipeline.dispatch import Dispatcher, queue_for
 from pipeline.management.commands.dispatcher import tick_or_wait
@@ -196,3 +197,19 @@ def test_a_lone_claim_travels_as_a_step_message_of_its_own(settings: Any) -> Non
 
     [(pk, token)] = Sample.objects.filter(queue_state="leased").values_list("pk", "fencing_token")
     assert _messages("platform.openai") == [("pipeline.execute_step", [pk, token])]
+
+
+@pytest.mark.django_db
+def test_leases_run_out_are_looked_for_on_the_first_tick_then_at_the_bookkeeping_pace(
+    settings: Any,
+) -> None:
+    settings.GEO_DISPATCH_BOOKKEEPING_SECONDS = 60
+    launch_funded(make_campaign_data(questions=1, targets=OPENAI, repeats=1, tenant="pace"))
+    dispatcher = Dispatcher(owner="t")
+    assert dispatcher.tick().claimed == 1
+    Sample.objects.filter(queue_state="leased").update(lease_until=Now())  # its worker died
+
+    assert dispatcher.tick().requeued == 0  # looked for on the first tick, not again yet
+
+    dispatcher.looked_at -= 60  # a minute later
+    assert dispatcher.tick().requeued == 1

@@ -92,7 +92,8 @@ def test_an_answer_is_kept_with_its_attempt_cost_and_sample_in_one_statement() -
     statements: list[str] = []
 
     def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        statements.append(sql)
+        if "SAVEPOINT" not in sql:  # a test's transaction: the write sits in a savepoint
+            statements.append(sql)
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(count):
