@@ -378,9 +378,13 @@ class Sample(models.Model):
         ]
         indexes = [
             # The claim scans only due, unclaimed work; claimed and finished rows never enter
-            # this index, so claiming stays cheap however many rows are leased or done.
+            # this index, so claiming stays cheap however many rows are leased or done. Keyed
+            # by what a claim names (platform, step, tenant), then due time: a claim reads its
+            # own rows in due order, never another tenant's backlog, and the dispatcher finds
+            # which (platform, step, tenant) have due work by skipping from key to key
+            # (pipeline/dispatch.py `_DUE_GROUPS`), whatever the backlog.
             models.Index(
-                fields=["platform", "due_at"],
+                fields=["platform", "step", "tenant", "due_at"],
                 name="sample_ready_idx",
                 condition=Q(queue_state="ready"),
             ),

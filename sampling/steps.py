@@ -616,18 +616,19 @@ class SampleStep:
         changed = changed_fields(s)
         save_fenced(s, self.token)
         self._saved(outcome, before, changed)
+        return outcome
+
+    def _saved(self, outcome: str, before: dict[str, str], changed: list[str]) -> None:
+        s = self.sample
+        if outcome:
+            log.info("step outcome %s sample=%s changed=%s", outcome, s.pk, changed)
+        self._observe(before)
         if s.queue_state == QueueState.DONE and self._on_end is not None:
             # After the commit that ended the sample, see whether its run has ended: two last
             # samples ending at once in two transactions would each still see the other
             # running. (The dispatcher's sweep catches a process that dies in between.)
             on_end, run_id = self._on_end, s.run_id
-            transaction.on_commit(lambda: on_end(run_id))
-        return outcome
-
-    def _saved(self, outcome: str, before: dict[str, str], changed: list[str]) -> None:
-        if outcome:
-            log.info("step outcome %s sample=%s changed=%s", outcome, self.sample.pk, changed)
-        self._observe(before)
+            transaction.on_commit(lambda: on_end(run_id))  # at once outside a transaction
 
     # --- unlocked: the outcome and its rows in one statement ---------------------------------
 
@@ -653,6 +654,7 @@ class SampleStep:
         where.update(fencing_token=self.token, queue_state=QueueState.LEASED)
         # In a caller's transaction, a savepoint: a row already there must not end it.
         nested = transaction.atomic() if connection.in_atomic_block else nullcontext()
+        matched = False
         try:
             with nested:
                 matched = write_if(
@@ -666,20 +668,15 @@ class SampleStep:
                     skip_conflicts=skip_conflicts,
                 )
         except IntegrityError:
-            self.forget()
-            return False
-        except BaseException:
-            self.forget()
-            raise
+            pass  # a row already there: the locked path sorts it out
+        finally:
+            if not matched:
+                self.forget()
         if not matched:
-            self.forget()
             return False
         for written in self._after_write:
             written()
         self._saved(outcome, before, changed)
-        if s.queue_state == QueueState.DONE and self._on_end is not None:
-            on_end, run_id = self._on_end, s.run_id
-            transaction.on_commit(lambda: on_end(run_id))  # at once outside a transaction
         return True
 
     def forget(self) -> None:

@@ -6,6 +6,7 @@ import base64
 import json
 from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from django.db import OperationalError
 from django.db.models.functions import Now
 
 from pipeline.dispatch import Dispatcher, queue_for
+from pipeline.dispatch import _load as load_due_and_leased
 from pipeline.management.commands.dispatcher import tick_or_wait
 from sampling.models import Sample, Step
 from tenancy.models import Tenant
@@ -213,3 +215,23 @@ def test_leases_run_out_are_looked_for_on_the_first_tick_then_at_the_bookkeeping
 
     dispatcher.looked_at -= 60  # a minute later
     assert dispatcher.tick().requeued == 1
+
+
+@pytest.mark.django_db
+def test_due_work_is_found_for_each_platform_step_and_tenant_and_only_where_it_is_due() -> None:
+    for tenant in ("due-a", "due-b", "later"):
+        launch_funded(make_campaign_data(questions=3, targets=OPENAI, repeats=1, tenant=tenant))
+    later = Sample.objects.filter(tenant__slug="later")
+    later.update(due_at=Now() + timedelta(hours=1))  # a backlog not due yet
+    b_first = Sample.objects.filter(tenant__slug="due-b").order_by("pk").first()
+    assert b_first is not None
+    Sample.objects.filter(pk=b_first.pk).update(step=Step.ANALYSE)  # another step, due
+    Sample.objects.filter(tenant__slug="due-a").update(queue_state="leased")  # none ready
+
+    due = load_due_and_leased().due
+
+    tenant = dict(Tenant.objects.values_list("slug", "pk"))
+    assert due == {
+        ("openai", Step.SUBMIT): [tenant["due-b"]],
+        ("openai", Step.ANALYSE): [tenant["due-b"]],
+    }
