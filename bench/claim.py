@@ -3,7 +3,8 @@
 
 The product: `sampling.leases.claim_ready` called exactly as the dispatcher calls it
 (pipeline/dispatch.py: one platform, one step, one tenant, a limit), batch after batch until
-nothing is due. The reference: the bare batch claim, one autocommit statement per batch. Both
+nothing is due. The reference: the bare batch claim of the same platform, step and tenant,
+one autocommit statement per batch. Both
 claim the same N samples of one launched run in batches of the same size; the reference goes
 first on the freshly vacuumed table, the product after every claim is undone and the table
 vacuumed again. Not a test.
@@ -31,8 +32,8 @@ UPDATE sampling_sample
    SET queue_state = 'leased', lease_until = statement_timestamp() + interval '120 seconds',
        lease_owner = 'reference', fencing_token = fencing_token + 1, claims = claims + 1
  WHERE id IN (SELECT id FROM sampling_sample
-               WHERE queue_state = 'ready' AND platform = 'collector'
-                 AND due_at <= statement_timestamp()
+               WHERE queue_state = 'ready' AND platform = 'collector' AND step = 'submit'
+                 AND tenant_id = %s AND due_at <= statement_timestamp()
                ORDER BY due_at LIMIT %s FOR UPDATE SKIP LOCKED)
 RETURNING id, fencing_token"""
 
@@ -51,7 +52,7 @@ def measure() -> list[BenchRow]:
         run = launch_run(campaign=common.funded_campaign(samples=samples, name=f"claim {samples}"))
         common.vacuum()
         with common.timed() as reference:
-            _check(_raw_claims(batch), samples, "the raw claim")
+            _check(_raw_claims(batch, run.tenant_id), samples, "the raw claim")
         common.sql(UNDO_CLAIMS, [run.pk])
         common.vacuum()
         with common.timed() as product:
@@ -80,9 +81,9 @@ def _product_claims(batch: int, tenant_id: int) -> int:
     return claimed
 
 
-def _raw_claims(batch: int) -> int:
+def _raw_claims(batch: int, tenant_id: int) -> int:
     claimed = 0
-    while rows := common.sql(RAW_CLAIM, [batch]):
+    while rows := common.sql(RAW_CLAIM, [tenant_id, batch]):
         claimed += len(rows)
     return claimed
 
