@@ -10,6 +10,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from itertools import groupby
 
 from django.db import connection, transaction
 from django.db.models import Model
@@ -163,11 +164,17 @@ def record_capture(
     `captured_at`: when the answer was received, in database time (the answer inbox's
     `received_at`); None: now, the database's time of this write. Never the result's own
     `captured_at`, which is the clock of the worker that parsed it."""
-    capture = _capture(sample, attempt_no, archived, token, captured_at)
+    capture, children = capture_rows(
+        sample=sample,
+        attempt_no=attempt_no,
+        archived=archived,
+        token=token,
+        captured_at=captured_at,
+    )
     # Plain statements (sampling/plainsql.py): these rows are written for every answer.
     insert_rows([capture])
-    for rows in _capture_children(sample, capture, archived):
-        insert_rows(rows)
+    for _model, rows in groupby(children, key=type):
+        insert_rows(list(rows))  # their key to the capture taken from it now
     return capture
 
 
@@ -180,20 +187,8 @@ def capture_rows(
     captured_at: datetime | None = None,
 ) -> tuple[Capture, list[Model]]:
     """`record_capture`'s rows, not yet written: the capture, and its objects, citations and
-    search queries, which point at it (for a write of them all in one statement,
-    `plainsql.write_if`)."""
-    capture = _capture(sample, attempt_no, archived, token, captured_at)
-    children = [row for rows in _capture_children(sample, capture, archived) for row in rows]
-    return capture, children
-
-
-def _capture(
-    sample: Sample,
-    attempt_no: int | None,
-    archived: ArchivedResult,
-    token: int | None,
-    captured_at: datetime | None,
-) -> Capture:
+    search queries (grouped by model), which point at it (`record_capture` writes them; so
+    does the one statement of `plainsql.write_if`)."""
     result = archived.result
     completed = result.collection_state == CollectionState.COMPLETED
     capture = Capture(
@@ -214,13 +209,11 @@ def _capture(
     )
     if captured_at is not None:
         capture.captured_at = captured_at
-    return capture
+    return capture, _capture_children(sample, capture, archived)
 
 
-def _capture_children(
-    sample: Sample, capture: Capture, archived: ArchivedResult
-) -> list[list[Model]]:
-    """The capture's objects, citations and search queries, a list per model."""
+def _capture_children(sample: Sample, capture: Capture, archived: ArchivedResult) -> list[Model]:
+    """The capture's objects, then its citations, then its search queries."""
     result = archived.result
     identity = {
         "run_id": sample.run_id,
@@ -255,7 +248,7 @@ def _capture_children(
         SearchQuery(capture=capture, sample_id=sample.pk, **identity, position=i, query=q)
         for i, q in enumerate(result.search_queries)
     ]
-    return [rows for rows in (objects, citations, searches) if rows]
+    return [*objects, *citations, *searches]
 
 
 # The newest completed capture of a sample below a revision: the one a new completed capture

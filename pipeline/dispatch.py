@@ -393,52 +393,34 @@ def batch_limit(platform: str) -> int:
 
 
 def _publish(claims: list[Claim], report: DispatchReport) -> None:
+    """The claims in messages per queue: a batch-accepting platform's submits in batches of its
+    submission limit, answered in one upstream call; any other claims in messages of up to
+    GEO_STEPS_PER_MESSAGE, each its own step."""
     if claims:
         failpoint("after_commit_before_publish")
-    batched = [c for c in claims if c.step == Step.SUBMIT and batch_limit(c.platform) > 1]
-    _publish_batches(batched, report)
-    in_batches = {claim.sample_id for claim in batched}
-    by_queue: dict[str, list[Claim]] = defaultdict(list)
+    groups: dict[tuple[str, bool], list[Claim]] = defaultdict(list)  # (queue, one call)
     for claim in claims:
-        if claim.sample_id not in in_batches:
-            by_queue[queue_for(step=claim.step, platform=claim.platform)].append(claim)
-    size = max(1, settings.GEO_STEPS_PER_MESSAGE)
-    for queue, mine in by_queue.items():
+        one_call = claim.step == Step.SUBMIT and batch_limit(claim.platform) > 1
+        groups[(queue_for(step=claim.step, platform=claim.platform), one_call)].append(claim)
+    for (queue, one_call), mine in groups.items():
+        size = max(1, batch_limit(mine[0].platform) if one_call else settings.GEO_STEPS_PER_MESSAGE)
         for start in range(0, len(mine), size):
-            _publish_steps(mine[start : start + size], queue, report)
+            _publish_chunk(mine[start : start + size], queue, one_call, report)
 
 
-def _publish_steps(claims: list[Claim], queue: str, report: DispatchReport) -> None:
-    """One message for these claims: each is its own step in the worker (several steps in one
-    message: `pipeline.execute_steps`)."""
+def _publish_chunk(claims: list[Claim], queue: str, one_call: bool, report: DispatchReport) -> None:
+    held = [[claim.sample_id, claim.token] for claim in claims]
     try:
-        if len(claims) == 1:
-            execute_step.apply_async(args=(claims[0].sample_id, claims[0].token), queue=queue)
+        if one_call:
+            execute_submit_batch.apply_async(args=(held,), queue=queue)
+        elif len(held) == 1:
+            execute_step.apply_async(args=tuple(held[0]), queue=queue)
         else:
-            held = [[claim.sample_id, claim.token] for claim in claims]
             execute_steps.apply_async(args=(held,), queue=queue)
     except Exception as exc:  # the leases will expire and the samples will be claimed again
-        log.warning("publish of %s step(s) on %s failed: %s", len(claims), queue, exc)
+        log.warning("publish of %s claim(s) on %s failed: %s", len(held), queue, exc)
         return
-    report.published[queue] += len(claims)
-
-
-def _publish_batches(claims: list[Claim], report: DispatchReport) -> None:
-    by_platform: dict[str, list[Claim]] = defaultdict(list)
-    for claim in claims:
-        by_platform[claim.platform].append(claim)
-    for platform, mine in by_platform.items():
-        limit = batch_limit(platform)
-        queue = queue_for(step=Step.SUBMIT, platform=platform)
-        for start in range(0, len(mine), limit):
-            chunk = mine[start : start + limit]
-            held = [[claim.sample_id, claim.token] for claim in chunk]
-            try:
-                execute_submit_batch.apply_async(args=(held,), queue=queue)
-            except Exception as exc:  # the leases expire and the samples are claimed again
-                log.warning("publish of a batch of %s failed: %s", len(chunk), exc)
-                continue
-            report.published[queue] += len(chunk)
+    report.published[queue] += len(held)
 
 
 _default: Dispatcher | None = None

@@ -23,6 +23,7 @@ from botocore.exceptions import ConnectionError as StoreConnectionError
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db.models import Model
 
 from analysis.services import AnalysisAhead, Verdict, analyse_ahead
 from billing import services as billing
@@ -344,8 +345,16 @@ def verdict_for(ahead: AnalysisAhead | None, capture: Capture) -> Verdict | None
 def queue_charge(sample: Sample, verdict: Verdict | None) -> None:
     """A valid answer's charge: posted with the run's other charges by the dispatcher's next
     tick, or when the run finishes (docs/decisions.md, settlement off the hot account rows)."""
-    if verdict is not None and verdict.valid:
+    if charge_rows(sample, verdict):
         billing.queue_capture(run_id=sample.run_id, sample_id=sample.pk)
+
+
+def charge_rows(sample: Sample, verdict: Verdict | None) -> list[Model]:
+    """`queue_charge`'s row, not yet written (for an outcome written in one statement; skip it
+    on conflict): none unless the answer is valid."""
+    if verdict is None or not verdict.valid:
+        return []
+    return [billing.pending_capture(run_id=sample.run_id, sample_id=sample.pk)]
 
 
 def error_class_of(result: NormalizedResult) -> ErrorClass:

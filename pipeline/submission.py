@@ -15,7 +15,6 @@ from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Count, Min, Model, Q
 
 from analysis.services import AnalysisAhead
-from billing import services as billing
 from billing.costs import apply_cost, pending_attempt_cost, price_usage, queue_attempt_cost
 from connectors.base import ErrorClass, NormalizedResult, SubmitOutcome, UpstreamError
 from connectors.retry import REVIEW, VERIFY, RetryDecision
@@ -27,6 +26,7 @@ from pipeline.step_context import (
     StepContext,
     analyse_inline,
     archive,
+    charge_rows,
     connector,
     error_class_of,
     error_message_of,
@@ -178,8 +178,16 @@ def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
 def _queue_cost(attempt: Attempt) -> None:
     """Queued in the fenced write that records the attempt's outcome; booked by the
     dispatcher's next tick, and the run's end books any that were missed."""
-    if attempt.cost:
+    if _cost_rows(attempt):
         queue_attempt_cost(run_id=attempt.sample.run_id, attempt_id=attempt.pk)
+
+
+def _cost_rows(attempt: Attempt) -> list[Model]:
+    """`_queue_cost`'s row, not yet written (for a write in one statement; skip it on
+    conflict): none for an attempt without a cost."""
+    if not attempt.cost:
+        return []
+    return [pending_attempt_cost(run_id=attempt.sample.run_id, attempt_id=attempt.pk)]
 
 
 def _submit_decision(
@@ -304,10 +312,8 @@ def _keep_at_once(
     failpoint("inbox_write_fails")  # a failure of the write: nothing of it is stored
     result = _close_answered(step, attempt, outcome)
     entry = inbox.entry_for(attempt=attempt, result=result, upstream_id=outcome.upstream_id)
-    rows: list[Model] = [entry]
-    if attempt.cost:
-        rows.append(pending_attempt_cost(run_id=sample.run_id, attempt_id=attempt.pk))
-    if not step.write_at_once(then_insert=rows, skip_conflicts=rows[1:]):
+    cost = _cost_rows(attempt)
+    if not step.write_at_once(then_insert=[entry, *cost], skip_conflicts=cost):
         return None
     return entry
 
@@ -433,9 +439,7 @@ def _answered_at_once(
     verdict = verdict_for(ahead, capture)
     evidence = evidence_of(sample, archived.result)
     outcome = step.answered(upstream_id=entry.upstream_id, evidence=evidence, verdict=verdict)
-    charge: list[Model] = []
-    if verdict is not None and verdict.valid:
-        charge = [billing.pending_capture(run_id=sample.run_id, sample_id=sample.pk)]
+    charge = charge_rows(sample, verdict)
     rows = [capture, *children, *charge]
     if not step.write_at_once(then_insert=rows, then_delete=[entry], skip_conflicts=charge):
         return None

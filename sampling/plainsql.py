@@ -98,6 +98,7 @@ def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequenc
     plan = _insert_plan(model, _defaulted(model, objs[0]))
     params: list[Any] = []
     for obj in objs:
+        take_parent_keys(obj)  # a row built before the one it points at was inserted
         for field in plan.fields:
             value = field.pre_save(obj, True)
             if isinstance(value, DatabaseDefault):
@@ -122,29 +123,6 @@ def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequenc
     return objs
 
 
-def insert_row_if(obj: M, *, guard: str, params: Sequence[Any]) -> bool:
-    """INSERT `obj` in the statement that runs `guard` (an UPDATE ... RETURNING, run as a WITH
-    clause), only if the guard changed a row: a conditional write and the row it adds in one
-    round trip, committed as one (outside a transaction, without a BEGIN and a COMMIT of their
-    own). Returns whether both happened; `obj` is filled in as `insert_rows` fills it.
-    PostgreSQL only (a WITH clause that changes rows)."""
-    db = _db()
-    model = type(obj)
-    plan = _insert_plan(model, _defaulted(model, obj))
-    values = [field.get_db_prep_save(field.pre_save(obj, True), db) for field in plan.fields]
-    sql = f"WITH guard AS ({guard}) {plan.head_select} FROM guard{plan.returning}"
-    with cursor() as cur:
-        cur.execute(sql, [*params, *values])
-        row = cur.fetchone()
-    if row is None:
-        return False
-    for field, value in zip(plan.returned, row, strict=True):
-        setattr(obj, field.attname, value)
-    obj._state.adding = False
-    obj._state.db = db.alias
-    return True
-
-
 class _InsertPlan:
     """The text of a model's INSERT for one set of columns, built once per process."""
 
@@ -164,11 +142,11 @@ class _InsertPlan:
             f"({', '.join(quote(f.column) for f in self.fields)}) VALUES "
         )
         self.row = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
-        # The same row as a SELECT list (`insert_row_if`): a parameter there has no column to
-        # take its type from, so each is cast to its column's type, without a length (an
-        # explicit cast to varchar(n) would cut a longer value instead of refusing it).
+        # Each value cast to its column's type, for a row given as a SELECT list or a VALUES
+        # row (`write_if`): a parameter there has no column to take its type from. Without a
+        # length (an explicit cast to varchar(n) would cut a longer value instead of refusing
+        # it).
         self.casts = [f"%s::{_base_type(f)}" for f in self.fields]
-        self.head_select = self.head.removesuffix("VALUES ") + f"SELECT {', '.join(self.casts)}"
         self.returning = f" RETURNING {', '.join(quote(f.column) for f in self.returned)}"
 
 
@@ -377,11 +355,23 @@ def write_if(
         return False
     _read_back(row, statement.reads)
     for obj in then_insert:  # a key taken from a row inserted here, now known
-        for field in obj._meta.concrete_fields:
-            parent = obj._state.fields_cache.get(field.name) if field.is_relation else None
-            if isinstance(parent, Model) and getattr(obj, field.attname) is None:
-                setattr(obj, field.attname, parent.pk)
+        take_parent_keys(obj)
     return True
+
+
+def take_parent_keys(obj: Model) -> None:
+    """A foreign key set to an instance that had no key then, and has one now (saved since),
+    takes that key, as the ORM's `save()` and `bulk_create()` do."""
+    for field in _relations(type(obj)):
+        if getattr(obj, field.attname) is None:
+            parent = obj._state.fields_cache.get(field.name)
+            if isinstance(parent, Model) and parent.pk is not None:
+                setattr(obj, field.attname, parent.pk)
+
+
+@cache
+def _relations(model: type[Model]) -> tuple[Field[Any, Any], ...]:
+    return tuple(f for f in model._meta.concrete_fields if f.is_relation)
 
 
 _IF_GUARD = "EXISTS (SELECT 1 FROM w0)"

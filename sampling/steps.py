@@ -50,7 +50,6 @@ from .plainsql import (
     changed_fields,
     columns,
     from_row,
-    insert_row_if,
     insert_rows,
     reset,
     seen,
@@ -194,40 +193,41 @@ def _frozen_run(alias: str, run_id: UUID) -> tuple[list[str], list[Any]]:
 
 # --- an attempt begun at once -----------------------------------------------------------
 
-# `SampleStep.attempt_started` as one statement: the sample moves to `submitting` if the claim's
-# token still holds a live lease, the sample is still as the step read it and its run is not
-# cancelled; the attempt row is inserted in the same statement (sampling/plainsql.py).
-_BEGIN_SUBMIT = f"""UPDATE {Sample._meta.db_table} s
-   SET submission_state = %s, attempts = s.attempts + 1, updated_at = statement_timestamp()
- WHERE s.id = %s AND s.fencing_token = %s AND s.queue_state = %s
-   AND s.lease_until > statement_timestamp() AND s.submission_state = %s AND s.attempts = %s
-   AND NOT EXISTS (SELECT 1 FROM {Run._meta.db_table} r
-                    WHERE r.id = s.run_id AND r.cancelled_at IS NOT NULL)
-RETURNING s.id"""
-
 
 def begin_attempt_at_once(sample: Sample, *, token: int, model: str) -> Attempt | None:
     """Before the upstream is asked, as `SampleStep.attempt_started`, without a lock or a
-    transaction of its own: one statement, committed on its own (the common case of a submit:
-    a planned sample, its lease live, its run going on). `sample`: as the step loaded it; it
-    holds the write afterwards. None: something did not hold (a stale token, a lapsed lease,
-    a sample changed since, a cancelled run) and nothing was written; the locked path
-    (`fenced_step`) then finds out what and does it. PostgreSQL only; None elsewhere."""
+    transaction of its own: one statement (`plainsql.write_if`), committed on its own (the
+    common case of a submit: a planned sample, its lease live, its run going on). The sample
+    moves to `submitting` if the claim's token still holds a live lease, the sample is as the
+    step read it and its run is not cancelled; the attempt row is inserted in the same
+    statement. `sample`: as the step loaded it; it holds the write afterwards. None: something
+    did not hold (a stale token, a lapsed lease, a sample changed since, a cancelled run) and
+    nothing was written; the locked path (`fenced_step`) then finds out what and does it.
+    PostgreSQL only; None elsewhere."""
     if connection.vendor != "postgresql" or sample.submission_state != SubmissionState.PLANNED:
         return None
-    attempt = _next_attempt(sample, token=token, model=model, attempt_no=sample.attempts + 1)
-    params = [SubmissionState.SUBMITTING, sample.pk, token, QueueState.LEASED]
-    params += [SubmissionState.PLANNED, sample.attempts]
-    if not insert_row_if(attempt, guard=_BEGIN_SUBMIT, params=params):
-        return None
+    track(sample)
+    where = {"fencing_token": token, "queue_state": QueueState.LEASED, "attempts": sample.attempts}
+    where["submission_state"] = sample.submission_state
     sample.attempts += 1
     sample.begin_submit()
-    track(sample)
+    attempt = _next_attempt(sample, token=token, model=model, attempt_no=sample.attempts)
+    if not write_if(
+        sample,
+        where=where,
+        condition=f"{_LEASE_LIVE} AND {_RUN_GOING_ON}",
+        values={"updated_at": Now()},
+        then_insert=[attempt],
+    ):
+        reset(sample)
+        return None
     track(attempt)
     return attempt
 
 
 _LEASE_LIVE = "lease_until > statement_timestamp()"
+_RUN_GOING_ON = f"""NOT EXISTS (SELECT 1 FROM {Run._meta.db_table} r
+ WHERE r.id = {Sample._meta.db_table}.run_id AND r.cancelled_at IS NOT NULL)"""
 
 
 def step_at_once(

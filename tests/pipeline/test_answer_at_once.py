@@ -159,7 +159,7 @@ def test_a_direct_answer_is_kept_and_archived_without_a_lock_in_one_write_each(
 
     assert outcome == "answered"
     writes = [sql for sql in statements if sql.startswith("WITH w0 AS (UPDATE")]
-    assert len(writes) == 2  # the answer kept, then archived
+    assert len(writes) == 3  # the attempt begun, the answer kept, then archived
     assert not any("FOR UPDATE" in sql for sql in statements)
     renewal = "UPDATE sampling_sample SET lease_until"  # a claim of a minute, renewed first
     others = [sql for sql in statements if sql not in writes and not sql.startswith(renewal)]
