@@ -201,6 +201,18 @@ def _celery_worker() -> bool:
 GEO_WORKER_DB_POOL = int(os.environ.get("GEO_WORKER_DB_POOL", "8")) if _celery_worker() else 0
 
 
+# The statements every step runs (its lock, reads and writes: sampling/plainsql.py) are
+# prepared on their PostgreSQL connection, parsed and planned once per connection instead of
+# on every execution (docs/decisions.md, "A step's statements are prepared"). 0 behind a
+# transaction pooler that does not carry prepared statements (PgBouncer before 1.21, or
+# without max_prepared_statements).
+GEO_DB_PREPARED_STATEMENTS = os.environ.get("GEO_DB_PREPARED_STATEMENTS", "1") != "0"
+# Django hands psycopg `prepare_threshold=None`, with which psycopg prepares nothing, even a
+# statement executed with `prepare=True`; a threshold lets those be prepared. Django's own
+# queries are unaffected: its client-side cursors are never prepared.
+_PREPARE_THRESHOLD = 5
+
+
 def _dispatcher_process() -> bool:
     """Whether this process is the dispatcher (`manage.py dispatcher`)."""
     return sys.argv[1:2] == ["dispatcher"]
@@ -217,6 +229,10 @@ def _database() -> dict[str, Any]:
             options = dict(database.get("OPTIONS") or {})
             idle_limit = f"-c idle_in_transaction_session_timeout={lease_ms}"
             options["options"] = f"{options.get('options', '')} {idle_limit}".strip()
+            database["OPTIONS"] = options
+        if GEO_DB_PREPARED_STATEMENTS and database["ENGINE"] == "django.db.backends.postgresql":
+            options = dict(database.get("OPTIONS") or {})
+            options.setdefault("prepare_threshold", _PREPARE_THRESHOLD)
             database["OPTIONS"] = options
         if GEO_WORKER_DB_POOL and database["ENGINE"] == "django.db.backends.postgresql":
             timeout = float(os.environ.get("GEO_WORKER_DB_POOL_TIMEOUT", "60"))
@@ -332,12 +348,6 @@ if DATABASES["default"].get("OPTIONS", {}).get("pool"):
 
 # --- Execution ----------------------------------------------------------------------------
 GEO_LEASE_SECONDS = int(os.environ.get("GEO_LEASE_SECONDS", "120"))
-# The statements every step runs (its lock, reads and writes: sampling/plainsql.py) are
-# prepared on their PostgreSQL connection, parsed and planned once per connection instead of
-# on every execution (docs/decisions.md, "A step's statements are prepared"). 0 behind a
-# transaction pooler that does not carry prepared statements (PgBouncer before 1.21, or
-# without max_prepared_statements).
-GEO_DB_PREPARED_STATEMENTS = os.environ.get("GEO_DB_PREPARED_STATEMENTS", "1") != "0"
 GEO_MAX_SUBMIT_ATTEMPTS = int(os.environ.get("GEO_MAX_SUBMIT_ATTEMPTS", "5"))
 GEO_MAX_PLAN_SAMPLES = int(os.environ.get("GEO_MAX_PLAN_SAMPLES", "2000000"))
 GEO_MAX_QUESTION_CHARS = int(os.environ.get("GEO_MAX_QUESTION_CHARS", "2000"))

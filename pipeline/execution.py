@@ -131,7 +131,9 @@ def run_steps_together(
         for sample_id, token in held[1:]
     }
     first_id, first_token = held[0]
-    outcomes = {first_id: _isolated(run_one, first_id, first_token)}
+    # Its connection goes back to the pool before the wait: held by Celery's threads while they
+    # wait, a pool's every connection could be out, with the steps waited on unable to get one.
+    outcomes = {first_id: _on_step_thread(run_one, first_id, first_token)}
     outcomes.update(_results(others))
     return outcomes
 

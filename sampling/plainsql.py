@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 import psycopg
@@ -29,6 +29,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model
 from django.db.models.expressions import DatabaseDefault
 from django.db.models.sql import UpdateQuery
+from psycopg._queries import PostgresQuery, _query2pg_nocache
 
 M = TypeVar("M", bound=Model)
 
@@ -36,11 +37,12 @@ M = TypeVar("M", bound=Model)
 def cursor() -> CursorWrapper:
     """A cursor for the statements every step runs. On PostgreSQL its statements are bound on
     the server and prepared on their connection the first time they run: PostgreSQL parses and
-    plans each text once per connection, then only binds and executes it (the lock of a step
-    measured 0.25 ms of server CPU per execution sent as text, 0.10 ms prepared). The texts are
-    few (built from the models, no values in them); psycopg keeps the newest 100 per
-    connection. Elsewhere, or with GEO_DB_PREPARED_STATEMENTS=0, the connection's usual
-    cursor. Statements go through the connection's execute wrappers either way."""
+    plans each text once per connection, then only binds and executes it (planning cost about
+    5 ms of PostgreSQL's CPU per collected sample: docs/decisions.md, "Step statements
+    prepared for real"). The texts are few (built from the models, no values in them); psycopg
+    keeps the newest 100 per connection. Elsewhere, or with GEO_DB_PREPARED_STATEMENTS=0, the
+    connection's usual cursor. Statements go through the connection's execute wrappers either
+    way."""
     db = _db()
     if db.vendor != "postgresql" or not settings.GEO_DB_PREPARED_STATEMENTS:
         return db.cursor()
@@ -52,9 +54,40 @@ def cursor() -> CursorWrapper:
         return db._prepare_cursor(raw)  # type: ignore[attr-defined]
 
 
+class _KnownQuery(PostgresQuery):
+    """A statement's placeholders turned into PostgreSQL's (`%s` -> `$1`), remembered per text
+    whatever its length. psycopg remembers only texts under 4 KiB with at most 50 parameters,
+    so every `write_if` statement was split and rewritten anew on each execution (a tenth of
+    a worker's CPU per answer). The texts here are built from the models, never from values,
+    and come in few shapes, so the cache stays small and its hits high."""
+
+    def convert(self, query: Any, vars: Any) -> None:
+        if vars is None or not isinstance(query, str | bytes):
+            super().convert(query, vars)
+            return
+        self.query, self._want_formats, self._order, self._parts = _placeholders(
+            self._ensure_bytes(query), self._tx.encoding
+        )
+        self.dump(vars)
+
+
+_placeholders = lru_cache(maxsize=256)(_query2pg_nocache)
+
+
 class _PreparedCursor(psycopg.Cursor[Any]):
     """A server-binding cursor whose statements are prepared (Django's connections have
-    psycopg's automatic preparation off: `prepare_threshold` None)."""
+    psycopg's automatic preparation off: `prepare_threshold` None; the settings give a
+    threshold, without which psycopg would prepare nothing)."""
+
+    _query_cls = _KnownQuery
+
+    def _send_query_prepared(
+        self, name: bytes, pgq: PostgresQuery, *, binary: bool | None = None
+    ) -> None:
+        # As an unprepared execution leaves it: what Django shows as the statement sent (query
+        # logs with DEBUG, the tests' statement counts) is read from it.
+        self._query = pgq
+        super()._send_query_prepared(name, pgq, binary=binary)
 
     def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
                 binary: bool | None = None) -> Any:  # fmt: skip
@@ -96,26 +129,27 @@ def insert_rows(objs: Sequence[M], *, ignore_conflicts: bool = False) -> Sequenc
     if db.vendor != "postgresql":
         return model._default_manager.bulk_create(objs, ignore_conflicts=ignore_conflicts)
     plan = _insert_plan(model, _defaulted(model, objs[0]))
-    params: list[Any] = []
+    rows = []
     for obj in objs:
         take_parent_keys(obj)  # a row built before the one it points at was inserted
-        for field in plan.fields:
-            value = field.pre_save(obj, True)
-            if isinstance(value, DatabaseDefault):
-                raise ValueError(f"{model.__name__}.{field.name}: mixed database defaults")
-            params.append(field.get_db_prep_save(value, db))
-    sql = plan.head + ", ".join([plan.row] * len(objs))
+        rows.append(_cells(plan, obj, parents=False))
+    arrays = len(objs) > 1 and plan.arrays is not None
+    if arrays:  # one text whatever the number of rows
+        sql, params = plan.head_select + plan.unnest, [list(c) for c in zip(*rows, strict=True)]
+    else:
+        sql, params = plan.head + ", ".join([plan.row] * len(objs)), [v for r in rows for v in r]
     if ignore_conflicts:
         sql += " ON CONFLICT DO NOTHING"
-    with cursor() as cur:
+    # A text per number of rows is not worth preparing: Django's cursor, unprepared.
+    with cursor() if len(objs) == 1 or arrays else db.cursor() as cur:
         if ignore_conflicts and len(objs) > 1:
             cur.execute(sql, params)
             return objs
         cur.execute(sql + plan.returning, params)
-        rows = cur.fetchall()
-    if not rows:
+        returned = cur.fetchall()
+    if not returned:
         return []  # the one instance was skipped
-    for obj, values in zip(objs, rows, strict=True):
+    for obj, values in zip(objs, returned, strict=True):
         for field, value in zip(plan.returned, values, strict=True):
             setattr(obj, field.attname, value)
         obj._state.adding = False
@@ -148,6 +182,23 @@ class _InsertPlan:
         # it).
         self.casts = [f"%s::{_base_type(f)}" for f in self.fields]
         self.returning = f" RETURNING {', '.join(quote(f.column) for f in self.returned)}"
+        self.head_select = self.head.removesuffix(" VALUES ") + " "
+        # Many rows given as one array per column, as Django's `bulk_create` does on
+        # PostgreSQL: the statement's text is the same whatever the number of rows, so it is
+        # converted, parsed and planned once. None if a column's type cannot be an array's.
+        self.arrays = _array_casts(self.fields)
+        self.unnest = f"SELECT * FROM UNNEST({', '.join(self.arrays or [])})"
+
+
+def _array_casts(fields: Sequence[Field[Any, Any]]) -> list[str] | None:
+    """Each column's parameter as an array of its type; None if one cannot be (the test
+    Django's own UNNEST insert applies)."""
+    db = connections[DEFAULT_DB_ALIAS]
+    for field in fields:
+        target = getattr(field, "target_field", field)  # a foreign key: its target's type
+        if hasattr(field, "get_placeholder") or target.get_internal_type() not in db.data_types:
+            return None
+    return [f"%s::{_base_type(f)}[]" for f in fields]
 
 
 def _base_type(field: Field[Any, Any]) -> str:
@@ -408,35 +459,59 @@ class _Statement:
         alone: dict[int, str] = {}  # id() of an instance inserted alone -> its clause
         for (model, defaulted, skip), rows in groups.items():
             plan = _insert_plan(model, defaulted)
-            values, params = [], []
-            for obj in rows:
-                row_sql, row_params = self._row(plan, obj, alone)
-                values.append(row_sql)
-                params += row_params
-            sql = f"{plan.head.removesuffix(' VALUES ')} SELECT * FROM (VALUES {', '.join(values)})"
-            sql += f" AS v WHERE {_IF_GUARD}{' ON CONFLICT DO NOTHING' if skip else ''}"
+            select = self._arrays(plan, rows, alone) if len(rows) > 1 else None
+            if select is None:
+                select = self._values(plan, rows, alone)
+            sql = f"{plan.head_select}{select[0]} WHERE {_IF_GUARD}"
+            sql += " ON CONFLICT DO NOTHING" if skip else ""
             if len(rows) == 1:
-                name = self.add(sql + plan.returning, params)
+                name = self.add(sql + plan.returning, select[1])
                 alone[id(rows[0])] = name
                 self.reads.append((name, rows[0], plan.returned, True))
             else:
-                self.add(sql, params)
+                self.add(sql, select[1])
 
     @staticmethod
-    def _row(plan: _InsertPlan, obj: Model, alone: dict[int, str]) -> tuple[str, list[Any]]:
-        cells, params = [], []
-        for field, cast in zip(plan.fields, plan.casts, strict=True):
-            parent = _unsaved_parent(obj, field)
-            if parent is not None:
-                if id(parent) not in alone:
-                    raise ValueError(f"{field}: its row is not inserted alone before this one")
-                cells.append(
-                    f"(SELECT {_quote(_pk(type(parent)).column)} FROM {alone[id(parent)]})"
-                )
+    def _values(
+        plan: _InsertPlan, rows: Sequence[Model], alone: dict[int, str]
+    ) -> tuple[str, list[Any]]:
+        """The rows as a VALUES list, each value cast to its column's type."""
+        values, params = [], []
+        for obj in rows:
+            cells = []
+            for cast, value in zip(plan.casts, _cells(plan, obj), strict=True):
+                if isinstance(value, _Parent):
+                    cells.append(_parent_key(value.row, alone))
+                else:
+                    cells.append(cast)
+                    params.append(value)
+            values.append(f"({', '.join(cells)})")
+        return f"SELECT * FROM (VALUES {', '.join(values)}) AS v", params
+
+    @staticmethod
+    def _arrays(
+        plan: _InsertPlan, rows: Sequence[Model], alone: dict[int, str]
+    ) -> tuple[str, list[Any]] | None:
+        """The rows as one array per column (UNNEST), so the text does not change with their
+        number; a foreign key that every row sets to the same unsaved parent is that parent's
+        key. None if a column cannot be an array, or the rows differ in unsaved parents."""
+        if plan.arrays is None:
+            return None
+        columns = list(zip(*(_cells(plan, obj) for obj in rows), strict=True))
+        picked, arrays, names, params = [], [], [], []
+        for i, (cast, column) in enumerate(zip(plan.arrays, columns, strict=True)):
+            parents = {id(c.row) for c in column if isinstance(c, _Parent)}
+            if parents:  # the same unsaved parent for every row, or no array at all
+                if len(parents) > 1 or not all(isinstance(c, _Parent) for c in column):
+                    return None
+                picked.append(_parent_key(column[0].row, alone))
                 continue
-            cells.append(cast)
-            params.append(field.get_db_prep_save(field.pre_save(obj, True), _db()))
-        return f"({', '.join(cells)})", params
+            picked.append(f"v.c{i}")
+            names.append(f"c{i}")
+            arrays.append(cast)
+            params.append(list(column))
+        unnest = f"UNNEST({', '.join(arrays)}) AS v({', '.join(names)})"
+        return f"SELECT {', '.join(picked)} FROM {unnest}", params
 
     def sql(self) -> tuple[str, list[Any]]:
         clauses = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(self.parts))
@@ -444,6 +519,41 @@ class _Statement:
         joins = "".join(f" LEFT JOIN {name} ON true" for name in read[1:])
         columns = ", ".join(f"{name}.*" for name in read)
         return f"WITH {clauses} SELECT {columns} FROM w0{joins}", self.params
+
+
+class _Parent:
+    """A foreign key's value still to come: its unsaved parent, inserted in the statement."""
+
+    __slots__ = ("row",)
+
+    def __init__(self, row: Model) -> None:
+        self.row = row
+
+
+def _cells(plan: _InsertPlan, obj: Model, *, parents: bool = True) -> list[Any]:
+    """`obj`'s values for the plan's columns, as the database takes them; `_Parent` for a key
+    that comes from an unsaved parent inserted in the same statement (`parents`)."""
+    db = _db()
+    cells: list[Any] = []
+    for field in plan.fields:
+        parent = _unsaved_parent(obj, field)
+        if parent is not None:
+            if not parents:
+                raise ValueError(f"{field}: points at a row not saved yet")
+            cells.append(_Parent(parent))
+            continue
+        value = field.pre_save(obj, True)
+        if isinstance(value, DatabaseDefault):
+            raise ValueError(f"{type(obj).__name__}.{field.name}: mixed database defaults")
+        cells.append(field.get_db_prep_save(value, db))
+    return cells
+
+
+def _parent_key(parent: Model, alone: dict[int, str]) -> str:
+    """The key of an unsaved parent, from its row's INSERT earlier in the statement."""
+    if id(parent) not in alone:
+        raise ValueError(f"{type(parent).__name__}: its row is not inserted alone before this one")
+    return f"(SELECT {_quote(_pk(type(parent)).column)} FROM {alone[id(parent)]})"
 
 
 def _unsaved_parent(obj: Model, field: Field[Any, Any]) -> Model | None:

@@ -117,11 +117,27 @@ def _written(sample: Sample) -> dict[str, Any]:
     }
 
 
+def _cited(count: int) -> list[Citation]:
+    return [
+        Citation(
+            id=str(n),
+            url=f"https://acme{n}.example/crm?utm=x",
+            normalized_url=f"https://acme{n}.example/crm",
+            title=f"Acme {n}",
+            start=0,
+            end=4,
+        )
+        for n in range(count)
+    ]
+
+
+@pytest.mark.parametrize("cited", [1, 3])
 def test_an_answer_kept_and_archived_at_once_is_stored_as_the_locked_path_stores_it(
     upstream: Any,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
+    cited: int,
 ) -> None:
-    answer = _result(citations=CITED, search_queries=["best crm"])
+    answer = _result(citations=CITED + _cited(cited - 1), search_queries=["best crm", "acme"])
     upstream(submit=SubmitOutcome(upstream_id="resp-1", result=answer))
     fast, slow = _samples(questions=2)
     assert _answered(fast)[0] == "answered"
@@ -131,8 +147,25 @@ def test_an_answer_kept_and_archived_at_once_is_stored_as_the_locked_path_stores
     at_once, locked = _written(fast), _written(slow)
     assert at_once == locked
     assert at_once["sample"]["step"] == Step.NONE and at_once["inbox"] == 0
-    assert at_once["citations"] and at_once["searches"] and at_once["mentions"]
-    assert at_once["charge"] == 1
+    assert len(at_once["citations"]) == cited and len(at_once["searches"]) == 2
+    assert at_once["mentions"] and at_once["charge"] == 1
+
+
+def test_the_archive_is_the_same_statement_whatever_the_number_of_citations(
+    upstream: Any,  # noqa: F811
+) -> None:
+    """Its text is prepared once per connection, not once per count of citations."""
+    first, few, many = _samples(questions=3)
+    archives = []
+    for sample, cited in ((first, 1), (few, 2), (many, 5)):
+        answer = _result(citations=_cited(cited), search_queries=["crm"] * cited)
+        upstream(submit=SubmitOutcome(upstream_id=f"resp-{cited}", result=answer))
+        outcome, statements = _answered(sample)
+        assert outcome == "answered"
+        archives += [sql for sql in statements if sql.startswith("WITH w0") and "UNNEST" in sql]
+
+    assert len(archives) == 3 and archives[1] == archives[2]  # EvidenceObject rows: always many
+    assert CitationRow.objects.filter(sample=many).count() == 5
 
 
 def test_a_run_whose_last_answer_is_archived_at_once_finishes(

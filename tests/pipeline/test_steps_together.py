@@ -4,6 +4,11 @@ pipeline/execution.py `run_steps_together`."""
 from __future__ import annotations
 
 import threading
+import time
+from typing import Any
+
+import pytest
+from django.db import connection, connections
 
 from pipeline.execution import run_steps_together
 
@@ -34,3 +39,30 @@ def test_a_step_that_raises_is_an_error_of_its_own_and_the_others_finish() -> No
 
 def test_a_message_without_claims_runs_nothing() -> None:
     assert run_steps_together([], lambda sample_id, token: "never") == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_step_gives_its_connection_back_before_waiting_for_the_others() -> None:
+    """Otherwise the threads of a worker's messages could hold every connection of its pool
+    while the steps they wait on wait for one."""
+    first_done = threading.Event()
+    seen: dict[str, Any] = {}
+
+    def step(sample_id: int, token: int) -> str:
+        with connection.cursor() as cursor:  # each step uses the database
+            cursor.execute("SELECT 1")
+        if sample_id == 1:
+            seen["first"] = connections["default"]  # this thread's own
+            first_done.set()
+        else:  # still running: the first's connection is given back while this one runs
+            assert first_done.wait(timeout=10)
+            deadline = time.monotonic() + 10
+            while seen["first"].connection is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen["first still connected"] = seen["first"].connection is not None
+        return "answered"
+
+    outcomes = run_steps_together([(1, 1), (2, 1)], step)
+
+    assert outcomes == {1: "answered", 2: "answered"}
+    assert seen["first still connected"] is False

@@ -13,11 +13,13 @@ from django.db.models.functions import Now
 from django.forms.models import model_to_dict
 
 from billing.models import PendingCapture
+from sampling import plainsql
 from sampling.models import Attempt, QuestionRevision, Run, Sample
 from sampling.plainsql import (
     changed_fields,
     columns,
     converted,
+    cursor,
     from_row,
     insert_rows,
     track,
@@ -76,6 +78,53 @@ def test_many_rows_go_in_one_statement_with_their_keys() -> None:
 
     stored = dict(Attempt.objects.filter(sample=sample).values_list("attempt_no", "id"))
     assert stored == {a.attempt_no: a.pk for a in attempts}
+
+
+@pytest.mark.postgresql("arrays of values are PostgreSQL's")
+def test_many_rows_go_as_arrays_so_the_text_is_the_same_whatever_their_number() -> None:
+    sample = _sample()
+    sent: list[str] = []
+
+    def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    two, three = [_attempt(sample, n) for n in (1, 2)], [_attempt(sample, n) for n in (3, 4, 5)]
+    with connection.execute_wrapper(keep):
+        insert_rows(two)
+        insert_rows(three)
+
+    assert len(sent) == 2 and sent[0] == sent[1] and "UNNEST" in sent[0]
+    stored = {a.attempt_no: a for a in Attempt.objects.filter(sample=sample)}
+    assert {n: a.pk for n, a in stored.items()} == {a.attempt_no: a.pk for a in two + three}
+    assert all(_row(stored[a.attempt_no]) == _row(a) for a in two + three)
+
+
+@pytest.mark.postgresql("prepared statements are PostgreSQL's")
+def test_a_step_statement_is_prepared_on_its_connection() -> None:
+    with cursor() as cur:
+        cur.execute("SELECT %s::int + 41", [1])
+        assert cur.fetchone() == (42,)
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cur.fetchall()]
+    assert "SELECT $1::int + 41" in prepared
+
+
+@pytest.mark.postgresql("server-bound statements are PostgreSQL's")
+def test_a_long_statement_has_its_placeholders_converted_once_per_text() -> None:
+    values = list(range(60))  # past psycopg's own limits: 4 KiB and 50 parameters
+    sql = "SELECT " + ", ".join(["%s::int"] * len(values)) + " -- " + "x" * 5000
+    before = plainsql._placeholders.cache_info()
+
+    for _ in range(3):
+        with cursor() as cur:
+            cur.execute(sql, values)
+            assert cur.fetchone() == tuple(values)
+
+    after = plainsql._placeholders.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 2)
 
 
 def test_ignore_conflicts_skips_a_row_already_there() -> None:
