@@ -4,6 +4,8 @@ one capture entry for many samples, each charged once, nothing lost when a run f
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from billing import services
 from billing.checks import verify_ledger
@@ -48,6 +50,17 @@ def test_queued_charges_post_as_one_capture_entry_with_a_line_per_sample() -> No
     assert not PendingCapture.objects.exists()
     assert run_billing(run_id=run.pk).captured == sum(line.captured for line in lines)
     assert verify_ledger().violations == []
+
+
+def test_posting_charges_never_reads_the_run_configuration() -> None:
+    """It holds the question list (about 100 KB for 1,000 questions), and the dispatcher posts
+    charges every second for each running run."""
+    _queued_run()
+
+    with CaptureQueriesContext(connection) as queries:
+        assert services.post_pending_captures() == 3
+
+    assert not [q["sql"] for q in queries.captured_queries if "config_snapshot" in q["sql"]]
 
 
 def test_a_sample_charged_already_is_not_charged_again_by_a_later_batch() -> None:
