@@ -203,7 +203,7 @@ GEO_WORKER_DB_POOL = int(os.environ.get("GEO_WORKER_DB_POOL", "8")) if _celery_w
 
 # The statements every step runs (its lock, reads and writes: sampling/plainsql.py) are
 # prepared on their PostgreSQL connection, parsed and planned once per connection instead of
-# on every execution (docs/decisions.md, "A step's statements are prepared"). 0 behind a
+# on every execution (docs/decisions.md, "Step statements prepared for real"). 0 behind a
 # transaction pooler that does not carry prepared statements (PgBouncer before 1.21, or
 # without max_prepared_statements).
 GEO_DB_PREPARED_STATEMENTS = os.environ.get("GEO_DB_PREPARED_STATEMENTS", "1") != "0"

@@ -510,6 +510,8 @@ class _Statement:
             names.append(f"c{i}")
             arrays.append(cast)
             params.append(list(column))
+        if not arrays:  # every column a parent's key: nothing to unnest
+            return None
         unnest = f"UNNEST({', '.join(arrays)}) AS v({', '.join(names)})"
         return f"SELECT {', '.join(picked)} FROM {unnest}", params
 
