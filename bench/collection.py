@@ -5,8 +5,9 @@ Per concurrency (64 and 128 by default), side by side in one run: `--samples` di
 samples (platform `openai`, streamed answers, no faults, no screenshots) launched and collected
 by the real dispatcher and one real Celery worker process (Redis broker, PostgreSQL, analysis
 inline, logs at WARNING) against the project's simulator answering after `--latency` seconds;
-and a minimal asyncio client (httpx) streaming the same requests to the same simulator at the
-same concurrency, reading every stream to its end.
+and a minimal asyncio client (asyncio's streams, a kept-alive HTTP/1.1 connection per lane)
+streaming the same requests to the same simulator at the same concurrency, reading every
+stream to its end.
 
 Timed: the product from just before `launch_run` to the run's `finished_at` (database clock;
 the moment `run_status` first says nothing is pending is printed too); the reference from its
@@ -212,33 +213,37 @@ def _requests(run: Any) -> Requests:
 
 
 def reference(requests: Requests, concurrency: int) -> dict[str, float]:
-    """A minimal asyncio client: the same requests, `concurrency` in flight, each response
-    streamed and read to its end; timed from the first request to the last answer."""
-    import httpx
-
+    """A minimal asyncio client: the same requests, `concurrency` lanes, each with one kept-alive
+    HTTP/1.1 connection of asyncio's own streams, each response read to its end; timed from the
+    first request to the last answer. No HTTP library: httpx's connection pool spent 5 ms of
+    CPU per answer at C=128 (1.7 at C=64) and held the reference to 52/s where this reaches 60
+    (docs/decisions.md, "The collection bench's reference: asyncio streams")."""
     last_answer = 0.0
 
     async def main() -> int:
         nonlocal last_answer
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         pending = iter(requests)
         done = 0
-        async with httpx.AsyncClient(limits=limits, timeout=120) as client:
 
-            async def lane() -> None:
-                nonlocal done, last_answer
-                for url, body, headers in pending:
-                    try:
-                        async with client.stream("POST", url, json=body, headers=headers) as got:
-                            async for _ in got.aiter_bytes():
-                                pass
-                    except httpx.HTTPError:  # counted as not answered, like a failed sample
-                        continue
-                    if got.status_code == 200:
-                        done += 1
-                        last_answer = time.perf_counter()
+        async def lane() -> None:
+            nonlocal done, last_answer
+            streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+            for url, body, headers in pending:
+                try:
+                    if streams is None:
+                        where = urlsplit(url)
+                        streams = await asyncio.open_connection(where.hostname, where.port)
+                    status = await _post(*streams, url, body, headers)
+                except (OSError, ValueError, asyncio.IncompleteReadError):  # not answered
+                    streams = None
+                    continue
+                if status == 200:
+                    done += 1
+                    last_answer = time.perf_counter()
+            if streams is not None:
+                streams[1].close()
 
-            await asyncio.gather(*(lane() for _ in range(concurrency)))
+        await asyncio.gather(*(lane() for _ in range(concurrency)))
         return done
 
     cpu, simulator = time.process_time(), tree_cpu_seconds(SERVICES["simulator"])
@@ -254,6 +259,39 @@ def reference(requests: Requests, concurrency: int) -> dict[str, float]:
             tree_cpu_seconds(SERVICES["simulator"]) - simulator, len(requests)
         ),
     }
+
+
+async def _post(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+) -> int:
+    """One POST on a kept-alive connection; the response read to its end. Returns its status."""
+    where = urlsplit(url)
+    data = json.dumps(body).encode()
+    lines = [f"POST {where.path} HTTP/1.1", f"Host: {where.netloc}"]
+    lines += ["Content-Type: application/json", f"Content-Length: {len(data)}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
+    status = int((await reader.readline()).split()[1])
+    length, chunked = None, False
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+        elif name.strip().lower() == "transfer-encoding":
+            chunked = "chunked" in value.lower()
+    if chunked:
+        while size := int((await reader.readline()).split(b";")[0], 16):
+            await reader.readexactly(size + 2)  # the chunk and its CRLF
+        await reader.readline()  # the CRLF after the last chunk
+    elif length is not None:
+        await reader.readexactly(length)
+    else:
+        raise ValueError("a response without a length on a kept-alive connection")
+    return status
 
 
 # --- the product ----------------------------------------------------------------------------

@@ -561,6 +561,11 @@ GEO_STEPS_PER_MESSAGE = int(os.environ.get("GEO_STEPS_PER_MESSAGE", "16"))
 # A worker's threads for the steps of a message beyond its first, which runs on the thread
 # Celery gave the message; created as needed, up to this many.
 GEO_WORKER_STEP_THREADS = int(os.environ.get("GEO_WORKER_STEP_THREADS", "256"))
+# How many of a worker's threads process read answers at once (keeping, evidence rows,
+# analysis; not the evidence store's uploads): pipeline/step_context.py `answer_work`. Half
+# the default connection pool (GEO_WORKER_DB_POOL), so that steps starting meanwhile find a
+# connection. 0: no bound.
+GEO_WORKER_ANSWER_THREADS = int(os.environ.get("GEO_WORKER_ANSWER_THREADS", "4"))
 # The active dispatcher holds a leader lease (pipeline/leadership.py) for this long past its
 # last tick (database time); a standby looks every GEO_LEADER_CHECK_SECONDS and takes over once
 # it has run out (at once when the holder's PostgreSQL session is gone). A stopped or cut-off

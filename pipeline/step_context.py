@@ -146,10 +146,10 @@ def decided(ctx: StepContext, decision: RetryDecision) -> str:
 # --- the upstream and the lease -----------------------------------------------------------
 
 
-def upstream_wait() -> None:
-    """Before a call to an upstream (seconds of waiting, no database work): give the thread's
-    database connection back to the worker's pool (settings.GEO_WORKER_DB_POOL), so threads
-    waiting on upstreams hold none. Without a pool the connection is kept: closing it would
+def give_connection_back() -> None:
+    """Before a wait (an upstream's seconds, a turn at answer work; no database work): give
+    the thread's database connection back to the worker's pool (settings.GEO_WORKER_DB_POOL),
+    so threads that wait hold none. Without a pool the connection is kept: closing it would
     cost a new PostgreSQL session per step. Never inside a transaction (no network I/O in one
     anyway)."""
     if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
@@ -161,7 +161,7 @@ def upstream_call(platform: str, call: Callable[[], _T]) -> _T:
     call reached it: a connection failure is counted (and may open the circuit), anything the
     platform sent back closes a circuit this process counted failures on (else costs
     nothing). A sent request that got nothing back says neither."""
-    upstream_wait()
+    give_connection_back()
     try:
         result = call()
     except UpstreamError as error:
@@ -181,6 +181,68 @@ def _tell_circuit(report: Callable[..., object], platform: str, egress: str | No
         report(platform=platform, egress=egress)
     except DatabaseError as error:
         log.warning("circuit of %s not updated: %s", platform, error)
+
+
+# --- answer work ---------------------------------------------------------------------------
+# What a step does with an answer once it is read (its cost, keeping it, the evidence rows,
+# the analysis, the sample's move) is the CPU of a worker, all under one interpreter lock.
+# Answers that arrive together (every stream of a wave ends within a second) would each get a
+# sliver of it and all finish late, while the messages that would start the next requests
+# wait behind them. A few at a time, they finish one after another, each freeing its slot as
+# it ends, and the rest of the worker is not starved (docs/decisions.md, "Answer work, a few
+# threads at a time").
+
+_answer_turns: dict[int, threading.BoundedSemaphore] = {}
+_answer_turns_made = threading.Lock()
+_holding = threading.local()  # .turns: the semaphore this thread holds a turn of, or None
+
+
+def _turns(size: int) -> threading.BoundedSemaphore:
+    with _answer_turns_made:
+        return _answer_turns.setdefault(size, threading.BoundedSemaphore(size))
+
+
+def _take_turn(turns: threading.BoundedSemaphore) -> None:
+    if turns.acquire(blocking=False):
+        return
+    # Never wait holding a pooled connection: the threads whose turn it is need one.
+    give_connection_back()
+    turns.acquire()
+
+
+@contextmanager
+def answer_work() -> Iterator[None]:
+    """Process a read answer in one of settings.GEO_WORKER_ANSWER_THREADS turns of this
+    worker (0: no bound); a thread already in its turn keeps it."""
+    size = settings.GEO_WORKER_ANSWER_THREADS
+    if size <= 0 or getattr(_holding, "turns", None) is not None:
+        yield
+        return
+    turns = _turns(size)
+    _take_turn(turns)
+    _holding.turns = turns
+    try:
+        yield
+    finally:
+        _holding.turns = None
+        turns.release()
+
+
+@contextmanager
+def outside_answer_work() -> Iterator[None]:
+    """Within answer work, a wait on something else (the evidence store's uploads): the turn
+    is given up meanwhile and taken again after."""
+    turns = getattr(_holding, "turns", None)
+    if turns is None:
+        yield
+        return
+    _holding.turns = None
+    turns.release()
+    try:
+        yield
+    finally:
+        _take_turn(turns)
+        _holding.turns = turns
 
 
 def keep_lease(*, sample_id: int, token: int) -> AbstractContextManager[None]:
@@ -265,7 +327,7 @@ class LeaseRenewer:
             except Exception:  # the renewer must outlive any one failure
                 log.exception("lease renewal round failed")
                 connection.close()
-            upstream_wait()  # give the connection back to the pool between rounds
+            give_connection_back()  # between rounds
 
     def _renew_due(self) -> None:
         lease = settings.GEO_LEASE_SECONDS

@@ -25,6 +25,7 @@ from pipeline.step_context import (
     DuplicateInFlight,
     StepContext,
     analyse_inline,
+    answer_work,
     archive,
     charge_rows,
     connector,
@@ -34,6 +35,7 @@ from pipeline.step_context import (
     frozen_model,
     guarded,
     locked_step,
+    outside_answer_work,
     queue_charge,
     request_for,
     retry_policy,
@@ -161,10 +163,11 @@ def handle_submit(ctx: StepContext, loaded: Sample) -> str:
     failpoint("after_accept_before_record")
     if outcome.result is None:
         return _record_accepted(ctx, attempt, outcome)
-    _price_attempt(attempt, outcome.result.raw)
-    entry = _keep_answer(ctx, sample, attempt, outcome)
-    failpoint("after_inbox_before_archive")
-    return _archive_answer(ctx, sample, attempt, entry, outcome.result)
+    with answer_work():
+        _price_attempt(attempt, outcome.result.raw)
+        entry = _keep_answer(ctx, sample, attempt, outcome)
+        failpoint("after_inbox_before_archive")
+        return _archive_answer(ctx, sample, attempt, entry, outcome.result)
 
 
 def _price_attempt(attempt: Attempt, raw: bytes | None) -> None:
@@ -356,7 +359,8 @@ def handle_archive(ctx: StepContext, loaded: Sample) -> str:
     if entry is None:
         raise RuntimeError(f"sample {loaded.pk} is at the archive step without a kept answer")
     attempt = Attempt.objects.get(pk=entry.attempt_id)
-    return _archive_answer(ctx, loaded, attempt, entry, inbox.result_of(entry))
+    with answer_work():
+        return _archive_answer(ctx, loaded, attempt, entry, inbox.result_of(entry))
 
 
 def _archive_answer(
@@ -370,7 +374,8 @@ def _archive_answer(
     fenced write that consumes the inbox row. A failure before that write is the archive
     step's to retry (`RetryPolicy.after_archive_error`), never a submit's."""
     try:
-        archived = archive(sample, result)
+        with outside_answer_work():  # uploads: a wait, not work
+            archived = archive(sample, result)
     except Exception as error:
         return _archive_failed(ctx, entry, error)
     failed = result.collection_state != CollectionState.COMPLETED
