@@ -77,6 +77,22 @@ def header_safe(value: str, *, max_length: int = 128) -> str:
     return value if printable else "sha256-" + hashlib.sha256(value.encode()).hexdigest()[:48]
 
 
+def submit_answer_cut(exchange: HttpExchange) -> UpstreamError | None:
+    """A submit whose answer arrived in part (status and headers, then the body cut in
+    transit): the upstream may have taken the tasks, so their acceptance is unknown and is
+    verified by key, not an answer that failed to parse (which is never asked again). None
+    when the answer came whole, or was a refusal."""
+    if exchange.interrupted is None or exchange.status_code >= 400:
+        return None
+    return UpstreamError(
+        ErrorClass.ACCEPTANCE_UNKNOWN,
+        f"sent, answer cut: {exchange.interrupted}",
+        status_code=exchange.status_code,
+        raw=exchange.body,
+        egress=exchange.egress,
+    )
+
+
 def _failed_before_sending(exc: BaseException) -> bool:
     """True when the connection was never established, so the upstream cannot have seen the
     request: refused, unresolvable, connect timeout, or the proxy itself unreachable."""

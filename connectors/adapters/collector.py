@@ -66,7 +66,7 @@ from ..base import (
 from ..citations import CitationList
 from ..direct import failed
 from ..errors import classify_http_error, error_dict, json_body, request_id_from
-from ..transport import HttpExchange, HttpTransport, header_safe
+from ..transport import HttpExchange, HttpTransport, header_safe, submit_answer_cut
 
 SUBMISSION_LIMIT = 100
 SIGNATURE_HEADER = "X-Collector-Signature"
@@ -283,6 +283,9 @@ class CollectorConnector(Connector):
             body=body,
             headers={"Idempotency-Key": header_safe(idempotency_key or batch_key(requests))},
         )
+        cut = submit_answer_cut(exchange)
+        if cut is not None:
+            raise cut
         payload = self._json(exchange)
         answered = {
             str(task.get("client_key")): task

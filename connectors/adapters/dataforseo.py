@@ -91,7 +91,7 @@ from ..base import (
 from ..citations import CitationList, found_sources, search_queries
 from ..direct import DEVICES, REGIONS, failed
 from ..errors import classify_http_error, error_dict, json_body
-from ..transport import HttpExchange, HttpTransport
+from ..transport import HttpExchange, HttpTransport, submit_answer_cut
 
 SUBMISSION_LIMIT = 100
 OK = 20000
@@ -324,6 +324,9 @@ class DataForSEOConnector(Connector):
             )
         body = [self.task_spec(r) for r in requests]
         exchange = self._call("POST", f"{self.prefix}/task_post", body=body, attempt_no=attempt_no)
+        cut = submit_answer_cut(exchange)
+        if cut is not None:
+            raise cut
         payload = self._envelope(exchange)
         by_tag: dict[str, dict[str, Any]] = {}
         for task in _as_list(payload.get("tasks")):
