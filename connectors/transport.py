@@ -36,7 +36,9 @@ CHUNK_SIZE = 16 * 1024
 class HttpExchange:
     """One response as received. `interrupted` is set when the status and headers arrived but
     the body stopped early (read timeout or connection loss mid-stream): the upstream did
-    answer, so acceptance is known, and `body` holds every byte that came before the cut."""
+    answer, and `body` holds every byte that came before the cut. For a streamed answer the
+    status says it was accepted; a batch submit says which tasks it took in the body, so a cut
+    one leaves their acceptance unknown (`submit_answer_cut`)."""
 
     status_code: int
     headers: dict[str, str]  # lowercased names
@@ -44,6 +46,12 @@ class HttpExchange:
     egress: str
     elapsed_seconds: float
     interrupted: str | None = None
+
+    def error(self, error_class: ErrorClass, message: str) -> UpstreamError:
+        """An error about this response, carrying its status, body and egress."""
+        return UpstreamError(
+            error_class, message, status_code=self.status_code, raw=self.body, egress=self.egress
+        )
 
     @property
     def content_type(self) -> str:
@@ -84,12 +92,8 @@ def submit_answer_cut(exchange: HttpExchange) -> UpstreamError | None:
     when the answer came whole, or was a refusal."""
     if exchange.interrupted is None or exchange.status_code >= 400:
         return None
-    return UpstreamError(
-        ErrorClass.ACCEPTANCE_UNKNOWN,
-        f"sent, answer cut: {exchange.interrupted}",
-        status_code=exchange.status_code,
-        raw=exchange.body,
-        egress=exchange.egress,
+    return exchange.error(
+        ErrorClass.ACCEPTANCE_UNKNOWN, f"sent, answer cut: {exchange.interrupted}"
     )
 
 

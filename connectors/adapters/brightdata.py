@@ -293,12 +293,8 @@ class BrightDataConnector(Connector):
         if not isinstance(snapshot_id, str) or not snapshot_id:
             # Sent and answered 200, but with no snapshot to follow: whether the vendor
             # started a collection is unknown.
-            raise UpstreamError(
-                ErrorClass.ACCEPTANCE_UNKNOWN,
-                "trigger answered without a snapshot_id",
-                status_code=exchange.status_code,
-                raw=exchange.body,
-                egress=exchange.egress,
+            raise exchange.error(
+                ErrorClass.ACCEPTANCE_UNKNOWN, "trigger answered without a snapshot_id"
             )
         return [
             SubmitOutcome(upstream_id=upstream_id_of(snapshot_id, position), egress=exchange.egress)

@@ -219,12 +219,8 @@ class CollectorConnector(Connector):
         payload = json_body(exchange.body)
         if not isinstance(payload, dict):
             cut = f" (cut: {exchange.interrupted})" if exchange.interrupted else ""
-            raise UpstreamError(
-                ErrorClass.PARSE_FAILED,
-                f"collector answered with a non-JSON body{cut}",
-                status_code=exchange.status_code,
-                raw=exchange.body,
-                egress=exchange.egress,
+            raise exchange.error(
+                ErrorClass.PARSE_FAILED, f"collector answered with a non-JSON body{cut}"
             )
         return payload
 

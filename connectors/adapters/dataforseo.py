@@ -250,12 +250,8 @@ class DataForSEOConnector(Connector):
                     exchange.status_code, exchange.headers, exchange.body, egress=exchange.egress
                 )
             cut = f" (cut: {exchange.interrupted})" if exchange.interrupted else ""
-            raise UpstreamError(
-                ErrorClass.PARSE_FAILED,
-                f"dataforseo answered with a non-JSON body{cut}",
-                status_code=exchange.status_code,
-                raw=exchange.body,
-                egress=exchange.egress,
+            raise exchange.error(
+                ErrorClass.PARSE_FAILED, f"dataforseo answered with a non-JSON body{cut}"
             )
         if payload.get("status_code") != OK:
             raise _code_error(payload, exchange)
@@ -537,13 +533,7 @@ def _live_refusal(task: dict[str, Any], exchange: HttpExchange) -> UpstreamError
     error_class = _classify_code(code)
     if error_class is ErrorClass.UPSTREAM_FAILED:
         return None
-    return UpstreamError(
-        error_class,
-        f"{code}: {task.get('status_message') or 'task refused'}",
-        status_code=exchange.status_code,
-        raw=exchange.body,
-        egress=exchange.egress,
-    )
+    return exchange.error(error_class, f"{code}: {task.get('status_message') or 'task refused'}")
 
 
 def _code_error(payload: dict[str, Any], exchange: HttpExchange) -> UpstreamError:
@@ -552,13 +542,7 @@ def _code_error(payload: dict[str, Any], exchange: HttpExchange) -> UpstreamErro
     error_class = _classify_code(code)
     if error_class is ErrorClass.UPSTREAM_FAILED:
         error_class = ErrorClass.TRANSIENT
-    return UpstreamError(
-        error_class,
-        f"{code}: {payload.get('status_message') or 'refused'}",
-        status_code=exchange.status_code,
-        raw=exchange.body,
-        egress=exchange.egress,
-    )
+    return exchange.error(error_class, f"{code}: {payload.get('status_message') or 'refused'}")
 
 
 class _LLMScraper(DataForSEOConnector):
